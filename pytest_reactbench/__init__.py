@@ -1,0 +1,3 @@
+"""pytest-reactbench: agentic React coding tasks as pytest items."""
+
+__version__ = "0.1.0"

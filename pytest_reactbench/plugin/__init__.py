@@ -1,0 +1,181 @@
+"""pytest glue: options, collection, fixtures, reports and JUnit properties.
+
+Registered through the `pytest11` entry point. Without --reactbench-agent the
+plugin collects nothing and changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_reactbench import __version__
+from pytest_reactbench.agents import NopAgent, OracleAgent
+from pytest_reactbench.plugin import hookspecs
+from pytest_reactbench.plugin.fixtures import (
+    DURATIONS,
+    RECORD,
+    reactbench_agent,
+    reactbench_agent_image,
+    reactbench_agent_sandbox,
+    reactbench_backend,
+    reactbench_record,
+    reactbench_task,
+    reactbench_trial,
+    reactbench_verifier_image,
+    reactbench_verifier_sandbox,
+)
+from pytest_reactbench.plugin.items import (
+    AGENTS_KEY,
+    TaskDirectory,
+    TrialErrored,
+    TrialFailed,
+    TrialItem,
+)
+from pytest_reactbench.plugin.report import junit_properties
+from pytest_reactbench.plugin.session import SESSION_KEY, ReactbenchSession
+from pytest_reactbench.plugin.settings import Settings, addoption, read_settings
+from pytest_reactbench.results import new_run_id
+from pytest_reactbench.sandbox.local import LocalBackend
+from pytest_reactbench.trial import TrialResult, Verdict
+
+__all__ = [
+    "reactbench_agent",
+    "reactbench_agent_image",
+    "reactbench_agent_sandbox",
+    "reactbench_backend",
+    "reactbench_record",
+    "reactbench_task",
+    "reactbench_trial",
+    "reactbench_verifier_image",
+    "reactbench_verifier_sandbox",
+]
+
+ERROR_KEY = "reactbench_error"
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    addoption(parser)
+
+
+@pytest.hookimpl
+def pytest_reactbench_agents() -> Mapping[str, Any]:
+    return {
+        "oracle": lambda arg, settings: OracleAgent(),
+        "nop": lambda arg, settings: NopAgent(),
+    }
+
+
+@pytest.hookimpl
+def pytest_reactbench_sandbox_backends() -> Mapping[str, Any]:
+    def local(settings: Settings) -> LocalBackend:
+        return LocalBackend(settings.cache, settings.image_map, ca_bundle=settings.ca_bundle)
+
+    return {"local": local}
+
+
+class XdistHooks:
+    """Registered only when xdist is loaded: hands the run id to every worker."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["reactbench_run_id"] = self.run_id
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    settings = read_settings(config)
+    if not settings.active:
+        return
+    workerinput = getattr(config, "workerinput", None)
+    run_id = workerinput["reactbench_run_id"] if workerinput else new_run_id()
+    session = ReactbenchSession(config, settings, run_id)
+    config.stash[SESSION_KEY] = session
+    config.stash[AGENTS_KEY] = session.agents
+    # A malformed task is a collection error, and the other tasks still run.
+    config.option.continue_on_collection_errors = True
+    if config.args_source is not pytest.Config.ArgsSource.ARGS:
+        # No path given: collect the task roots rather than testpaths or the cwd.
+        # config.args is read by the session's collection right after configure.
+        config.args[:] = [str(root) for root in settings.task_roots]
+    if workerinput is None:
+        session.records.write_manifest({
+            "plugin_version": __version__,
+            "backend": settings.backend,
+            "agents": list(settings.agents),
+            "task_roots": [str(r) for r in settings.task_roots],
+            "args": list(config.invocation_params.args),
+        })
+        if config.pluginmanager.hasplugin("xdist"):
+            config.pluginmanager.register(XdistHooks(run_id), "reactbench-xdist")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None:
+        session.close()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if SESSION_KEY in parent.config.stash and (path / "task.toml").is_file():
+        collector: pytest.Collector = TaskDirectory.from_parent(parent, path=path)
+        return collector
+    return None
+
+
+def _setup_error_result(item: TrialItem, exc: BaseException) -> TrialResult:
+    record = item.stash.get(RECORD, None)
+    result = TrialResult(
+        task_id=item.task.id,
+        agent=item.agent.name,
+        verdict=Verdict.ERROR,
+        reward=None,
+        gates={},
+        failure=type(exc).__name__,
+        message=str(exc),
+        agent_ending=None,
+        durations=item.stash.get(DURATIONS, {}),
+        record=record.path if record else None,
+    )
+    if record is not None:
+        record.finish(result.status())
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if not isinstance(item, TrialItem):
+        return report
+    session = item.config.stash[SESSION_KEY]
+    result: TrialResult | None = None
+    if call.excinfo is not None and isinstance(call.excinfo.value, TrialFailed | TrialErrored):
+        result = call.excinfo.value.result
+    elif report.when == "call" and report.passed:
+        result = item.funcargs.get("reactbench_trial")  # type: ignore[assignment]
+    elif report.when == "setup" and call.excinfo is not None:
+        result = _setup_error_result(item, call.excinfo.value)
+        session.trial_finished(result, item)
+    if result is not None:
+        item.user_properties.extend(junit_properties(result, session.settings.backend))
+        report.user_properties = list(item.user_properties)
+        if result.verdict is Verdict.ERROR:
+            report.user_properties.append((ERROR_KEY, "1"))
+    return report
+
+
+def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
+    if report.when == "call" and (ERROR_KEY, "1") in report.user_properties:
+        return "error", "E", "ERROR"
+    return None

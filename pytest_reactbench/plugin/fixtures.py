@@ -1,0 +1,167 @@
+"""Fixtures: every stage of a trial that a project may want to replace in its
+conftest.py (the backend, the images, the sandboxes, the agent)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pytest_reactbench import __version__
+from pytest_reactbench.agents import Agent
+from pytest_reactbench.plugin.progress import progress_printer
+from pytest_reactbench.plugin.session import SESSION_KEY
+from pytest_reactbench.results import TrialRecord
+from pytest_reactbench.sandbox.base import Backend, Image, ImageRecipe, Limits, Sandbox
+from pytest_reactbench.tasks import EnvironmentConfig, Task
+from pytest_reactbench.trial import TrialResult, run_trial
+
+DURATIONS = pytest.StashKey[dict[str, float]]()
+RECORD = pytest.StashKey[TrialRecord]()
+
+
+def _limits(env: EnvironmentConfig) -> Limits:
+    return Limits(cpus=env.cpus, memory_mb=env.memory_mb, storage_mb=env.storage_mb)
+
+
+def _timed_stage(request: pytest.FixtureRequest, phase: str, started: float) -> None:
+    request.node.stash.setdefault(DURATIONS, {})[phase] = (
+        request.node.stash.setdefault(DURATIONS, {}).get(phase, 0.0) + time.monotonic() - started
+    )
+
+
+@pytest.fixture(scope="session")
+def reactbench_backend(request: pytest.FixtureRequest) -> Backend:
+    """The sandbox backend chosen with --reactbench-sandbox, shared by the session."""
+    return request.config.stash[SESSION_KEY].backend()
+
+
+@pytest.fixture
+def reactbench_task(request: pytest.FixtureRequest) -> Task:
+    task: Task = request.node.task
+    return task
+
+
+@pytest.fixture
+def reactbench_agent(request: pytest.FixtureRequest) -> Agent:
+    agent: Agent = request.node.agent
+    return agent
+
+
+@pytest.fixture
+def reactbench_record(request: pytest.FixtureRequest, reactbench_task: Task,
+                      reactbench_agent: Agent) -> TrialRecord:
+    """This trial's run record directory (never reused)."""
+    session = request.config.stash[SESSION_KEY]
+    config = reactbench_task.config
+    manifest: dict[str, Any] = {
+        "task": reactbench_task.id,
+        "task_path": str(reactbench_task.path),
+        "agent": reactbench_agent.name,
+        "attempt": 1,
+        "nodeid": request.node.nodeid,
+        "plugin_version": __version__,
+        "backend": session.settings.backend,
+        "run_id": session.records.run_id,
+        "limits": {"agent": config.environment.model_dump(),
+                   "verifier": config.verifier_environment.model_dump()},
+        "timeouts": {"agent": config.agent.timeout_sec, "verifier": config.verifier.timeout_sec},
+    }
+    record = session.records.open_trial(reactbench_task.id, reactbench_agent.name, 1, manifest)
+    request.node.stash[RECORD] = record
+    return record
+
+
+def _bake(request: pytest.FixtureRequest, backend: Backend, recipe: ImageRecipe,
+          record: TrialRecord) -> Image:
+    started = time.monotonic()
+    record.event("bake-start", image=recipe.name)
+    image = backend.bake(recipe, progress_printer(request.config))
+    _timed_stage(request, "bake", started)
+    record.event("bake-end", image=recipe.name, digest=image.digest, cached=image.cached)
+    return image
+
+
+@pytest.fixture
+def reactbench_agent_image(request: pytest.FixtureRequest, reactbench_backend: Backend,
+                           reactbench_task: Task, reactbench_record: TrialRecord) -> Image:
+    """The agent's workspace image, baked from environment/Dockerfile."""
+    task = reactbench_task
+    recipe = ImageRecipe(
+        name=f"{task.id}/environment",
+        dockerfile=task.environment_dir / "Dockerfile",
+        context=task.environment_dir,
+        timeout=task.config.environment.build_timeout_sec,
+    )
+    return _bake(request, reactbench_backend, recipe, reactbench_record)
+
+
+@pytest.fixture
+def reactbench_verifier_image(request: pytest.FixtureRequest, reactbench_backend: Backend,
+                              reactbench_task: Task, reactbench_record: TrialRecord) -> Image:
+    """The clean-room verifier's image, baked from tests/Dockerfile."""
+    task = reactbench_task
+    recipe = ImageRecipe(
+        name=f"{task.id}/tests",
+        dockerfile=task.tests_dir / "Dockerfile",
+        context=task.tests_dir,
+        timeout=task.config.verifier_environment.build_timeout_sec,
+    )
+    return _bake(request, reactbench_backend, recipe, reactbench_record)
+
+
+def _boot(request: pytest.FixtureRequest, backend: Backend, image: Image, *, network: bool,
+          env: EnvironmentConfig, role: str) -> Sandbox:
+    session = request.config.stash[SESSION_KEY]
+    started = time.monotonic()
+    sandbox = backend.boot(
+        image,
+        network=network,
+        limits=_limits(env),
+        labels={"run": session.records.run_id, "task": request.node.task.id, "role": role,
+                "worker": session.worker},
+    )
+    _timed_stage(request, "boot", started)
+    return sandbox
+
+
+@pytest.fixture
+def reactbench_agent_sandbox(request: pytest.FixtureRequest, reactbench_backend: Backend,
+                             reactbench_agent_image: Image, reactbench_task: Task,
+                             reactbench_agent: Agent) -> Iterator[Sandbox]:
+    """The agent's sandbox: offline unless the agent declares model hosts."""
+    sandbox = _boot(request, reactbench_backend, reactbench_agent_image,
+                    network=reactbench_agent.needs_network,
+                    env=reactbench_task.config.environment, role="agent")
+    try:
+        yield sandbox
+    finally:
+        sandbox.close()
+
+
+@pytest.fixture
+def reactbench_verifier_sandbox(request: pytest.FixtureRequest, reactbench_backend: Backend,
+                                reactbench_verifier_image: Image,
+                                reactbench_task: Task) -> Iterator[Sandbox]:
+    """A fresh verifier sandbox the agent never touched; always offline."""
+    sandbox = _boot(request, reactbench_backend, reactbench_verifier_image, network=False,
+                    env=reactbench_task.config.verifier_environment, role="verifier")
+    try:
+        yield sandbox
+    finally:
+        sandbox.close()
+
+
+@pytest.fixture
+def reactbench_trial(request: pytest.FixtureRequest, reactbench_task: Task,
+                     reactbench_agent: Agent, reactbench_record: TrialRecord,
+                     reactbench_agent_sandbox: Sandbox,
+                     reactbench_verifier_sandbox: Sandbox) -> TrialResult:
+    """The trial's verdict: the agent acts, the verifier grades."""
+    durations = request.node.stash.setdefault(DURATIONS, {})
+    result = run_trial(reactbench_task, reactbench_agent, reactbench_agent_sandbox,
+                       reactbench_verifier_sandbox, reactbench_record, durations)
+    request.config.stash[SESSION_KEY].trial_finished(result, request.node)
+    return result

@@ -1,0 +1,42 @@
+"""The plugin's own hooks. Another installed package, or a conftest.py, adds an
+agent or a sandbox backend by implementing them; built-ins use the same hooks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_reactbench.agents import Agent
+    from pytest_reactbench.plugin.settings import Settings
+    from pytest_reactbench.sandbox.base import Backend
+    from pytest_reactbench.trial import TrialResult
+
+    #: Builds an agent from the text after its name (`python:pkg.mod:Cls` -> "pkg.mod:Cls").
+    AgentFactory = Callable[[str, Settings], Agent]
+    BackendFactory = Callable[[Settings], Backend]
+
+
+@pytest.hookspec
+def pytest_reactbench_agents() -> Mapping[str, AgentFactory]:  # type: ignore[empty-body]
+    """Return agents by name: ``{"my-agent": factory}``.
+
+    ``--reactbench-agent=my-agent`` (or ``my-agent:ARG``) calls ``factory(ARG, settings)``
+    once per session and must return an :class:`~pytest_reactbench.agents.Agent`.
+    Results of all implementations are merged; a later plugin cannot silently
+    replace a name (a clash is a usage error).
+    """
+
+
+@pytest.hookspec
+def pytest_reactbench_sandbox_backends() -> Mapping[str, BackendFactory]:  # type: ignore[empty-body]
+    """Return sandbox backends by name: ``{"my-backend": factory}``, selected with
+    ``--reactbench-sandbox=my-backend``; ``factory(settings)`` returns a Backend."""
+
+
+@pytest.hookspec
+def pytest_reactbench_trial_finished(result: TrialResult, item: pytest.Item) -> None:
+    """Called on the worker that ran it when a trial has its verdict (pass, fail or
+    error), after its run record is complete."""

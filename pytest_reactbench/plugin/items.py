@@ -1,0 +1,94 @@
+"""Collection: a task directory is a collector, each agent (and attempt) an item."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_reactbench.agents import Agent, AgentConfigError
+from pytest_reactbench.tasks import Task, TaskError, load_task
+from pytest_reactbench.trial import TrialResult, Verdict
+
+AGENTS_KEY = pytest.StashKey[dict[str, Agent]]()
+
+
+class TrialFailed(Exception):
+    """The agent's work scored 0 (a gate failed)."""
+
+    def __init__(self, result: TrialResult) -> None:
+        super().__init__(result.message)
+        self.result = result
+
+
+class TrialErrored(Exception):
+    """The harness, sandbox or verifier broke: no score."""
+
+    def __init__(self, result: TrialResult) -> None:
+        super().__init__(result.message)
+        self.result = result
+
+
+def marker_name(value: str) -> str:
+    return re.sub(r"\W+", "_", value).strip("_").lower()
+
+
+def _trial(reactbench_trial: TrialResult) -> None:
+    """The body of every item: the verdict comes from the reactbench_trial fixture."""
+    if reactbench_trial.verdict is Verdict.ERROR:
+        raise TrialErrored(reactbench_trial)
+    if reactbench_trial.verdict is Verdict.FAILED:
+        raise TrialFailed(reactbench_trial)
+
+
+class TaskDirectory(pytest.Directory):
+    """A directory holding task.toml; its items are `<task path>::<agent>`."""
+
+    def collect(self) -> list[pytest.Item]:
+        try:
+            task = load_task(self.path)
+        except TaskError as exc:
+            raise self.CollectError(str(exc)) from None
+        agents = self.config.stash[AGENTS_KEY]
+        items: list[pytest.Item] = []
+        for name, agent in agents.items():
+            try:
+                agent.check(task)
+            except AgentConfigError as exc:
+                raise self.CollectError(f"agent {name}: {exc}") from None
+            items.append(TrialItem.from_parent(self, name=name, callobj=_trial, task=task,
+                                               agent=agent))
+        return items
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]
+        if isinstance(excinfo.value, self.CollectError):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo))
+
+
+class TrialItem(pytest.Function):
+    """One agent's attempt at one task. A `pytest.Function` so that its sandboxes,
+    images and agent are ordinary fixtures a conftest.py can override."""
+
+    def __init__(self, *, task: Task, agent: Agent, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.task = task
+        self.agent = agent
+        for name in task.markers:
+            marker = marker_name(name)
+            self.config.addinivalue_line("markers", f"{marker}: task metadata")
+            self.add_marker(marker)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path / "task.toml", 0, f"{self.task.id} [{self.agent.name}]"
+
+    def repr_failure(  # type: ignore[override]
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
+    ) -> str:
+        from pytest_reactbench.plugin.report import describe_failure
+
+        if isinstance(excinfo.value, TrialFailed | TrialErrored):
+            return describe_failure(excinfo.value.result)
+        return str(super().repr_failure(excinfo, style=style))

@@ -1,0 +1,79 @@
+"""What a user sees: the failure screen of an item and its JUnit properties."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_reactbench.trial import TrialResult, Verdict
+
+MAX_FINDINGS = 20
+
+
+def _findings(details: dict[str, Any]) -> list[str]:
+    rd = details.get("react_doctor") or {}
+    lines = []
+    for finding in (rd.get("new") or [])[:MAX_FINDINGS]:
+        where = finding.get("file", "?")
+        if finding.get("line"):
+            where += f":{finding['line']}"
+        lines.append(f"  {where}  {finding.get('rule', '?')}  {finding.get('message', '')}".rstrip())
+    return lines
+
+
+def describe_failure(result: TrialResult) -> str:
+    lines: list[str] = []
+    if result.verdict is Verdict.ERROR:
+        lines.append(f"ERROR ({result.failure}): {result.message}")
+        lines.append("No score: the harness, sandbox or verifier broke, not the agent.")
+    else:
+        lines.append(f"FAILED: reward {result.reward:g}; {result.message}")
+        for gate, ok in result.gates.items():
+            lines.append(f"  gate {gate}: {'pass' if ok else 'FAIL' if ok is False else 'n/a'}")
+    if result.agent_ending and result.agent_ending != "completed":
+        lines.append(f"The agent ended: {result.agent_ending}.")
+    tests = result.details.get("tests") or {}
+    failing = tests.get("failing") or []
+    if failing:
+        lines.append("Failing specs:")
+        lines += [f"  {name}" for name in failing[:MAX_FINDINGS]]
+    findings = _findings(result.details)
+    if findings:
+        lines.append("New React Doctor findings (rule, file:line, message):")
+        lines += findings
+    remaining = (result.details.get("react_doctor") or {}).get("remaining_targets") or []
+    if remaining:
+        lines.append("Target findings still present:")
+        lines += [f"  {t}" for t in remaining[:MAX_FINDINGS]]
+    if result.test_log_tail and result.gates.get("tests") is not True:
+        lines.append("Tail of the verifier's test log:")
+        lines += ["  " + line for line in result.test_log_tail.splitlines()]
+    if result.record:
+        lines.append(f"Run record: {result.record}")
+    return "\n".join(lines)
+
+
+def junit_properties(result: TrialResult, backend: str) -> list[tuple[str, object]]:
+    def gate(value: bool | None) -> str:
+        return "" if value is None else str(int(value))
+
+    props: list[tuple[str, object]] = [
+        ("reactbench.task", result.task_id),
+        ("reactbench.agent", result.agent),
+        ("reactbench.verdict", result.verdict.value),
+        ("reactbench.reward", "" if result.reward is None else f"{result.reward:g}"),
+        ("reactbench.gate.tests", gate(result.gates.get("tests"))),
+        ("reactbench.gate.react_doctor", gate(result.gates.get("react_doctor"))),
+        ("reactbench.failure", result.failure or ""),
+        ("reactbench.agent_ending", result.agent_ending or ""),
+        ("reactbench.backend", backend),
+    ]
+    for phase in ("bake", "boot", "agent", "artifacts", "verify"):
+        if phase in result.durations:
+            props.append((f"reactbench.duration.{phase}", f"{result.durations[phase]:.3f}"))
+    new = (result.details.get("react_doctor") or {}).get("new") or []
+    if new:
+        props.append(("reactbench.react_doctor.new", "; ".join(
+            f"{f.get('rule')} {f.get('file')}:{f.get('line', '')}" for f in new[:MAX_FINDINGS])))
+    if result.record:
+        props.append(("reactbench.record", str(result.record)))
+    return props

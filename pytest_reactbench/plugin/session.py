@@ -1,0 +1,80 @@
+"""State of one pytest session (per xdist worker): settings, records, backend."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_reactbench.agents import Agent
+from pytest_reactbench.plugin.progress import progress_printer
+from pytest_reactbench.plugin.settings import Settings, UsageError
+from pytest_reactbench.results import RunRecords
+from pytest_reactbench.sandbox.base import Backend
+
+if TYPE_CHECKING:
+    from pytest_reactbench.trial import TrialResult
+
+
+def _merge(name: str, parts: list[Mapping[str, object]]) -> dict[str, object]:
+    merged: dict[str, object] = {}
+    for part in parts:
+        for key, value in part.items():
+            if key in merged and merged[key] is not value:
+                raise UsageError(f"two plugins register the {name} {key!r}")
+            merged[key] = value
+    return merged
+
+
+class ReactbenchSession:
+    def __init__(self, config: pytest.Config, settings: Settings, run_id: str) -> None:
+        self.config = config
+        self.settings = settings
+        self.records = RunRecords(settings.records, run_id)
+        self.worker: str = getattr(config, "workerinput", {}).get("workerid", "controller")
+        self.results: list[TrialResult] = []
+        self._backend: Backend | None = None
+        self.agents = self._make_agents()
+
+    def _make_agents(self) -> dict[str, Agent]:
+        factories = _merge("agent", self.config.hook.pytest_reactbench_agents())
+        agents: dict[str, Agent] = {}
+        for spec in self.settings.agents:
+            name, _, arg = spec.partition(":")
+            factory = factories.get(name)
+            if factory is None:
+                raise UsageError(
+                    f"--reactbench-agent: unknown agent {name!r}; known: {', '.join(sorted(factories))}"
+                )
+            agent = factory(arg, self.settings)  # type: ignore[operator]
+            agents[agent.name] = agent
+        return agents
+
+    def backend(self) -> Backend:
+        if self._backend is None:
+            factories = _merge("sandbox backend", self.config.hook.pytest_reactbench_sandbox_backends())
+            factory = factories.get(self.settings.backend)
+            if factory is None:
+                raise UsageError(
+                    f"--reactbench-sandbox: unknown backend {self.settings.backend!r}; "
+                    f"known: {', '.join(sorted(factories))}"
+                )
+            self._backend = factory(self.settings)  # type: ignore[operator]
+            removed = self._backend.sweep()
+            if removed:
+                progress_printer(self.config)(
+                    f"removed {removed} leftover sandbox(es) of a run that died"
+                )
+        return self._backend
+
+    def trial_finished(self, result: TrialResult, item: pytest.Item) -> None:
+        self.results.append(result)
+        self.config.hook.pytest_reactbench_trial_finished(result=result, item=item)
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+
+
+SESSION_KEY = pytest.StashKey[ReactbenchSession]()

@@ -1,0 +1,131 @@
+"""Command-line options and ini keys, read once into Settings."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from pytest_reactbench.sandbox.recipes import parse_image_map
+
+
+class UsageError(pytest.UsageError):
+    pass
+
+
+def addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("reactbench", "ReactBench tasks as test items")
+    group.addoption(
+        "--reactbench-agent", action="append", default=[], metavar="NAME[,NAME...]",
+        help="agents to run: oracle, nop, or one registered by a plugin; one item per task "
+        "and agent. Without it no task is collected.",
+    )
+    group.addoption(
+        "--reactbench-tasks", action="append", default=[], metavar="DIR",
+        help="task roots to collect when no path is given (ini: reactbench_tasks; default: tasks)",
+    )
+    group.addoption(
+        "--reactbench-sandbox", default=None, metavar="BACKEND",
+        help="sandbox backend: local (bubblewrap, default) or docker (ini: reactbench_sandbox)",
+    )
+    group.addoption(
+        "--reactbench-records", default=None, metavar="DIR",
+        help="where run records are written (ini: reactbench_records; default: .reactbench/records)",
+    )
+    group.addoption(
+        "--reactbench-cache", default=None, metavar="DIR",
+        help="where baked images live (ini: reactbench_cache; env REACTBENCH_CACHE; "
+        "default: ~/.cache/reactbench)",
+    )
+    group.addoption(
+        "--reactbench-image-map", action="append", default=[], metavar="FROM=TO",
+        help="replace a FROM image by a recipe under images/ or another image "
+        "(repeatable; ini: reactbench_image_map)",
+    )
+    group.addoption(
+        "--reactbench-ca-bundle", default=None, metavar="PEM",
+        help="CA bundle that bakes trust for package downloads, e.g. behind a TLS-inspecting "
+        "proxy (ini: reactbench_ca_bundle; env REACTBENCH_CA_BUNDLE)",
+    )
+    parser.addini("reactbench_tasks", "task roots", type="args", default=["tasks"])
+    parser.addini("reactbench_sandbox", "sandbox backend", default="local")
+    parser.addini("reactbench_records", "run record directory", default=".reactbench/records")
+    parser.addini("reactbench_cache", "bake cache directory", default="")
+    parser.addini("reactbench_image_map", "FROM=TO image replacements", type="linelist", default=[])
+    parser.addini("reactbench_ca_bundle", "CA bundle for bakes", default="")
+
+
+@dataclass(frozen=True)
+class Settings:
+    agents: tuple[str, ...]
+    task_roots: tuple[Path, ...]
+    backend: str
+    records: Path
+    cache: Path
+    image_map: dict[str, str] = field(default_factory=dict)
+    ca_bundle: Path | None = None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.agents)
+
+
+def _ini_path(config: pytest.Config, value: str) -> Path:
+    path = Path(os.path.expanduser(value))
+    return path if path.is_absolute() else config.rootpath / path
+
+
+def _cli_path(config: pytest.Config, value: str) -> Path:
+    path = Path(os.path.expanduser(value))
+    return path if path.is_absolute() else config.invocation_params.dir / path
+
+
+def read_settings(config: pytest.Config) -> Settings:
+    opt = config.option
+    agents = tuple(
+        dict.fromkeys(a.strip() for raw in opt.reactbench_agent for a in raw.split(",") if a.strip())
+    )
+    if opt.reactbench_tasks:
+        roots = tuple(_cli_path(config, p) for p in opt.reactbench_tasks)
+    else:
+        roots = tuple(_ini_path(config, p) for p in config.getini("reactbench_tasks"))
+    records = (
+        _cli_path(config, opt.reactbench_records) if opt.reactbench_records
+        else _ini_path(config, config.getini("reactbench_records"))
+    )
+    cache_value = opt.reactbench_cache or os.environ.get("REACTBENCH_CACHE")
+    if cache_value:
+        cache = _cli_path(config, cache_value)
+    elif config.getini("reactbench_cache"):
+        cache = _ini_path(config, config.getini("reactbench_cache"))
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+        cache = Path(base) / "reactbench"
+    ca_value = opt.reactbench_ca_bundle or os.environ.get("REACTBENCH_CA_BUNDLE")
+    ca_bundle: Path | None = None
+    if ca_value:
+        ca_bundle = _cli_path(config, ca_value)
+    elif config.getini("reactbench_ca_bundle"):
+        ca_bundle = _ini_path(config, config.getini("reactbench_ca_bundle"))
+    if ca_bundle is not None and not ca_bundle.is_file():
+        raise UsageError(f"--reactbench-ca-bundle: {ca_bundle} is not a file")
+    try:
+        image_map = parse_image_map(config.getini("reactbench_image_map"), "ini reactbench_image_map")
+        image_map = parse_image_map(opt.reactbench_image_map, "--reactbench-image-map", image_map)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if agents:
+        for root in roots:
+            if not root.exists():
+                raise UsageError(f"--reactbench-tasks: {root} does not exist")
+    return Settings(
+        agents=agents,
+        task_roots=roots,
+        backend=opt.reactbench_sandbox or config.getini("reactbench_sandbox"),
+        records=records,
+        cache=cache,
+        image_map=image_map,
+        ca_bundle=ca_bundle,
+    )

@@ -1,0 +1,84 @@
+"""Run records: one directory per run, one immutable directory per trial.
+
+A trial's `status.json` says `running` until the trial ends, so a crashed run
+leaves records that are readable and plainly marked incomplete."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+
+def new_run_id() -> str:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def _safe(part: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", part).strip("-") or "x"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+class TrialRecord:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.started = time.time()
+
+    def write_json(self, name: str, data: Any) -> None:
+        write_json_atomic(self.path / name, data)
+
+    def write_text(self, name: str, text: str | bytes) -> None:
+        target = self.path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(text, bytes):
+            target.write_bytes(text)
+        else:
+            target.write_text(text, encoding="utf-8")
+
+    def event(self, kind: str, **data: Any) -> None:
+        line = json.dumps({"t": round(time.time(), 3), "event": kind, **data}, default=str)
+        with (self.path / "events.jsonl").open("a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+    def finish(self, status: dict[str, Any]) -> None:
+        self.write_json("status.json", {**status, "status": "complete",
+                                        "finished_at": time.time()})
+
+
+class RunRecords:
+    """The records of one pytest session (all trials, all xdist workers)."""
+
+    def __init__(self, root: Path, run_id: str) -> None:
+        self.root = root
+        self.run_id = run_id
+        self.run_dir = root / run_id
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        write_json_atomic(self.run_dir / "manifest.json", {"run_id": self.run_id, **manifest})
+
+    def open_trial(self, task_id: str, agent: str, attempt: int, manifest: dict[str, Any]) -> TrialRecord:
+        base = f"{_safe(task_id)}__{_safe(agent)}__{attempt}"
+        for n in range(1000):
+            path = self.run_dir / (base if n == 0 else f"{base}.{n}")
+            try:
+                path.mkdir()  # never reuse a directory: records are not overwritten
+            except FileExistsError:
+                continue
+            record = TrialRecord(path)
+            record.write_json("manifest.json", manifest)
+            record.write_json("status.json", {"status": "running", "started_at": record.started})
+            record.event("trial-start")
+            return record
+        raise RuntimeError(f"too many records named {base} in {self.run_dir}")

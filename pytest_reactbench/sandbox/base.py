@@ -1,0 +1,163 @@
+"""The Sandbox contract and the Backend that bakes images and boots sandboxes.
+
+A third backend (remote engines, Kubernetes) is one new module implementing
+`Backend` and `Sandbox`, registered through the `pytest_reactbench_sandbox_backends` hook.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+Progress = Callable[[str], None]
+
+
+class SandboxError(Exception):
+    """The sandbox or its engine broke: a harness error, never the agent's fault."""
+
+
+class BakeError(SandboxError):
+    """An image could not be built from its recipe."""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    duration: float
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    @property
+    def text(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def error_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class Limits:
+    cpus: float = 1.0
+    memory_mb: int = 2048
+    storage_mb: int = 10240
+
+
+@dataclass(frozen=True)
+class ImageRecipe:
+    """What to bake: a Dockerfile, its build context and build arguments."""
+
+    name: str
+    dockerfile: Path
+    context: Path
+    build_args: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = 1800.0
+
+
+@dataclass(frozen=True)
+class Image:
+    """A baked image. `ref` names it for its backend; `digest` is its content hash."""
+
+    ref: str
+    digest: str
+    backend: str
+    cached: bool
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+class Sandbox(ABC):
+    """One isolated workspace booted from an image. `close()` always works."""
+
+    backend: str
+
+    @abstractmethod
+    def exec(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        user: str | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        """Run a command (a string runs under `bash -c`); kill its whole tree on timeout."""
+
+    @abstractmethod
+    def put_archive(self, dest: str, data: bytes) -> None:
+        """Unpack a tar stream into the directory `dest` (created if missing)."""
+
+    @abstractmethod
+    def get_archive(self, src: str, exclude: Sequence[str] = ()) -> bytes:
+        """A tar stream of the directory `src`'s contents, leaving out `exclude` globs."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Tear the sandbox down; safe to call twice and after a failure."""
+
+    def put_path(self, local: Path, dest: str) -> None:
+        """Copy a host directory's contents (or one file) into the sandbox at `dest`."""
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            if local.is_dir():
+                for child in sorted(local.iterdir()):
+                    tar.add(child, arcname=child.name)
+            else:
+                tar.add(local, arcname=local.name)
+        self.put_archive(dest, buffer.getvalue())
+
+    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+        raw = data.encode() if isinstance(data, str) else data
+        parent, _, name = path.rstrip("/").rpartition("/")
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            info = tarfile.TarInfo(name)
+            info.size = len(raw)
+            info.mode = mode
+            tar.addfile(info, io.BytesIO(raw))
+        self.put_archive(parent or "/", buffer.getvalue())
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Backend(ABC):
+    """Bakes images from recipes and boots sandboxes from them."""
+
+    name: str
+    #: Whether verdicts from this backend count as formal results.
+    formal: bool
+
+    @abstractmethod
+    def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:
+        """Build (or reuse, by content hash) the image for a recipe."""
+
+    @abstractmethod
+    def boot(
+        self,
+        image: Image,
+        *,
+        network: bool,
+        limits: Limits,
+        labels: Mapping[str, str],
+    ) -> Sandbox:
+        """Start a fresh sandbox from an image."""
+
+    def sweep(self) -> int:
+        """Remove what a dead run left behind; returns how many things were removed."""
+        return 0
+
+    def close(self) -> None:
+        """Release the backend's own resources at the end of the session."""

@@ -1,0 +1,138 @@
+"""A Dockerfile reader for the steps the local backend replays.
+
+The local backend bakes images without a daemon by replaying ARG, ENV, WORKDIR,
+COPY/ADD, RUN and LABEL; it parses just enough of the Dockerfile grammar for that
+(line continuations, comments, JSON and shell forms, `${VAR}` substitution).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+IGNORED = {"CMD", "ENTRYPOINT", "EXPOSE", "VOLUME", "HEALTHCHECK", "STOPSIGNAL", "MAINTAINER"}
+SUPPORTED = {"FROM", "ARG", "ENV", "WORKDIR", "COPY", "ADD", "RUN", "LABEL", "USER", "SHELL"}
+
+
+class DockerfileError(Exception):
+    def __init__(self, path: Path, line: int, message: str) -> None:
+        self.path = path
+        self.line = line
+        super().__init__(f"{path}:{line}: {message}")
+
+
+@dataclass(frozen=True)
+class Instruction:
+    keyword: str
+    args: str
+    line: int
+    flags: dict[str, str] = field(default_factory=dict)
+    exec_form: tuple[str, ...] | None = None
+
+
+_VAR = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?P<op>:?[-+])?(?P<word>[^}]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
+
+
+def substitute(text: str, variables: dict[str, str]) -> str:
+    """Docker's variable substitution: $VAR, ${VAR}, ${VAR:-default}, ${VAR:+alt}."""
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group("braced") or match.group("plain")
+        value = variables.get(name)
+        op = match.group("op")
+        if op and op.endswith("-"):
+            return value if value else match.group("word")
+        if op and op.endswith("+"):
+            return match.group("word") if value else ""
+        return value or ""
+
+    return _VAR.sub(replace, text.replace("\\$", "\x00")).replace("\x00", "$")
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    lines: list[tuple[int, str]] = []
+    current: list[str] = []
+    start = 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        stripped = raw.strip()
+        if not current and (not stripped or stripped.startswith("#")):
+            continue
+        if current and stripped.startswith("#"):
+            continue  # comment lines inside a continued instruction are dropped
+        if not current:
+            start = number
+        if raw.rstrip().endswith("\\"):
+            current.append(raw.rstrip()[:-1])
+            continue
+        current.append(raw)
+        lines.append((start, " ".join(part.strip() for part in current if part.strip())))
+        current = []
+    if current:
+        lines.append((start, " ".join(part.strip() for part in current)))
+    return lines
+
+
+def parse(path: Path) -> list[Instruction]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DockerfileError(path, 0, "file is missing") from None
+    out: list[Instruction] = []
+    for number, line in _logical_lines(text):
+        keyword, _, rest = line.partition(" ")
+        keyword = keyword.upper()
+        rest = rest.strip()
+        if keyword in IGNORED:
+            continue
+        if keyword == "ONBUILD" or keyword not in SUPPORTED:
+            raise DockerfileError(path, number, f"{keyword} is not supported by the local backend")
+        if "<<" in rest and keyword in {"RUN", "COPY"}:
+            raise DockerfileError(
+                path, number, "heredocs are not supported by the local backend; use a script file"
+            )
+        flags: dict[str, str] = {}
+        while rest.startswith("--"):
+            flag, _, rest = rest.partition(" ")
+            name, _, value = flag[2:].partition("=")
+            flags[name] = value
+            rest = rest.strip()
+        exec_form = None
+        if rest.startswith("[") and keyword in {"RUN", "COPY", "ADD", "SHELL"}:
+            try:
+                parsed = json.loads(rest)
+            except json.JSONDecodeError:
+                parsed = None
+            if isinstance(parsed, list) and all(isinstance(p, str) for p in parsed):
+                exec_form = tuple(parsed)
+        out.append(Instruction(keyword, rest, number, flags, exec_form))
+    if not any(i.keyword == "FROM" for i in out):
+        raise DockerfileError(path, 1, "has no FROM instruction")
+    return out
+
+
+def key_values(args: str, path: Path, line: int) -> list[tuple[str, str]]:
+    """The pairs of an ENV or LABEL instruction (`K=V K2="v 2"` or the legacy `K V`)."""
+    try:
+        words = shlex.split(args, posix=True)
+    except ValueError as exc:
+        raise DockerfileError(path, line, f"cannot read {args!r}: {exc}") from None
+    if words and "=" not in words[0]:
+        key, _, value = args.partition(" ")
+        return [(key, value.strip())]
+    pairs = []
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep:
+            raise DockerfileError(path, line, f"expected KEY=VALUE, got {word!r}")
+        pairs.append((key, value))
+    return pairs
+
+
+def copy_operands(instr: Instruction, path: Path) -> tuple[list[str], str]:
+    words = list(instr.exec_form) if instr.exec_form else shlex.split(instr.args)
+    if len(words) < 2:
+        raise DockerfileError(path, instr.line, f"{instr.keyword} needs a source and a destination")
+    return words[:-1], words[-1]

@@ -1,0 +1,548 @@
+"""The `local` backend: bubblewrap over the host's read-only root, no daemon.
+
+An image is a stack of overlay layers holding the writable roots (`/app`, `/opt`,
+`/tests`, `/logs`, `/tmp`, `/root`, `/solution`); the host's `/usr` and `/etc` stand
+for the system layer. Each exec mounts the sandbox's overlay in a private mount
+namespace that dies with it, so a killed run leaves no mount behind, only a
+directory that the next run's sweep removes. Baking replays the Dockerfile's
+ARG/ENV/WORKDIR/COPY/ADD/RUN/LABEL steps into a new layer, published by an atomic
+rename under a file lock so that xdist workers and concurrent sessions share it.
+
+Verdicts from this backend are not formal: it is a development backend.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from pytest_reactbench.sandbox import dockerfile as df
+from pytest_reactbench.sandbox.base import (
+    Backend,
+    BakeError,
+    ExecResult,
+    Image,
+    ImageRecipe,
+    Limits,
+    Progress,
+    Sandbox,
+    SandboxError,
+)
+from pytest_reactbench.sandbox.recipes import SYSTEM_IMAGE, map_image, recipe_dir, recipe_key
+
+#: Bumped whenever replay semantics change, so old layers are not reused.
+REPLAY_VERSION = "1"
+ROOTS = ("app", "opt", "tests", "logs", "tmp", "root", "solution")
+DEFAULT_ENV = {
+    "PATH": "/opt/npm-global/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/root",
+    "LANG": "C.UTF-8",
+    # `npm install -g` cannot write the host's read-only /usr: send it to /opt.
+    "npm_config_prefix": "/opt/npm-global",
+    "npm_config_update_notifier": "false",
+}
+CONTEXT_MOUNT = "/run/reactbench/context"
+CA_MOUNT = "/run/reactbench/ca.crt"
+REQUIRED_TOOLS = ("bwrap", "unshare", "mount", "tar", "git", "node", "pnpm")
+
+
+def _rmtree(path: Path) -> None:
+    def fix(func: object, p: str, _exc: object) -> None:
+        os.chmod(p, 0o700)
+        if os.path.isdir(p):
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            os.unlink(p)
+
+    if path.exists() or path.is_symlink():
+        shutil.rmtree(path, onerror=fix)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def missing_host_tools(tools: Sequence[str] = REQUIRED_TOOLS) -> list[str]:
+    return [tool for tool in tools if shutil.which(tool) is None]
+
+
+class LocalSandbox(Sandbox):
+    backend = "local"
+
+    def __init__(
+        self,
+        root: Path,
+        layers: Sequence[Path],
+        *,
+        network: bool,
+        env: Mapping[str, str],
+        workdir: str,
+        upper: Path | None = None,
+        ro_binds: Mapping[str, Path] | None = None,
+    ) -> None:
+        self.root = root
+        self.layers = list(layers)
+        self.network = network
+        self.env = dict(env)
+        self.workdir = workdir
+        self.upper = upper or root / "upper"
+        self.ro_binds = dict(ro_binds or {})
+        self._closed = False
+        for sub in ("work", "merged", "io"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+        self.upper.mkdir(parents=True, exist_ok=True)
+        if not self.layers:
+            # overlay needs one lower layer; the first one of a chain is empty.
+            empty = root / "empty"
+            empty.mkdir(exist_ok=True)
+            self.layers = [empty]
+        self._seed_roots()
+
+    def _seed_roots(self) -> None:
+        if any((layer / "app").exists() for layer in self.layers):
+            return
+        for name in ROOTS:
+            (self.upper / name).mkdir(exist_ok=True)
+        os.chmod(self.upper / "tmp", 0o1777)
+
+    def _argv(self, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> list[str]:
+        merged = self.root / "merged"
+        options = (
+            "lowerdir=" + ":".join(str(p) for p in self.layers)
+            + f",upperdir={self.upper},workdir={self.root / 'work'}"
+            + ",redirect_dir=off,index=off,metacopy=off"
+        )
+        ns = ["unshare", "--mount", "--propagation", "private"]
+        if os.geteuid() != 0:
+            ns[1:1] = ["--user", "--map-root-user"]
+        bwrap = [
+            "bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--hostname", "sandbox",
+            "--tmpfs", "/", "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc",
+            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--tmpfs", "/run",
+            "--tmpfs", "/var",
+        ]
+        for link in ("bin", "lib", "lib64", "sbin"):
+            if Path("/", link).is_symlink():
+                bwrap += ["--symlink", os.readlink(Path("/", link)), f"/{link}"]
+        if not self.network:
+            bwrap.append("--unshare-net")
+        for name in ROOTS:
+            bwrap += ["--bind", str(merged / name), f"/{name}"]
+        for target, source in self.ro_binds.items():
+            bwrap += ["--ro-bind", str(source), target]
+        bwrap += ["--chdir", cwd, "--clearenv"]
+        for key, value in env.items():
+            bwrap += ["--setenv", key, value]
+        script = 'mount -t overlay overlay -o "$1" "$2" && shift 2 && exec "$@"'
+        return [*ns, "sh", "-c", script, "sandbox", options, str(merged), *bwrap, "--", *argv]
+
+    def exec(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        user: str | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        if self._closed:
+            raise SandboxError(f"sandbox {self.root.name} is closed")
+        argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        full_env = {**self.env, **(env or {})}
+        io_dir = self.root / "io"
+        token = uuid.uuid4().hex[:8]
+        out_path, err_path = io_dir / f"{token}.out", io_dir / f"{token}.err"
+        started = time.monotonic()
+        timed_out = False
+        with out_path.open("wb") as out, err_path.open("wb") as err:
+            proc = subprocess.Popen(
+                self._argv(argv, cwd or self.workdir, full_env),
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
+            try:
+                if stdin is not None:
+                    assert proc.stdin is not None
+                    try:
+                        proc.stdin.write(stdin)
+                        proc.stdin.close()
+                    except BrokenPipeError:
+                        pass
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                # The process group holds bwrap; with --unshare-pid and
+                # --die-with-parent its death takes the whole tree in the sandbox.
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+        duration = time.monotonic() - started
+        stdout, stderr = out_path.read_bytes(), err_path.read_bytes()
+        out_path.unlink(missing_ok=True)
+        err_path.unlink(missing_ok=True)
+        code = proc.returncode if not timed_out else 124
+        return ExecResult(code, stdout, stderr, duration, timed_out)
+
+    def put_archive(self, dest: str, data: bytes) -> None:
+        result = self.exec(
+            ["sh", "-c", 'mkdir -p "$1" && tar -x -C "$1" -f -', "put", dest], cwd="/", stdin=data
+        )
+        if not result.ok:
+            raise SandboxError(f"could not unpack into {dest}: {result.error_text.strip()}")
+
+    def get_archive(self, src: str, exclude: Sequence[str] = ()) -> bytes:
+        args = ["tar", "-c", "-f", "-", "-C", src]
+        args += [f"--exclude={pattern}" for pattern in exclude]
+        result = self.exec([*args, "."], cwd="/")
+        if not result.ok:
+            raise SandboxError(f"could not archive {src}: {result.error_text.strip()}")
+        return result.stdout
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        _rmtree(self.root)
+
+
+class LocalBackend(Backend):
+    name = "local"
+    formal = False
+
+    def __init__(
+        self,
+        cache_dir: Path,
+        image_map: Mapping[str, str],
+        *,
+        ca_bundle: Path | None = None,
+        owner: str = "",
+    ) -> None:
+        self.cache_dir = cache_dir
+        self.images = cache_dir / "local" / "images"
+        self.sandboxes = cache_dir / "local" / "sandboxes"
+        self.image_map = dict(image_map)
+        self.ca_bundle = ca_bundle
+        self.owner = owner
+        self.images.mkdir(parents=True, exist_ok=True)
+        self.sandboxes.mkdir(parents=True, exist_ok=True)
+        missing = missing_host_tools()
+        if missing:
+            raise SandboxError(
+                "the local backend needs these tools on the host, which are missing: "
+                + ", ".join(missing)
+                + " (on Debian: apt-get install bubblewrap git nodejs; npm install -g pnpm)"
+            )
+
+    # -- images -----------------------------------------------------------------
+
+    def _image_meta(self, key: str) -> dict[str, object] | None:
+        meta = self.images / key / "image.json"
+        if not meta.is_file():
+            return None
+        loaded: dict[str, object] = json.loads(meta.read_text())
+        return loaded
+
+    def _layers(self, key: str) -> list[Path]:
+        meta = self._image_meta(key)
+        if meta is None:
+            raise SandboxError(f"local image {key} is not baked")
+        return [self.images / str(k) / "layer" for k in meta["chain"]]  # type: ignore[attr-defined]
+
+    def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:
+        deadline = time.monotonic() + recipe.timeout
+        return self._bake(recipe, progress, deadline, depth=0)
+
+    def _bake(self, recipe: ImageRecipe, progress: Progress, deadline: float, depth: int) -> Image:
+        if depth > 8:
+            raise BakeError(f"{recipe.dockerfile}: FROM chain is too deep (a loop in the image map?)")
+        try:
+            instructions = df.parse(recipe.dockerfile)
+        except df.DockerfileError as exc:
+            raise BakeError(str(exc)) from None
+        variables: dict[str, str] = {}
+        first_from = next(i for i, ins in enumerate(instructions) if ins.keyword == "FROM")
+        for ins in instructions[:first_from]:
+            if ins.keyword == "ARG":
+                self._declare_arg(ins, recipe, variables)
+        froms = [ins for ins in instructions if ins.keyword == "FROM"]
+        if len(froms) > 1:
+            raise BakeError(
+                f"{recipe.dockerfile}:{froms[1].line}: multi-stage builds are not supported "
+                "by the local backend; use --reactbench-sandbox=docker"
+            )
+        base_ref = df.substitute(froms[0].args.split()[0], variables)
+        parent = self._bake_parent(base_ref, recipe, progress, deadline, depth)
+        parent_meta = self._image_meta(parent.ref) if parent else None
+        key = recipe_key(
+            REPLAY_VERSION,
+            parent.digest if parent else "host",
+            recipe.dockerfile.read_text(),
+            json.dumps(dict(sorted(recipe.build_args.items()))),
+            context=recipe.context,
+        )
+        if self._image_meta(key) is None:
+            with file_lock(self.images / f"{key}.lock"):
+                if self._image_meta(key) is None:
+                    self._replay(recipe, instructions[first_from + 1 :], variables, parent_meta,
+                                 key, progress, deadline)
+                    meta = self._image_meta(key)
+                    assert meta is not None
+                    return Image(key, key, self.name, cached=False,
+                                 labels=meta.get("labels", {}))  # type: ignore[arg-type]
+        meta = self._image_meta(key)
+        assert meta is not None
+        progress(f"{recipe.name}: reusing baked image {key[:12]}")
+        return Image(key, key, self.name, cached=True, labels=meta.get("labels", {}))  # type: ignore[arg-type]
+
+    def _declare_arg(self, ins: df.Instruction, recipe: ImageRecipe, variables: dict[str, str]) -> None:
+        name, sep, default = ins.args.partition("=")
+        name = name.strip()
+        if name in recipe.build_args:
+            variables[name] = recipe.build_args[name]
+        elif sep:
+            variables[name] = df.substitute(default.strip().strip('"'), variables)
+        else:
+            variables.setdefault(name, "")
+
+    def _bake_parent(
+        self, ref: str, recipe: ImageRecipe, progress: Progress, deadline: float, depth: int
+    ) -> Image | None:
+        mapped = map_image(ref, self.image_map)
+        if mapped == SYSTEM_IMAGE:
+            return None
+        directory = recipe_dir(mapped)
+        if directory is None:
+            raise BakeError(
+                f"{recipe.dockerfile}: FROM {ref} has no local recipe; map it to one with "
+                f"--reactbench-image-map '{ref.split(':')[0]}=<recipe under images/>'"
+            )
+        parent_recipe = ImageRecipe(
+            name=directory.name,
+            dockerfile=directory / "Dockerfile",
+            context=directory,
+            build_args={},
+            timeout=recipe.timeout,
+        )
+        return self._bake(parent_recipe, progress, deadline, depth + 1)
+
+    def _replay(
+        self,
+        recipe: ImageRecipe,
+        steps: Sequence[df.Instruction],
+        variables: dict[str, str],
+        parent_meta: Mapping[str, object] | None,
+        key: str,
+        progress: Progress,
+        deadline: float,
+    ) -> None:
+        env: dict[str, str] = dict(parent_meta["env"]) if parent_meta else {}  # type: ignore[call-overload]
+        workdir = str(parent_meta["workdir"]) if parent_meta else "/"
+        labels: dict[str, str] = dict(parent_meta["labels"]) if parent_meta else {}  # type: ignore[call-overload]
+        chain = list(parent_meta["chain"]) if parent_meta else []  # type: ignore[call-overload]
+        building = self.images / f"{key}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        layers = [self.images / str(k) / "layer" for k in reversed(chain)]
+        ro_binds = {CONTEXT_MOUNT: recipe.context.resolve()}
+        bake_env = {**DEFAULT_ENV, **env}
+        if self.ca_bundle:
+            ro_binds[CA_MOUNT] = self.ca_bundle.resolve()
+            bake_env.update(ca_env(CA_MOUNT))
+        box = LocalSandbox(
+            building / "box", layers, network=True, env=bake_env, workdir=workdir,
+            upper=building / "layer", ro_binds=ro_binds,
+        )
+        progress(f"{recipe.name}: baking {recipe.dockerfile} ({len(steps)} steps)")
+        try:
+            for number, ins in enumerate(steps, start=1):
+                where = f"{recipe.dockerfile}:{ins.line}"
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise BakeError(f"{where}: build_timeout_sec ran out before {ins.keyword}")
+                if ins.keyword in ("RUN", "COPY", "ADD"):
+                    progress(f"{recipe.name}: step {number}/{len(steps)} {ins.keyword} "
+                             f"{ins.args[:70]}")
+                if ins.keyword == "ARG":
+                    self._declare_arg(ins, recipe, variables)
+                elif ins.keyword == "ENV":
+                    for k, v in df.key_values(df.substitute(ins.args, {**variables, **env}),
+                                              recipe.dockerfile, ins.line):
+                        env[k] = v
+                    box.env = {**DEFAULT_ENV, **env, **(ca_env(CA_MOUNT) if self.ca_bundle else {})}
+                elif ins.keyword == "LABEL":
+                    for k, v in df.key_values(df.substitute(ins.args, {**variables, **env}),
+                                              recipe.dockerfile, ins.line):
+                        labels[k] = v
+                elif ins.keyword == "WORKDIR":
+                    target = df.substitute(ins.args, {**variables, **env})
+                    workdir = os.path.normpath(os.path.join(workdir, target))
+                    self._step(box, ["mkdir", "-p", workdir], where, remaining, progress, "/")
+                    box.workdir = workdir
+                elif ins.keyword in ("COPY", "ADD"):
+                    script = self._copy_script(ins, recipe, {**variables, **env}, workdir)
+                    self._step(box, ["sh", "-c", script], where, remaining, progress, "/")
+                elif ins.keyword == "RUN":
+                    argv = (list(ins.exec_form) if ins.exec_form
+                            else ["/bin/sh", "-c", ins.args])
+                    self._step(box, argv, where, remaining, progress, workdir,
+                               {k: v for k, v in variables.items() if k not in env})
+                # USER and SHELL are accepted; everything runs as root in the sandbox.
+            meta = {"chain": [*chain, key], "env": env, "workdir": workdir, "labels": labels,
+                    "recipe": str(recipe.dockerfile), "baked_at": time.time()}
+            (building / "image.json").write_text(json.dumps(meta, indent=2))
+            _rmtree(building / "box")
+            os.rename(building, self.images / key)
+        except BaseException:
+            _rmtree(building)
+            raise
+
+    def _step(
+        self,
+        box: LocalSandbox,
+        argv: list[str],
+        where: str,
+        timeout: float,
+        progress: Progress,
+        cwd: str,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        result = box.exec(argv, cwd=cwd, timeout=timeout, env=env)
+        if result.timed_out:
+            raise BakeError(f"{where}: build_timeout_sec ran out during this step")
+        if result.exit_code != 0:
+            tail = (result.text + result.error_text).strip().splitlines()[-15:]
+            raise BakeError(
+                f"{where}: step failed with exit code {result.exit_code}:\n  " + "\n  ".join(tail)
+            )
+
+    def _copy_script(
+        self, ins: df.Instruction, recipe: ImageRecipe, variables: Mapping[str, str], workdir: str
+    ) -> str:
+        where = f"{recipe.dockerfile}:{ins.line}"
+        if "from" in ins.flags:
+            raise BakeError(f"{where}: COPY --from is not supported by the local backend")
+        sources, dest = df.copy_operands(ins, recipe.dockerfile)
+        dest = df.substitute(dest, variables)
+        dest_abs = os.path.normpath(os.path.join(workdir, dest))
+        into_dir = dest.endswith("/") or len(sources) > 1
+        context = recipe.context.resolve()
+        commands: list[str] = []
+        for raw in sources:
+            pattern = df.substitute(raw, variables)
+            if pattern.startswith(("http://", "https://")):
+                raise BakeError(f"{where}: ADD from a URL is not supported by the local backend")
+            matches = sorted(glob.glob(str(context / pattern.lstrip("/")))) or []
+            if not matches:
+                raise BakeError(f"{where}: COPY source {pattern!r} not found in {recipe.context}")
+            for match in matches:
+                path = Path(match).resolve()
+                if path != context and context not in path.parents:
+                    raise BakeError(f"{where}: COPY source {pattern!r} is outside the build context")
+                inside = CONTEXT_MOUNT + "/" + path.relative_to(context).as_posix()
+                q_src, q_dest = shlex.quote(inside), shlex.quote(dest_abs)
+                if path.is_dir():
+                    commands.append(f"mkdir -p {q_dest} && cp -a {q_src}/. {q_dest}/")
+                elif into_dir or len(matches) > 1:
+                    commands.append(f"mkdir -p {q_dest} && cp -a {q_src} {q_dest}/")
+                else:
+                    commands.append(
+                        f"if [ -d {q_dest} ]; then cp -a {q_src} {q_dest}/; "
+                        f"else mkdir -p $(dirname {q_dest}) && cp -a {q_src} {q_dest}; fi"
+                    )
+        if "chmod" in ins.flags:
+            commands.append(f"chmod -R {shlex.quote(ins.flags['chmod'])} {shlex.quote(dest_abs)}")
+        return "set -e\n" + "\n".join(commands)
+
+    # -- sandboxes -----------------------------------------------------------------
+
+    def boot(
+        self,
+        image: Image,
+        *,
+        network: bool,
+        limits: Limits,
+        labels: Mapping[str, str],
+    ) -> Sandbox:
+        meta = self._image_meta(image.ref)
+        if meta is None:
+            raise SandboxError(f"local image {image.ref} is not baked")
+        root = Path(tempfile.mkdtemp(prefix="sbx-", dir=self.sandboxes))
+        (root / "owner.json").write_text(
+            json.dumps({"pid": os.getpid(), "owner": self.owner, "labels": dict(labels)})
+        )
+        return LocalSandbox(
+            root,
+            list(reversed(self._layers(image.ref))),
+            network=network,
+            env={**DEFAULT_ENV, **meta["env"]},  # type: ignore[dict-item]
+            workdir=str(meta["workdir"]),
+        )
+
+    def sweep(self) -> int:
+        removed = 0
+        for entry in list(self.sandboxes.iterdir()):
+            owner = entry / "owner.json"
+            try:
+                pid = int(json.loads(owner.read_text())["pid"])
+            except (OSError, ValueError, KeyError):
+                # A sandbox whose owner file was never written is older than a minute
+                # only when its creator died mid-boot.
+                if time.time() - entry.stat().st_mtime < 60:
+                    continue
+                pid = -1
+            if pid == os.getpid() or (pid > 0 and _pid_alive(pid)):
+                continue
+            _rmtree(entry)
+            removed += 1
+        for entry in list(self.images.glob("*.tmp-*")):
+            pid = int(entry.name.split(".tmp-")[1].split("-")[0])
+            if not _pid_alive(pid):
+                _rmtree(entry)
+                removed += 1
+        return removed
+
+
+def ca_env(path: str) -> dict[str, str]:
+    """Environment that makes npm, Node, git, curl and pip trust a CA bundle."""
+    return {
+        "NODE_EXTRA_CA_CERTS": path,
+        "npm_config_cafile": path,
+        "SSL_CERT_FILE": path,
+        "GIT_SSL_CAINFO": path,
+        "CURL_CA_BUNDLE": path,
+        "PIP_CERT": path,
+    }

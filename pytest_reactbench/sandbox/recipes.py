@@ -1,0 +1,104 @@
+"""Image recipes shared by the backends: the image map, the stand-in recipes under
+`images/`, and content hashes that decide when an image must be rebuilt."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+#: The system layer (Debian root, Node, pnpm, git, Chromium). Docker builds it from
+#: images/system; on the local backend the host stands for it.
+SYSTEM_IMAGE = "reactbench/system"
+
+#: Base images of the public suite and the local recipe that stands in for each.
+DEFAULT_IMAGE_MAP: dict[str, str] = {
+    "ghcr.io/millionco/react-bench-base": "react-bench-base",
+    "ghcr.io/millionco/react-bench-agents": "react-bench-agents",
+    "ghcr.io/millionco/react-bench-verifier-base": "react-bench-verifier-base",
+    "ghcr.io/millionco/react-bench-verifier-playwright": "react-bench-verifier-playwright",
+}
+
+
+class ImageMapError(ValueError):
+    pass
+
+
+def images_dir() -> Path:
+    """Where the recipes live: inside the installed package, or the source checkout."""
+    packaged = Path(__file__).resolve().parent.parent / "images"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "images"
+
+
+def parse_image_map(
+    entries: Iterable[str], source: str, base: Mapping[str, str] = DEFAULT_IMAGE_MAP
+) -> dict[str, str]:
+    """`FROM=TO` entries (later ones win) over `base` (by default, the stand-ins)."""
+    mapping = dict(base)
+    for entry in entries:
+        entry = entry.strip()
+        if not entry:
+            continue
+        key, sep, value = entry.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ImageMapError(
+                f"{source}: image map entry {entry!r} must be FROM=TO, "
+                "e.g. ghcr.io/millionco/react-bench-base=react-bench-base"
+            )
+        mapping[strip_tag(key.strip())] = value.strip()
+    return mapping
+
+
+def strip_tag(ref: str) -> str:
+    """`name:tag` and `name@digest` both map by name alone."""
+    ref = ref.split("@", 1)[0]
+    slash = ref.rfind("/")
+    colon = ref.rfind(":")
+    return ref[:colon] if colon > slash else ref
+
+
+def map_image(ref: str, image_map: Mapping[str, str]) -> str:
+    return image_map.get(strip_tag(ref), image_map.get(ref, ref))
+
+
+def recipe_dir(name: str) -> Path | None:
+    """The directory of a stand-in recipe named by the image map, if it is one."""
+    if name == SYSTEM_IMAGE:
+        return None
+    candidate = Path(name)
+    if candidate.is_absolute() and (candidate / "Dockerfile").is_file():
+        return candidate
+    local = images_dir() / name
+    return local if (local / "Dockerfile").is_file() else None
+
+
+def hash_tree(root: Path, digest: hashlib._Hash | None = None) -> str:
+    """A content hash of a directory: relative paths, modes, file bytes, link targets."""
+    h = digest or hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames) + [d for d in dirnames if Path(dirpath, d).is_symlink()]:
+            path = Path(dirpath, name)
+            rel = path.relative_to(root).as_posix()
+            h.update(rel.encode() + b"\0")
+            if path.is_symlink():
+                h.update(b"L" + os.readlink(path).encode() + b"\0")
+                continue
+            st = path.stat()
+            h.update(f"{st.st_mode & 0o111:o}\0".encode())
+            with path.open("rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+    return h.hexdigest()
+
+
+def recipe_key(*parts: str, context: Path | None = None) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode() + b"\0")
+    if context is not None:
+        hash_tree(context, h)
+    return h.hexdigest()[:24]

@@ -1,0 +1,149 @@
+"""pydantic models of the files a task is made of: task.toml, tests/config.json, reward.json."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+KNOWN_SCHEMA_VERSIONS = ("1.0", "1.1", "1.2", "1.3")
+
+# Bounds that catch typos (a timeout in milliseconds, a memory size in bytes) without
+# getting in the way of a real task.
+MAX_TIMEOUT_SEC = 7 * 24 * 3600.0
+MAX_CPUS = 256
+MAX_MEMORY_MB = 1024 * 1024
+
+
+class _Model(BaseModel):
+    # Unknown keys are tolerated: the Harbor format grows, and a field we do not
+    # use must not stop a task from running.
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+def _timeout(default: float) -> float:
+    return Field(default=default, gt=0, le=MAX_TIMEOUT_SEC)  # type: ignore[no-any-return]
+
+
+class TaskInfo(_Model):
+    name: str | None = None
+    description: str | None = None
+    authors: list[str | dict[str, str]] = Field(default_factory=list)
+    keywords: list[str] = Field(default_factory=list)
+
+
+class Metadata(_Model):
+    difficulty: str | None = None
+    category: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    keywords: list[str] = Field(default_factory=list)
+
+
+class AgentConfig(_Model):
+    timeout_sec: float = _timeout(600.0)
+
+
+class EnvironmentConfig(_Model):
+    build_timeout_sec: float = _timeout(600.0)
+    cpus: float = Field(default=1, gt=0, le=MAX_CPUS)
+    memory_mb: int = Field(default=2048, ge=64, le=MAX_MEMORY_MB)
+    storage_mb: int = Field(default=10240, ge=64, le=64 * MAX_MEMORY_MB)
+    gpus: int = Field(default=0, ge=0, le=64)
+    allow_internet: bool = False
+
+    @field_validator("cpus")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+
+
+class VerifierConfig(_Model):
+    timeout_sec: float = _timeout(600.0)
+    environment_mode: Literal["separate", "shared"] = "separate"
+    environment: EnvironmentConfig | None = None
+
+
+class Artifact(_Model):
+    source: str
+    destination: str | None = None
+    exclude: list[str] = Field(default_factory=list)
+
+    @field_validator("source")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("must be an absolute path inside the agent sandbox, e.g. /app")
+        if ".." in value.split("/"):
+            raise ValueError("must not contain '..'")
+        return value.rstrip("/") or "/"
+
+
+class TaskConfig(_Model):
+    """task.toml, in both forms of the public suite: `version = "1.0"` and
+    `schema_version = "1.3"` with a `[task]` table."""
+
+    version: str | None = None
+    schema_version: str | None = None
+    task: TaskInfo | None = None
+    metadata: Metadata = Field(default_factory=Metadata)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    verifier: VerifierConfig = Field(default_factory=VerifierConfig)
+    environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
+    artifacts: list[Artifact] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _known_version(self) -> TaskConfig:
+        declared = self.schema_version or self.version
+        if declared is None:
+            raise ValueError(
+                'declares no format version: add `version = "1.0"` or `schema_version = "1.3"`'
+            )
+        if declared not in KNOWN_SCHEMA_VERSIONS:
+            raise ValueError(
+                f"format version {declared!r} is not one of {', '.join(KNOWN_SCHEMA_VERSIONS)}"
+            )
+        return self
+
+    @property
+    def verifier_environment(self) -> EnvironmentConfig:
+        return self.verifier.environment or self.environment
+
+
+class ReactDoctorConfig(_Model):
+    scan_root: str = "/app"
+    mode: Literal["gate", "health"] = "gate"
+    targets: list[str] = Field(default_factory=list)
+
+
+class TestCommand(_Model):
+    cmd: str
+    cwd: str | None = None
+
+
+class TestsConfig(_Model):
+    """tests/config.json: what the verifier runs and how React Doctor is scanned."""
+
+    rd: ReactDoctorConfig = Field(default_factory=ReactDoctorConfig)
+    test: TestCommand
+    verifier_timeout_sec: float | None = None
+
+
+class Reward(_Model):
+    """/logs/verifier/reward.json. `reward` is the verdict; the gates say why."""
+
+    reward: float = Field(ge=0, le=1)
+    tests: float | None = Field(default=None, ge=0, le=1)
+    react_doctor: float | None = Field(default=None, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Reward:
+        # A grader may run React Doctor as telemetry only, saying so with
+        # `react_doctor_gates_reward = 0`; its gate then does not bear on the reward.
+        rd_counts = (self.model_extra or {}).get("react_doctor_gates_reward", 1) != 0
+        gates = [g for g in (self.tests, self.react_doctor if rd_counts else None) if g is not None]
+        if self.reward >= 1 and any(g < 1 for g in gates):
+            raise ValueError("reward is 1 while a gate failed (tests or react_doctor is 0)")
+        return self

@@ -1,0 +1,111 @@
+"""What crosses from the agent sandbox to the verifier: the task's [[artifacts]]
+and nothing else, checked on the host whatever tar the sandbox ran."""
+
+from __future__ import annotations
+
+import fnmatch
+import io
+import posixpath
+import tarfile
+from dataclasses import dataclass, field
+
+from pytest_reactbench.sandbox.base import Sandbox, SandboxError
+from pytest_reactbench.tasks import Artifact
+
+
+@dataclass
+class Transfer:
+    """One artifact, sanitized: the tar stream that goes in, and what was refused."""
+
+    artifact: Artifact
+    data: bytes
+    files: int
+    size: int
+    dropped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def excluded(name: str, patterns: list[str]) -> bool:
+    """GNU tar's default --exclude matching (what Harbor uses): unanchored, and `*`
+    matches `/`, so `**/node_modules/**` drops every node_modules' contents."""
+    if not patterns:
+        return False
+    candidates = [name]
+    candidates += [name[i + 1 :] for i, ch in enumerate(name) if ch == "/"]
+    return any(fnmatch.fnmatchcase(c, p) for c in candidates for p in patterns)
+
+
+def _normalize(name: str) -> str | None:
+    name = name.removeprefix("./")
+    if name in ("", "."):
+        return ""
+    if name.startswith("/") or ".." in name.split("/"):
+        return None
+    return posixpath.normpath(name)
+
+
+def _link_stays_inside(member_name: str, target: str) -> bool:
+    if target.startswith("/"):
+        return False
+    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(member_name), target))
+    return not (resolved == ".." or resolved.startswith("../"))
+
+
+def sanitize(raw: bytes, patterns: list[str]) -> tuple[bytes, int, int, list[tuple[str, str]]]:
+    """Re-pack a tar stream keeping regular files, directories and links that stay
+    inside; everything else is dropped with a reason. One bad entry never loses the
+    rest."""
+    out = io.BytesIO()
+    dropped: list[tuple[str, str]] = []
+    files = size = 0
+    try:
+        source = tarfile.open(fileobj=io.BytesIO(raw), mode="r:")
+    except tarfile.TarError as exc:
+        raise SandboxError(f"the agent sandbox produced an unreadable archive: {exc}") from None
+    with source, tarfile.open(fileobj=out, mode="w:", format=tarfile.PAX_FORMAT) as sink:
+        for member in source:
+            name = _normalize(member.name)
+            if name is None:
+                dropped.append((member.name, "path leaves the artifact root"))
+                continue
+            if name == "" or excluded(name, patterns):
+                continue
+            member.name = name
+            if member.isdir():
+                sink.addfile(member)
+            elif member.isfile():
+                sink.addfile(member, source.extractfile(member))
+                files += 1
+                size += member.size
+            elif member.issym():
+                if _link_stays_inside(name, member.linkname):
+                    sink.addfile(member)
+                else:
+                    dropped.append((name, f"symlink to {member.linkname} points outside"))
+            else:
+                kind = "hard link" if member.islnk() else "special file"
+                dropped.append((name, f"{kind} is not transferred"))
+    return out.getvalue(), files, size, dropped
+
+
+def collect(sandbox: Sandbox, artifacts: list[Artifact]) -> list[Transfer]:
+    transfers = []
+    for artifact in artifacts:
+        raw = sandbox.get_archive(artifact.source, exclude=artifact.exclude)
+        data, files, size, dropped = sanitize(raw, artifact.exclude)
+        transfers.append(Transfer(artifact, data, files, size, dropped))
+    return transfers
+
+
+def deliver(sandbox: Sandbox, transfers: list[Transfer]) -> None:
+    """Put each artifact back at its source path, over an emptied directory, as
+    Harbor's separate verifier does."""
+    for transfer in transfers:
+        target = transfer.artifact.source
+        result = sandbox.exec(
+            ["sh", "-c", 'mkdir -p "$1" && find "$1" -mindepth 1 -delete && chmod 777 "$1"',
+             "empty", target],
+            cwd="/",
+        )
+        if not result.ok:
+            raise SandboxError(f"could not empty {target} in the verifier: {result.error_text}")
+        sandbox.put_archive(target, transfer.data)
