@@ -16,7 +16,6 @@ from pytest_reactbench.agents import NopAgent, OracleAgent
 from pytest_reactbench.plugin import hookspecs
 from pytest_reactbench.plugin.fixtures import (
     DURATIONS,
-    RECORD,
     reactbench_agent,
     reactbench_agent_image,
     reactbench_agent_sandbox,
@@ -29,6 +28,7 @@ from pytest_reactbench.plugin.fixtures import (
 )
 from pytest_reactbench.plugin.items import (
     AGENTS_KEY,
+    RECORD,
     TaskDirectory,
     TrialErrored,
     TrialFailed,

@@ -11,6 +11,7 @@ import pytest
 
 from pytest_reactbench import __version__
 from pytest_reactbench.agents import Agent
+from pytest_reactbench.plugin.items import RECORD
 from pytest_reactbench.plugin.progress import progress_printer
 from pytest_reactbench.plugin.session import SESSION_KEY
 from pytest_reactbench.results import TrialRecord
@@ -19,7 +20,6 @@ from pytest_reactbench.tasks import EnvironmentConfig, Task
 from pytest_reactbench.trial import TrialResult, run_trial
 
 DURATIONS = pytest.StashKey[dict[str, float]]()
-RECORD = pytest.StashKey[TrialRecord]()
 
 
 def _limits(env: EnvironmentConfig) -> Limits:

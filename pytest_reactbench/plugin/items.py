@@ -9,10 +9,13 @@ from typing import Any
 import pytest
 
 from pytest_reactbench.agents import Agent, AgentConfigError
+from pytest_reactbench.results import TrialRecord
+from pytest_reactbench.sandbox.base import SandboxError
 from pytest_reactbench.tasks import Task, TaskError, load_task
 from pytest_reactbench.trial import TrialResult, Verdict
 
 AGENTS_KEY = pytest.StashKey[dict[str, Agent]]()
+RECORD = pytest.StashKey[TrialRecord]()
 
 
 class TrialFailed(Exception):
@@ -91,4 +94,9 @@ class TrialItem(pytest.Function):
 
         if isinstance(excinfo.value, TrialFailed | TrialErrored):
             return describe_failure(excinfo.value.result)
+        if isinstance(excinfo.value, SandboxError):
+            record = self.stash.get(RECORD, None)
+            return (f"ERROR ({type(excinfo.value).__name__}): {excinfo.value}\n"
+                    "No score: the harness, sandbox or verifier broke, not the agent."
+                    + (f"\nRun record: {record.path}" if record else ""))
         return str(super().repr_failure(excinfo, style=style))

@@ -261,6 +261,9 @@ class LocalBackend(Backend):
         self.owner = owner
         self.images.mkdir(parents=True, exist_ok=True)
         self.sandboxes.mkdir(parents=True, exist_ok=True)
+        # A recipe that failed once fails again at once in this session, rather
+        # than costing every item that needs it a full rebuild.
+        self._failed: dict[str, BakeError] = {}
         missing = missing_host_tools()
         if missing:
             raise SandboxError(
@@ -316,11 +319,17 @@ class LocalBackend(Backend):
             json.dumps(dict(sorted(recipe.build_args.items()))),
             context=recipe.context,
         )
+        if key in self._failed:
+            raise self._failed[key]
         if self._image_meta(key) is None:
             with file_lock(self.images / f"{key}.lock"):
                 if self._image_meta(key) is None:
-                    self._replay(recipe, instructions[first_from + 1 :], variables, parent_meta,
-                                 key, progress, deadline)
+                    try:
+                        self._replay(recipe, instructions[first_from + 1 :], variables,
+                                     parent_meta, key, progress, deadline)
+                    except BakeError as exc:
+                        self._failed[key] = exc
+                        raise
                     meta = self._image_meta(key)
                     assert meta is not None
                     return Image(key, key, self.name, cached=False,
@@ -444,9 +453,11 @@ class LocalBackend(Backend):
         if result.timed_out:
             raise BakeError(f"{where}: build_timeout_sec ran out during this step")
         if result.exit_code != 0:
-            tail = (result.text + result.error_text).strip().splitlines()[-15:]
+            output = result.text + result.error_text
+            tail = output.strip().splitlines()[-15:]
             raise BakeError(
                 f"{where}: step failed with exit code {result.exit_code}:\n  " + "\n  ".join(tail)
+                + tls_hint(output)
             )
 
     def _copy_script(
@@ -534,6 +545,16 @@ class LocalBackend(Backend):
                 _rmtree(entry)
                 removed += 1
         return removed
+
+
+def tls_hint(output: str) -> str:
+    markers = ("UNABLE_TO_GET_ISSUER_CERT", "SELF_SIGNED_CERT", "CERT_HAS_EXPIRED",
+               "certificate verify failed", "unable to get local issuer certificate")
+    if any(m in output for m in markers):
+        return ("\nhint: downloads failed TLS verification; behind a proxy that re-signs "
+                "certificates, pass its CA bundle with --reactbench-ca-bundle=PATH "
+                "(or REACTBENCH_CA_BUNDLE)")
+    return ""
 
 
 def ca_env(path: str) -> dict[str, str]:

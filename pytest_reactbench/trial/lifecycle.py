@@ -24,7 +24,7 @@ DIFF_COMMAND = (
     "cd /app 2>/dev/null && git rev-parse --verify -q HEAD >/dev/null && "
     "git add -A -N . >/dev/null 2>&1; git diff --binary HEAD"
 )
-LOG_TAIL_LINES = 40
+LOG_TAIL_LINES = 20
 
 
 @contextmanager
