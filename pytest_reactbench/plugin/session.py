@@ -36,6 +36,13 @@ class ReactbenchSession:
         self.results: list[TrialResult] = []
         self._backend: Backend | None = None
         self.agents = self._make_agents()
+        backends = _merge("sandbox backend", self.config.hook.pytest_reactbench_sandbox_backends())
+        self._backend_factory = backends.get(settings.backend)
+        if self._backend_factory is None:
+            raise UsageError(
+                f"--reactbench-sandbox: unknown backend {settings.backend!r}; "
+                f"known: {', '.join(sorted(backends))}"
+            )
 
     def _make_agents(self) -> dict[str, Agent]:
         factories = _merge("agent", self.config.hook.pytest_reactbench_agents())
@@ -53,14 +60,7 @@ class ReactbenchSession:
 
     def backend(self) -> Backend:
         if self._backend is None:
-            factories = _merge("sandbox backend", self.config.hook.pytest_reactbench_sandbox_backends())
-            factory = factories.get(self.settings.backend)
-            if factory is None:
-                raise UsageError(
-                    f"--reactbench-sandbox: unknown backend {self.settings.backend!r}; "
-                    f"known: {', '.join(sorted(factories))}"
-                )
-            self._backend = factory(self.settings)  # type: ignore[operator]
+            self._backend = self._backend_factory(self.settings)  # type: ignore[operator]
             removed = self._backend.sweep()
             if removed:
                 progress_printer(self.config)(

@@ -119,12 +119,15 @@ class ReactDoctorConfig(_Model):
 
 
 class TestCommand(_Model):
+    __test__ = False  # not a pytest test class
     cmd: str
     cwd: str | None = None
 
 
 class TestsConfig(_Model):
     """tests/config.json: what the verifier runs and how React Doctor is scanned."""
+
+    __test__ = False  # not a pytest test class
 
     rd: ReactDoctorConfig = Field(default_factory=ReactDoctorConfig)
     test: TestCommand

@@ -25,10 +25,12 @@ class Transfer:
 
 
 def excluded(name: str, patterns: list[str]) -> bool:
-    """GNU tar's default --exclude matching (what Harbor uses): unanchored, and `*`
-    matches `/`, so `**/node_modules/**` drops every node_modules' contents."""
+    """GNU tar's default --exclude matching (what Harbor uses): unanchored, `*`
+    matches `/`, and names start with `./` (the archive is made with `-C SOURCE .`),
+    so `**/node_modules/**` drops the contents of every node_modules, top level too."""
     if not patterns:
         return False
+    name = "./" + name
     candidates = [name]
     candidates += [name[i + 1 :] for i, ch in enumerate(name) if ch == "/"]
     return any(fnmatch.fnmatchcase(c, p) for c in candidates for p in patterns)

@@ -1,0 +1,80 @@
+import pytest
+
+from tests.conftest import write_task
+
+
+def test_items_are_task_path_and_agent(suite: pytest.Pytester) -> None:
+    write_task(suite.path / "tasks", "alpha")
+    write_task(suite.path / "tasks", "beta", tags=("write-react",))
+    result = suite.runpytest("--reactbench-agent=oracle,nop", "--collect-only", "-q")
+    result.stdout.fnmatch_lines([
+        "tasks/alpha::oracle", "tasks/alpha::nop", "tasks/beta::oracle", "tasks/beta::nop",
+        "4 tests collected*",
+    ])
+
+
+def test_select_with_k_and_metadata_markers(suite: pytest.Pytester) -> None:
+    write_task(suite.path / "tasks", "alpha")
+    write_task(suite.path / "tasks", "beta", tags=("write-react",))
+    result = suite.runpytest("--reactbench-agent=oracle,nop", "--collect-only", "-q",
+                             "-k", "beta and nop")
+    result.stdout.fnmatch_lines(["tasks/beta::nop", "1/4 tests collected (3 deselected)*"])
+    result = suite.runpytest("--reactbench-agent=nop", "--collect-only", "-q",
+                             "-m", "write_react", "--strict-markers")
+    result.stdout.fnmatch_lines(["tasks/beta::nop", "1/2 tests collected (1 deselected)*"])
+
+
+def test_nothing_is_collected_without_an_agent(suite: pytest.Pytester) -> None:
+    write_task(suite.path / "tasks", "alpha")
+    suite.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    result = suite.runpytest("--collect-only", "-q")
+    result.stdout.fnmatch_lines(["test_plain.py::test_plain", "1 test collected*"])
+    assert "alpha" not in result.stdout.str()
+
+
+def test_malformed_task_is_a_collection_error_and_the_rest_still_run(
+    suite: pytest.Pytester,
+) -> None:
+    write_task(suite.path / "tasks", "good")
+    bad = write_task(suite.path / "tasks", "bad")
+    (bad / "task.toml").write_text('version = "1.0"\n[agent]\ntimeout_sec = -1\n')
+    result = suite.runpytest("--reactbench-agent=oracle")
+    result.stdout.fnmatch_lines([
+        f"*{bad / 'task.toml'}: agent.timeout_sec: Input should be greater than 0 (got -1)*",
+    ])
+    result.assert_outcomes(passed=1, errors=1)
+
+
+def test_task_roots_option_and_explicit_paths(suite: pytest.Pytester) -> None:
+    write_task(suite.path / "elsewhere", "gamma")
+    write_task(suite.path / "tasks", "alpha")
+    result = suite.runpytest("--reactbench-agent=nop", "--reactbench-tasks=elsewhere",
+                             "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["elsewhere/gamma::nop", "1 test collected*"])
+    result = suite.runpytest("--reactbench-agent=nop", "tasks/alpha", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["tasks/alpha::nop", "1 test collected*"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--reactbench-agent=wizard"], "*unknown agent 'wizard'; known: nop, oracle*"),
+        (["--reactbench-agent=nop", "--reactbench-sandbox=cloud"],
+         "*unknown backend 'cloud'; known: *local*"),
+        (["--reactbench-agent=nop", "--reactbench-image-map=ghcr.io/x"],
+         "*image map entry 'ghcr.io/x' must be FROM=TO*"),
+        (["--reactbench-agent=nop", "--reactbench-tasks=missing"], "*missing does not exist*"),
+    ],
+)
+def test_usage_errors(suite: pytest.Pytester, args: list[str], message: str) -> None:
+    write_task(suite.path / "tasks", "alpha")
+    result = suite.runpytest(*args)
+    assert result.ret != 0
+    result.stderr.fnmatch_lines([message])
+
+
+def test_oracle_needs_a_solution(suite: pytest.Pytester) -> None:
+    task = write_task(suite.path / "tasks", "alpha")
+    (task / "solution" / "solve.sh").unlink()
+    result = suite.runpytest("--reactbench-agent=oracle")
+    result.stdout.fnmatch_lines(["*agent oracle: *solution/solve.sh: file is missing*"])

@@ -1,0 +1,61 @@
+from pathlib import Path
+
+import pytest
+
+from pytest_reactbench.sandbox import dockerfile as df
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "Dockerfile"
+    path.write_text(text)
+    return path
+
+
+def test_parse_continuations_comments_flags_and_forms(tmp_path: Path) -> None:
+    path = write(tmp_path, """# syntax=docker/dockerfile:1
+ARG BASE_IMAGE=ghcr.io/millionco/react-bench-base:latest
+FROM ${BASE_IMAGE}
+LABEL a=b
+WORKDIR /app
+COPY --chown=node:node app/ /app/
+RUN rm -rf .git \\
+ # a comment inside
+ && git init -q
+RUN ["bash", "-c", "echo hi"]
+CMD ["sleep", "infinity"]
+""")
+    steps = df.parse(path)
+    assert [s.keyword for s in steps] == ["ARG", "FROM", "LABEL", "WORKDIR", "COPY", "RUN", "RUN"]
+    assert steps[4].flags == {"chown": "node:node"}
+    assert steps[4].args == "app/ /app/"
+    assert steps[5].args == "rm -rf .git && git init -q"
+    assert steps[5].line == 7
+    assert steps[6].exec_form == ("bash", "-c", "echo hi")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("RUN echo\n", "has no FROM"),
+        ("FROM x\nONBUILD RUN y\n", ":2: ONBUILD is not supported"),
+        ("FROM x\nRUN <<EOF\nhi\nEOF\n", ":2: heredocs are not supported"),
+    ],
+)
+def test_parse_errors_name_file_and_line(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(df.DockerfileError, match=message) as info:
+        df.parse(write(tmp_path, text))
+    assert str(info.value).startswith(str(tmp_path / "Dockerfile"))
+
+
+def test_substitute() -> None:
+    v = {"A": "1", "EMPTY": ""}
+    assert df.substitute("$A/${A}/${B:-d}/${A:+x}/${EMPTY:-e}/${B:+y}", v) == "1/1/d/x/e/"
+    assert df.substitute("\\$A", v) == "$A"
+
+
+def test_key_values(tmp_path: Path) -> None:
+    path = tmp_path / "Dockerfile"
+    assert df.key_values('A=1 B="two words"', path, 1) == [("A", "1"), ("B", "two words")]
+    assert df.key_values("LEGACY some value", path, 1) == [("LEGACY", "some value")]
+    with pytest.raises(df.DockerfileError, match="expected KEY=VALUE"):
+        df.key_values("A=1 B", path, 3)

@@ -1,0 +1,179 @@
+"""The local backend against real bubblewrap, overlayfs and Node."""
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_reactbench.sandbox.base import BakeError, ImageRecipe, Limits
+from pytest_reactbench.sandbox.local import LocalBackend
+
+
+def recipe(tmp_path: Path, dockerfile: str, files: dict[str, str] | None = None,
+           **kwargs: object) -> ImageRecipe:
+    context = tmp_path / "ctx"
+    context.mkdir(exist_ok=True)
+    (context / "Dockerfile").write_text(dockerfile)
+    for name, text in (files or {}).items():
+        (context / name).parent.mkdir(parents=True, exist_ok=True)
+        (context / name).write_text(text)
+    return ImageRecipe("test", context / "Dockerfile", context, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> LocalBackend:
+    return LocalBackend(tmp_path / "cache", {})
+
+
+def test_bake_replays_steps_and_boots(tmp_path: Path, backend: LocalBackend) -> None:
+    r = recipe(tmp_path, """ARG NAME=world
+FROM reactbench/system
+ARG GREETING=hello
+ENV WHO=${NAME:-nobody} PATH=/opt/bin:/usr/bin:/bin
+LABEL org.example.kind="test image"
+WORKDIR /app
+COPY src/ ./src/
+COPY one.txt /opt/data/
+RUN echo "$GREETING $WHO" > greeting.txt && node -e "console.log(1+1)" > /opt/two.txt
+WORKDIR sub
+""", {"src/a.ts": "export const a = 1;\n", "one.txt": "1\n"}, build_args={"NAME": "bench"})
+    lines: list[str] = []
+    image = backend.bake(r, lines.append)
+    assert not image.cached
+    assert image.labels == {"org.example.kind": "test image"}
+    assert any("step" in line and "RUN" in line for line in lines)
+    box = backend.boot(image, network=False, limits=Limits(), labels={})
+    try:
+        result = box.exec("pwd; cat ../greeting.txt ../src/a.ts /opt/data/one.txt /opt/two.txt; "
+                          "echo $WHO")
+        assert result.ok, result.error_text
+        assert result.text.split("\n") == [
+            "/app/sub", "hello bench", "export const a = 1;", "1", "2", "bench", ""]
+    finally:
+        box.close()
+    assert not box.root.exists()
+
+
+def test_cache_reuses_and_rebuilds_on_change(tmp_path: Path, backend: LocalBackend) -> None:
+    text = "FROM reactbench/system\nCOPY in.txt /app/\nRUN date +%s%N > /app/stamp\n"
+    first = backend.bake(recipe(tmp_path, text, {"in.txt": "a"}), lambda _: None)
+    lines: list[str] = []
+    again = backend.bake(recipe(tmp_path, text, {"in.txt": "a"}), lines.append)
+    assert again.cached and again.digest == first.digest
+    assert lines == [f"test: reusing baked image {first.digest[:12]}"]
+    changed = backend.bake(recipe(tmp_path, text, {"in.txt": "b"}), lambda _: None)
+    assert not changed.cached and changed.digest != first.digest
+
+    def stamp(image_digest: str) -> str:
+        meta = json.loads((backend.images / image_digest / "image.json").read_text())
+        return (backend.images / meta["chain"][-1] / "layer" / "app" / "stamp").read_text()
+
+    assert stamp(first.digest) == stamp(again.digest) != stamp(changed.digest)
+
+
+def test_sandboxes_are_isolated_and_copy_on_write(tmp_path: Path, backend: LocalBackend) -> None:
+    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\nRUN echo base > /app/f\n"),
+                         lambda _: None)
+    a = backend.boot(image, network=False, limits=Limits(), labels={})
+    b = backend.boot(image, network=False, limits=Limits(), labels={})
+    try:
+        assert a.exec("echo changed > /app/f && rm -f /app/nothing").ok
+        assert a.exec("cat /app/f").text == "changed\n"
+        assert b.exec("cat /app/f").text == "base\n"
+        # The host and the image stay untouched; /usr is read-only.
+        assert a.exec("touch /usr/bin/planted").exit_code != 0
+    finally:
+        a.close()
+        b.close()
+    c = backend.boot(image, network=False, limits=Limits(), labels={})
+    try:
+        assert c.exec("cat /app/f").text == "base\n"
+    finally:
+        c.close()
+
+
+def test_network_is_cut_when_asked(tmp_path: Path, backend: LocalBackend) -> None:
+    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
+    box = backend.boot(image, network=False, limits=Limits(), labels={})
+    try:
+        result = box.exec("ls /sys/class/net 2>/dev/null || cat /proc/net/dev")
+        assert "eth" not in result.text and "ens" not in result.text
+        assert "lo" in result.text
+    finally:
+        box.close()
+
+
+def test_timeout_kills_the_whole_tree(tmp_path: Path, backend: LocalBackend) -> None:
+    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
+    box = backend.boot(image, network=False, limits=Limits(), labels={})
+    marker = f"reactbench-orphan-{time.time_ns()}"
+    try:
+        started = time.monotonic()
+        result = box.exec(f"(setsid sleep 300 {marker} &) ; exec -a {marker} sleep 300", timeout=1)
+        assert result.timed_out and result.exit_code == 124
+        assert time.monotonic() - started < 10
+        time.sleep(0.3)
+        left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+        assert left.stdout == "", f"processes survived the timeout: {left.stdout}"
+    finally:
+        box.close()
+
+
+def test_archives_round_trip_with_excludes(tmp_path: Path, backend: LocalBackend) -> None:
+    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
+    box = backend.boot(image, network=False, limits=Limits(), labels={})
+    try:
+        box.write_file("/app/src/a.ts", "a")
+        box.write_file("/app/node_modules/x/index.js", "x")
+        data = box.get_archive("/app", exclude=["**/node_modules/**"])
+        box.put_archive("/tests/copy", data)
+        listing = box.exec("cd /tests/copy && find . -type f | sort").text.split()
+        assert listing == ["./src/a.ts"]
+    finally:
+        box.close()
+
+
+def test_bake_errors_name_the_step(tmp_path: Path, backend: LocalBackend) -> None:
+    failing = recipe(tmp_path, "FROM reactbench/system\nRUN echo doing && exit 7\n")
+    with pytest.raises(BakeError, match=r"Dockerfile:2: step failed with exit code 7") as info:
+        backend.bake(failing, lambda _: None)
+    assert "doing" in str(info.value)
+    # Nothing half-made is published, and the failure is remembered for the session.
+    assert not list(backend.images.glob("*.tmp-*"))
+    assert not [p for p in backend.images.iterdir() if p.is_dir()]
+    with pytest.raises(BakeError, match="exit code 7"):
+        backend.bake(failing, lambda _: None)
+
+
+def test_missing_copy_source(tmp_path: Path, backend: LocalBackend) -> None:
+    r = recipe(tmp_path, "FROM reactbench/system\nCOPY nowhere/ /app/\n")
+    with pytest.raises(BakeError, match=r"Dockerfile:2: COPY source 'nowhere/' not found"):
+        backend.bake(r, lambda _: None)
+
+
+def test_unknown_base_image_says_how_to_map_it(tmp_path: Path, backend: LocalBackend) -> None:
+    r = recipe(tmp_path, "FROM example.com/unknown:1\n")
+    with pytest.raises(BakeError, match=r"--reactbench-image-map 'example.com/unknown=<recipe"):
+        backend.bake(r, lambda _: None)
+
+
+def test_build_timeout(tmp_path: Path, backend: LocalBackend) -> None:
+    r = recipe(tmp_path, "FROM reactbench/system\nRUN sleep 30\n", timeout=1.0)
+    with pytest.raises(BakeError, match="build_timeout_sec ran out"):
+        backend.bake(r, lambda _: None)
+
+
+def test_sweep_removes_sandboxes_of_dead_runs(tmp_path: Path, backend: LocalBackend) -> None:
+    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
+    live = backend.boot(image, network=False, limits=Limits(), labels={})
+    dead = backend.boot(image, network=False, limits=Limits(), labels={})
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (dead.root / "owner.json").write_text(json.dumps({"pid": gone.pid}))
+    try:
+        assert backend.sweep() == 1
+        assert live.root.exists() and not dead.root.exists()
+    finally:
+        live.close()

@@ -1,0 +1,146 @@
+from pathlib import Path
+
+import pytest
+
+from pytest_reactbench.tasks import Reward, TaskError, find_tasks, load_task
+from pytest_reactbench.tasks.load import parse_json
+from pytest_reactbench.tasks.models import TestsConfig
+
+V10 = """
+version = "1.0"
+[[artifacts]]
+source = "/app"
+destination = "workspace"
+exclude = ["**/node_modules/**"]
+[metadata]
+difficulty = "easy"
+category = "smoke"
+tags = ["smoke", "real-repo"]
+[agent]
+timeout_sec = 900.0
+[verifier]
+timeout_sec = 300.0
+environment_mode = "separate"
+[verifier.environment]
+cpus = 2
+memory_mb = 4096
+[environment]
+build_timeout_sec = 600.0
+cpus = 1
+memory_mb = 2048
+allow_internet = false
+"""
+
+V13 = """
+schema_version = "1.3"
+[[artifacts]]
+source = "/app/src"
+destination = "agent-src"
+[task]
+name = "react-bench/fix-something"
+description = "Fix it"
+authors = []
+keywords = ["react"]
+[metadata]
+difficulty = "hard"
+base_sha = "abc"
+[agent]
+timeout_sec = 1800.0
+"""
+
+
+def make_task(root: Path, toml: str, *, skip: tuple[str, ...] = ()) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "task.toml").write_text(toml)
+    for name in ("instruction.md", "environment/Dockerfile", "tests/Dockerfile", "tests/test.sh"):
+        if name in skip:
+            continue
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("x\n")
+    return root
+
+
+def test_version_1_0_form(tmp_path: Path) -> None:
+    task = load_task(make_task(tmp_path / "hello", V10))
+    assert task.id == "hello"
+    assert task.config.agent.timeout_sec == 900.0
+    assert task.config.verifier_environment.cpus == 2
+    assert task.config.environment.memory_mb == 2048
+    assert task.config.artifacts[0].exclude == ["**/node_modules/**"]
+    assert task.markers == ["easy", "smoke", "real-repo"]
+
+
+def test_schema_1_3_form_with_task_table(tmp_path: Path) -> None:
+    task = load_task(make_task(tmp_path / "drop", V13))
+    assert task.config.task is not None
+    assert task.config.task.name == "react-bench/fix-something"
+    assert task.config.artifacts[0].source == "/app/src"
+    # Without [verifier.environment] the verifier shares the task's environment limits.
+    assert task.config.verifier_environment == task.config.environment
+    assert task.config.metadata.model_extra == {"base_sha": "abc"}
+
+
+@pytest.mark.parametrize(
+    ("toml", "field", "expected"),
+    [
+        ('version = "1.0"\n[agent]\ntimeout_sec = -5', "agent.timeout_sec", "greater than 0"),
+        ('version = "1.0"\n[agent]\ntimeout_sec = "soon"', "agent.timeout_sec", "valid number"),
+        ('version = "9.9"', "(top level)", "'9.9' is not one of"),
+        ("[agent]\ntimeout_sec = 5", "(top level)", "declares no format version"),
+        ('version = "1.0"\n[environment]\nmemory_mb = 99999999999', "environment.memory_mb",
+         "less than or equal"),
+        ('version = "1.0"\n[[artifacts]]\nsource = "app"', "artifacts[0].source", "absolute path"),
+        ('version = "1.0"\n[[artifacts]]\nsource = "/etc"', "artifacts[0].source",
+         "outside the agent workspace"),
+    ],
+)
+def test_bad_task_toml_names_file_and_field(tmp_path: Path, toml: str, field: str,
+                                            expected: str) -> None:
+    root = make_task(tmp_path / "bad", toml)
+    with pytest.raises(TaskError) as info:
+        load_task(root)
+    message = str(info.value)
+    assert message.startswith(f"{root / 'task.toml'}: {field}: ")
+    assert expected in message
+
+
+def test_malformed_toml_names_the_file(tmp_path: Path) -> None:
+    root = make_task(tmp_path / "bad", 'version = "1.0"\n[agent\n')
+    with pytest.raises(TaskError, match=r"task\.toml: is not valid TOML"):
+        load_task(root)
+
+
+@pytest.mark.parametrize("missing", ["instruction.md", "tests/test.sh", "environment/Dockerfile"])
+def test_missing_required_file(tmp_path: Path, missing: str) -> None:
+    root = make_task(tmp_path / "bad", V10, skip=(missing,))
+    with pytest.raises(TaskError) as info:
+        load_task(root)
+    assert str(info.value) == f"{root / missing}: file is missing (every task needs it)"
+
+
+def test_find_tasks_skips_node_modules(tmp_path: Path) -> None:
+    make_task(tmp_path / "b", V10)
+    make_task(tmp_path / "a", V10)
+    make_task(tmp_path / "a" / "node_modules" / "x", V10)
+    assert [p.name for p in find_tasks(tmp_path)] == ["a", "b"]
+
+
+def test_tests_config(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text('{"rd": {"scan_root": "/app"}, "test": {"cmd": "pnpm test", "cwd": "/opt/h"}}')
+    config = parse_json(path, TestsConfig)
+    assert config.rd.mode == "gate" and config.test.cwd == "/opt/h"
+    path.write_text('{"rd": {}}')
+    with pytest.raises(TaskError, match=r"config\.json: test: Field required"):
+        parse_json(path, TestsConfig)
+
+
+def test_reward_gates() -> None:
+    assert Reward.model_validate({"reward": 1, "tests": 1, "react_doctor": 1}).reward == 1
+    with pytest.raises(ValueError, match="reward is 1 while a gate failed"):
+        Reward.model_validate({"reward": 1, "tests": 1, "react_doctor": 0})
+    # React Doctor as telemetry only does not bear on the reward.
+    telemetry = {"reward": 1, "tests": 1, "react_doctor": 0, "react_doctor_gates_reward": 0}
+    assert Reward.model_validate(telemetry).reward == 1
+    with pytest.raises(ValueError):
+        Reward.model_validate({"reward": 1.5})

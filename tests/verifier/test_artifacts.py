@@ -1,0 +1,114 @@
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from pytest_reactbench.sandbox.base import SandboxError
+from pytest_reactbench.verifier import (
+    RewardFileError,
+    RewardFileNotFoundError,
+    excluded,
+    read_reward,
+    sanitize,
+)
+
+EXCLUDES = ["**/node_modules/**", "**/.git/**", "**/*.tsbuildinfo"]
+
+
+@pytest.mark.parametrize(
+    ("name", "dropped"),
+    [
+        ("node_modules/react/index.js", True),
+        ("packages/a/node_modules/x/y.js", True),
+        ("src/node_modules.ts", False),
+        (".git/HEAD", True),
+        ("tsconfig.tsbuildinfo", True),
+        ("src/App.tsx", False),
+    ],
+)
+def test_exclude_matches_like_gnu_tar(name: str, dropped: bool) -> None:
+    assert excluded(name, EXCLUDES) is dropped
+
+
+def tar_of(entries: list[tarfile.TarInfo], payload: bytes = b"x") -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for info in entries:
+            if info.isfile():
+                info.size = len(payload)
+                tar.addfile(info, io.BytesIO(payload))
+            else:
+                tar.addfile(info)
+    return buffer.getvalue()
+
+
+def entry(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = link
+    return info
+
+
+def test_sanitize_keeps_files_and_inner_links_and_drops_the_rest() -> None:
+    raw = tar_of([
+        entry("./", tarfile.DIRTYPE),
+        entry("./src", tarfile.DIRTYPE),
+        entry("./src/App.tsx"),
+        entry("./src/alias.tsx", tarfile.SYMTYPE, "App.tsx"),
+        entry("./src/escape", tarfile.SYMTYPE, "/etc/passwd"),
+        entry("./src/up", tarfile.SYMTYPE, "../../outside"),
+        entry("../evil.txt"),
+        entry("./dev", tarfile.CHRTYPE),
+        entry("./node_modules/x.js"),
+    ])
+    data, files, size, dropped = sanitize(raw, EXCLUDES)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        names = sorted(tar.getnames())
+    assert names == ["src", "src/App.tsx", "src/alias.tsx"]
+    assert files == 1 and size == 1
+    assert dict(dropped) == {
+        "src/escape": "symlink to /etc/passwd points outside",
+        "src/up": "symlink to ../../outside points outside",
+        "../evil.txt": "path leaves the artifact root",
+        "dev": "special file is not transferred",
+    }
+
+
+def test_sanitize_refuses_garbage() -> None:
+    with pytest.raises(SandboxError, match="unreadable archive"):
+        sanitize(b"not a tar" * 100, [])
+
+
+def test_reward_json_wins_over_txt(tmp_path: Path) -> None:
+    (tmp_path / "reward.txt").write_text("0\n")
+    (tmp_path / "reward.json").write_text('{"reward": 1, "tests": 1, "react_doctor": 1}')
+    assert read_reward(tmp_path).reward == 1
+
+
+def test_reward_txt(tmp_path: Path) -> None:
+    (tmp_path / "reward.txt").write_text("1\n")
+    assert read_reward(tmp_path).reward == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("reward.json", "", "reward.json: file is empty"),
+        ("reward.json", "{reward: 1", "reward.json: is not valid JSON"),
+        ("reward.json", "[1]", "reward.json: expected an object"),
+        ("reward.json", '{"reward": "yes"}', "reward.json: reward: Input should be a valid number"),
+        ("reward.json", '{"reward": 1, "tests": 0}', "reward is 1 while a gate failed"),
+        ("reward.txt", "passed", "reward.txt: expected a number between 0 and 1, got 'passed'"),
+        ("reward.txt", "7", "expected a number between 0 and 1"),
+    ],
+)
+def test_garbled_reward_is_an_error(tmp_path: Path, name: str, text: str, message: str) -> None:
+    (tmp_path / name).write_text(text)
+    with pytest.raises(RewardFileError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        read_reward(tmp_path)
+
+
+def test_missing_reward(tmp_path: Path) -> None:
+    with pytest.raises(RewardFileNotFoundError, match="neither /logs/verifier/reward.json"):
+        read_reward(tmp_path)
