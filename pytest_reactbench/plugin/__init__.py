@@ -34,10 +34,11 @@ from pytest_reactbench.plugin.items import (
     TrialFailed,
     TrialItem,
 )
-from pytest_reactbench.plugin.report import junit_properties
+from pytest_reactbench.plugin.report import describe_failure, junit_properties
 from pytest_reactbench.plugin.session import SESSION_KEY, ReactbenchSession
 from pytest_reactbench.plugin.settings import Settings, addoption, read_settings
 from pytest_reactbench.results import new_run_id
+from pytest_reactbench.sandbox.base import SandboxError
 from pytest_reactbench.sandbox.local import LocalBackend
 from pytest_reactbench.trial import TrialResult, Verdict
 
@@ -167,6 +168,9 @@ def pytest_runtest_makereport(
     elif report.when == "setup" and call.excinfo is not None:
         result = _setup_error_result(item, call.excinfo.value)
         session.trial_finished(result, item)
+        if isinstance(call.excinfo.value, SandboxError):
+            # A bake or boot failure is explained, not traced back through fixtures.
+            report.longrepr = describe_failure(result)
     if result is not None:
         item.user_properties.extend(junit_properties(result, session.settings.backend))
         report.user_properties = list(item.user_properties)

@@ -10,7 +10,6 @@ import pytest
 
 from pytest_reactbench.agents import Agent, AgentConfigError
 from pytest_reactbench.results import TrialRecord
-from pytest_reactbench.sandbox.base import SandboxError
 from pytest_reactbench.tasks import Task, TaskError, load_task
 from pytest_reactbench.trial import TrialResult, Verdict
 
@@ -87,16 +86,9 @@ class TrialItem(pytest.Function):
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path / "task.toml", 0, f"{self.task.id} [{self.agent.name}]"
 
-    def repr_failure(  # type: ignore[override]
-        self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
-    ) -> str:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]
         from pytest_reactbench.plugin.report import describe_failure
 
         if isinstance(excinfo.value, TrialFailed | TrialErrored):
             return describe_failure(excinfo.value.result)
-        if isinstance(excinfo.value, SandboxError):
-            record = self.stash.get(RECORD, None)
-            return (f"ERROR ({type(excinfo.value).__name__}): {excinfo.value}\n"
-                    "No score: the harness, sandbox or verifier broke, not the agent."
-                    + (f"\nRun record: {record.path}" if record else ""))
-        return str(super().repr_failure(excinfo, style=style))
+        return str(super().repr_failure(excinfo))

@@ -10,9 +10,10 @@ import pytest
 
 from pytest_reactbench.sandbox.recipes import parse_image_map
 
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
-class UsageError(pytest.UsageError):
-    pass
+
+UsageError = pytest.UsageError
 
 
 def addoption(parser: pytest.Parser) -> None:
@@ -47,7 +48,8 @@ def addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--reactbench-ca-bundle", default=None, metavar="PEM",
         help="CA bundle that bakes trust for package downloads, e.g. behind a TLS-inspecting "
-        "proxy (ini: reactbench_ca_bundle; env REACTBENCH_CA_BUNDLE)",
+        "proxy; 'none' for none (ini: reactbench_ca_bundle; env REACTBENCH_CA_BUNDLE; "
+        "default: the host's /etc/ssl/certs/ca-certificates.crt)",
     )
     parser.addini("reactbench_tasks", "task roots", type="args", default=["tasks"])
     parser.addini("reactbench_sandbox", "sandbox backend", default="local")
@@ -106,9 +108,13 @@ def read_settings(config: pytest.Config) -> Settings:
     ca_value = opt.reactbench_ca_bundle or os.environ.get("REACTBENCH_CA_BUNDLE")
     ca_bundle: Path | None = None
     if ca_value:
-        ca_bundle = _cli_path(config, ca_value)
+        ca_bundle = None if ca_value == "none" else _cli_path(config, ca_value)
     elif config.getini("reactbench_ca_bundle"):
-        ca_bundle = _ini_path(config, config.getini("reactbench_ca_bundle"))
+        ini_value = config.getini("reactbench_ca_bundle")
+        ca_bundle = None if ini_value == "none" else _ini_path(config, ini_value)
+    elif HOST_CA_BUNDLE.is_file():
+        # By default bakes trust what the host trusts (a proxy's CA included).
+        ca_bundle = HOST_CA_BUNDLE
     if ca_bundle is not None and not ca_bundle.is_file():
         raise UsageError(f"--reactbench-ca-bundle: {ca_bundle} is not a file")
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,10 +34,13 @@ class Instruction:
     exec_form: tuple[str, ...] | None = None
 
 
-_VAR = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?P<op>:?[-+])?(?P<word>[^}]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
+_VAR = re.compile(
+    r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?P<op>:?[-+])?(?P<word>[^}]*)\}"
+    r"|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))"
+)
 
 
-def substitute(text: str, variables: dict[str, str]) -> str:
+def substitute(text: str, variables: Mapping[str, str]) -> str:
     """Docker's variable substitution: $VAR, ${VAR}, ${VAR:-default}, ${VAR:+alt}."""
 
     def replace(match: re.Match[str]) -> str:

@@ -13,6 +13,7 @@ Verdicts from this backend are not formal: it is a development backend.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import glob
 import json
@@ -207,10 +208,8 @@ class LocalSandbox(Sandbox):
             finally:
                 # The process group holds bwrap; with --unshare-pid and
                 # --die-with-parent its death takes the whole tree in the sandbox.
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 proc.wait()
         duration = time.monotonic() - started
         stdout, stderr = out_path.read_bytes(), err_path.read_bytes()

@@ -23,7 +23,7 @@ class _Model(BaseModel):
 
 
 def _timeout(default: float) -> float:
-    return Field(default=default, gt=0, le=MAX_TIMEOUT_SEC)  # type: ignore[no-any-return]
+    return Field(default=default, gt=0, le=MAX_TIMEOUT_SEC)
 
 
 class TaskInfo(_Model):

@@ -60,7 +60,7 @@ def sanitize(raw: bytes, patterns: list[str]) -> tuple[bytes, int, int, list[tup
     dropped: list[tuple[str, str]] = []
     files = size = 0
     try:
-        source = tarfile.open(fileobj=io.BytesIO(raw), mode="r:")
+        source = tarfile.open(fileobj=io.BytesIO(raw), mode="r:")  # noqa: SIM115 (closed below)
     except tarfile.TarError as exc:
         raise SandboxError(f"the agent sandbox produced an unreadable archive: {exc}") from None
     with source, tarfile.open(fileobj=out, mode="w:", format=tarfile.PAX_FORMAT) as sink:

@@ -110,5 +110,5 @@ def test_garbled_reward_is_an_error(tmp_path: Path, name: str, text: str, messag
 
 
 def test_missing_reward(tmp_path: Path) -> None:
-    with pytest.raises(RewardFileNotFoundError, match="neither /logs/verifier/reward.json"):
+    with pytest.raises(RewardFileNotFoundError, match=r"neither /logs/verifier/reward\.json"):
         read_reward(tmp_path)

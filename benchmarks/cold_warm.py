@@ -1,0 +1,61 @@
+"""Cold vs warm run of the shipped suite on one backend: the second run reuses every
+bake, so it costs only the trials.
+
+    python benchmarks/cold_warm.py [--backend local] [--agents oracle,nop] [-n 2]
+
+Prints the wall time of each run and their ratio. The cold run starts from an empty
+bake cache (a temporary directory), so nothing on the machine is touched."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_suite(cache: Path, records: Path, args: argparse.Namespace) -> tuple[float, str]:
+    command = [
+        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+        f"--reactbench-agent={args.agents}", f"--reactbench-sandbox={args.backend}",
+        f"--reactbench-cache={cache}", f"--reactbench-records={records}",
+    ]
+    if args.n:
+        command += ["-n", str(args.n)]
+    started = time.monotonic()
+    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    elapsed = time.monotonic() - started
+    summary = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
+    return elapsed, summary + "\n" + proc.stderr
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--backend", default="local")
+    parser.add_argument("--agents", default="oracle,nop")
+    parser.add_argument("-n", type=int, default=0, help="xdist workers (0: none)")
+    args = parser.parse_args()
+    if not os.environ.get("REACTBENCH_CA_BUNDLE"):
+        print("note: REACTBENCH_CA_BUNDLE is unset; a cold bake behind a TLS proxy will fail")
+    with tempfile.TemporaryDirectory(prefix="reactbench-bench-") as tmp:
+        cache, records = Path(tmp, "cache"), Path(tmp, "records")
+        cold, cold_out = run_suite(cache, records, args)
+        warm, warm_out = run_suite(cache, records, args)
+    reused = len(re.findall(r"reusing baked image", warm_out))
+    rebuilt = len(re.findall(r": baking ", warm_out))
+    print(f"command: python benchmarks/cold_warm.py --backend {args.backend} "
+          f"--agents {args.agents}" + (f" -n {args.n}" if args.n else ""))
+    print(f"cold run: {cold:7.1f} s   {cold_out.splitlines()[0]}")
+    print(f"warm run: {warm:7.1f} s   {warm_out.splitlines()[0]}")
+    print(f"warm run reused {reused} baked images and rebuilt {rebuilt}")
+    print(f"cold / warm: {cold / warm:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""Whole trials through pytest on the local backend: verdict classes, records,
+JUnit properties, teardown. The tasks' verifiers are plain bash."""
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_task
+
+SLEEPER_CONFTEST = """
+import pytest
+from pytest_reactbench.agents import Agent, AgentOutcome
+
+
+class Sleeper(Agent):
+    name = "sleeper"
+
+    def run(self, ctx):
+        # Leaves its work half done, then hangs with a child process.
+        ctx.sandbox.exec("echo hello > /app/out.txt")
+        result = ctx.sandbox.exec("sleep 600 & sleep 600", timeout=ctx.timeout)
+        return AgentOutcome("timeout" if result.timed_out else "completed", result.exit_code)
+
+
+class Crasher(Agent):
+    name = "crasher"
+
+    def run(self, ctx):
+        raise RuntimeError("the agent fell over")
+
+
+@pytest.hookimpl
+def pytest_reactbench_agents():
+    return {"sleeper": lambda arg, settings: Sleeper(),
+            "crasher": lambda arg, settings: Crasher()}
+"""
+
+
+def properties(xml: Path) -> dict[str, dict[str, str]]:
+    out = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        out[f"{case.get('classname')}::{case.get('name')}"] = props
+    return out
+
+
+def leftover_sandboxes(cache: Path) -> list[Path]:
+    return list((cache / "local" / "sandboxes").iterdir())
+
+
+def statuses(suite: pytest.Pytester) -> dict[str, dict[str, object]]:
+    out = {}
+    for status in (suite.path / "records").glob("*/*/status.json"):
+        out[status.parent.name] = json.loads(status.read_text())
+    return out
+
+
+def test_pass_and_fail_with_junit_properties(suite: pytest.Pytester, bake_cache: Path) -> None:
+    write_task(suite.path / "tasks", "alpha")
+    result = suite.runpytest("--reactbench-agent=oracle,nop", "--junitxml=r.xml")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*FAILED: reward 0; failed gate tests*",
+        "*gate tests: FAIL*",
+        "*tests gate: 0*",
+        "*Run record: *alpha__nop__1*",
+    ])
+    props = properties(suite.path / "r.xml")
+    oracle = next(v for k, v in props.items() if k.endswith("oracle"))
+    nop = next(v for k, v in props.items() if k.endswith("nop"))
+    assert oracle["reactbench.verdict"] == "passed" and oracle["reactbench.reward"] == "1"
+    assert oracle["reactbench.gate.tests"] == "1" and oracle["reactbench.gate.react_doctor"] == "1"
+    assert oracle["reactbench.backend"] == "local" and oracle["reactbench.task"] == "alpha"
+    assert float(oracle["reactbench.duration.verify"]) > 0
+    assert {"reactbench.duration.bake", "reactbench.duration.agent"} <= oracle.keys()
+    assert nop["reactbench.verdict"] == "failed" and nop["reactbench.failure"] == "tests"
+    records = statuses(suite)
+    assert records["alpha__oracle__1"]["verdict"] == "passed"
+    assert records["alpha__nop__1"]["status"] == "complete"
+    assert leftover_sandboxes(bake_cache) == []
+
+
+@pytest.mark.parametrize(
+    ("test_sh", "failure", "message"),
+    [
+        ("#!/bin/bash\necho no reward\n", "RewardFileNotFoundError", "neither"),
+        ("#!/bin/bash\necho '{bad' > /logs/verifier/reward.json\n", "RewardFileError",
+         "is not valid JSON"),
+        ("#!/bin/bash\n: > /logs/verifier/reward.json\n", "RewardFileError", "file is empty"),
+        ('#!/bin/bash\necho \'{"reward": 1, "tests": 0}\' > /logs/verifier/reward.json\n',
+         "RewardFileError", "reward is 1 while a gate failed"),
+        ("#!/bin/bash\nsleep 600 & sleep 600\n", "VerifierTimeoutError", "did not finish within"),
+    ],
+)
+def test_verifier_breakdowns_are_errors(suite: pytest.Pytester, bake_cache: Path, test_sh: str,
+                                        failure: str, message: str) -> None:
+    write_task(suite.path / "tasks", "alpha", test_sh=test_sh, verifier_timeout=2)
+    result = suite.runpytest("--reactbench-agent=oracle", "--junitxml=r.xml")
+    result.stdout.fnmatch_lines([f"*ERROR ({failure}): *{message}*",
+                                 "*No score*", "*1 error in*"])
+    assert result.ret == 1
+    (props,) = properties(suite.path / "r.xml").values()
+    assert props["reactbench.verdict"] == "error" and props["reactbench.failure"] == failure
+    assert props["reactbench.reward"] == ""
+    (status,) = statuses(suite).values()
+    assert status["verdict"] == "error" and status["status"] == "complete"
+    assert leftover_sandboxes(bake_cache) == []
+
+
+def test_bake_failure_is_an_error_with_the_step(suite: pytest.Pytester, bake_cache: Path) -> None:
+    write_task(suite.path / "tasks", "alpha",
+               environment="FROM reactbench/system\nRUN echo broken step && exit 3\n")
+    result = suite.runpytest("--reactbench-agent=oracle,nop", "--junitxml=r.xml")
+    result.stdout.fnmatch_lines([
+        "*ERROR (BakeError): *environment/Dockerfile:2: step failed with exit code 3*",
+        "*broken step*",
+    ])
+    result.assert_outcomes(errors=2)
+    for props in properties(suite.path / "r.xml").values():
+        assert props["reactbench.verdict"] == "error"
+        assert props["reactbench.failure"] == "BakeError"
+    assert {s["verdict"] for s in statuses(suite).values()} == {"error"}
+    assert leftover_sandboxes(bake_cache) == []
+
+
+def test_timed_out_and_crashed_agents_are_still_graded(suite: pytest.Pytester,
+                                                       bake_cache: Path) -> None:
+    suite.makeconftest(SLEEPER_CONFTEST)
+    write_task(suite.path / "tasks", "alpha", agent_timeout=1)
+    result = suite.runpytest("--reactbench-agent=sleeper,crasher", "--junitxml=r.xml")
+    # The sleeper wrote the answer before it hung: graded, and it passes.
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*The agent ended: crashed.*"])
+    props = properties(suite.path / "r.xml")
+    sleeper = next(v for k, v in props.items() if k.endswith("sleeper"))
+    crasher = next(v for k, v in props.items() if k.endswith("crasher"))
+    assert sleeper["reactbench.agent_ending"] == "timeout"
+    assert sleeper["reactbench.verdict"] == "passed"
+    assert crasher["reactbench.agent_ending"] == "crashed"
+    assert "the agent fell over" in next(
+        (suite.path / "records").glob("*/alpha__crasher__1/agent.log")).read_text()
+    assert leftover_sandboxes(bake_cache) == []
+
+
+def test_fixtures_can_be_overridden_in_conftest(suite: pytest.Pytester) -> None:
+    suite.makeconftest("""
+import pytest
+
+@pytest.fixture
+def reactbench_agent_sandbox(reactbench_agent_sandbox):
+    reactbench_agent_sandbox.write_file("/app/out.txt", "hello\\n")
+    return reactbench_agent_sandbox
+""")
+    write_task(suite.path / "tasks", "alpha")
+    suite.runpytest("--reactbench-agent=nop").assert_outcomes(passed=1)
+
+
+def test_only_declared_artifacts_cross(suite: pytest.Pytester) -> None:
+    check = """#!/bin/bash
+ok=1
+[ -f /app/src/keep.ts ] || ok=0
+[ -e /app/node_modules/planted.js ] && ok=0
+[ -e /app/base.txt ] || ok=0
+[ -e /opt/agent-secret ] && ok=0
+echo "{\\"reward\\": $ok}" > /logs/verifier/reward.json
+"""
+    solve = """#!/bin/bash
+mkdir -p /app/src /app/node_modules
+echo keep > /app/src/keep.ts
+echo planted > /app/node_modules/planted.js
+echo secret > /opt/agent-secret
+"""
+    write_task(suite.path / "tasks", "alpha", test_sh=check, solve_sh=solve)
+    suite.runpytest("--reactbench-agent=oracle").assert_outcomes(passed=1)
+    (record,) = (suite.path / "records").glob("*/alpha__oracle__1")
+    transfer = json.loads((record / "artifacts.json").read_text())
+    assert transfer[0]["source"] == "/app" and transfer[0]["files"] == 2  # base.txt, keep.ts
+
+
+def test_xdist_and_last_failed(suite: pytest.Pytester, bake_cache: Path) -> None:
+    for name in ("alpha", "beta", "gamma"):
+        write_task(suite.path / "tasks", name)
+    result = suite.runpytest_subprocess("--reactbench-agent=oracle,nop", "-n", "2",
+                                        "--junitxml=r.xml")
+    result.assert_outcomes(passed=3, failed=3)
+    props = properties(suite.path / "r.xml")
+    assert len(props) == 6
+    assert {p["reactbench.verdict"] for p in props.values()} == {"passed", "failed"}
+    run_dirs = list((suite.path / "records").iterdir())
+    assert len(run_dirs) == 1, "all workers write into one run"
+    assert len(list(run_dirs[0].glob("*/status.json"))) == 6
+    result = suite.runpytest("--reactbench-agent=oracle,nop", "--lf", "-q")
+    result.assert_outcomes(failed=3)
+    assert leftover_sandboxes(bake_cache) == []
