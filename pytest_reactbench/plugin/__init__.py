@@ -38,7 +38,7 @@ from pytest_reactbench.plugin.report import describe_failure, junit_properties
 from pytest_reactbench.plugin.session import SESSION_KEY, ReactbenchSession
 from pytest_reactbench.plugin.settings import Settings, addoption, read_settings
 from pytest_reactbench.results import new_run_id
-from pytest_reactbench.sandbox.base import SandboxError
+from pytest_reactbench.sandbox.base import Backend, SandboxError
 from pytest_reactbench.sandbox.local import LocalBackend
 from pytest_reactbench.trial import TrialResult, Verdict
 
@@ -78,7 +78,12 @@ def pytest_reactbench_sandbox_backends() -> Mapping[str, Any]:
     def local(settings: Settings) -> LocalBackend:
         return LocalBackend(settings.cache, settings.image_map, ca_bundle=settings.ca_bundle)
 
-    return {"local": local}
+    def docker(settings: Settings) -> Backend:
+        from pytest_reactbench.sandbox.docker import DockerBackend
+
+        return DockerBackend(settings.cache, settings.image_map, ca_bundle=settings.ca_bundle)
+
+    return {"local": local, "docker": docker}
 
 
 class XdistHooks:

@@ -88,7 +88,6 @@ class Sandbox(ABC):
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
         user: str | None = None,
-        stdin: bytes | None = None,
     ) -> ExecResult:
         """Run a command (a string runs under `bash -c`); kill its whole tree on timeout."""
 
@@ -96,9 +95,14 @@ class Sandbox(ABC):
     def put_archive(self, dest: str, data: bytes) -> None:
         """Unpack a tar stream into the directory `dest` (created if missing)."""
 
-    @abstractmethod
     def get_archive(self, src: str, exclude: Sequence[str] = ()) -> bytes:
-        """A tar stream of the directory `src`'s contents, leaving out `exclude` globs."""
+        """A tar stream of the directory `src`'s contents, leaving out `exclude` globs
+        (GNU tar's matching, as Harbor's transfer). The caller checks what it gets."""
+        args = ["tar", "-c", "-f", "-", "-C", src, *(f"--exclude={p}" for p in exclude), "."]
+        result = self.exec(args, cwd="/")
+        if not result.ok:
+            raise SandboxError(f"could not archive {src}: {result.error_text.strip()}")
+        return result.stdout
 
     @abstractmethod
     def close(self) -> None:

@@ -41,7 +41,14 @@ from pytest_reactbench.sandbox.base import (
     Sandbox,
     SandboxError,
 )
-from pytest_reactbench.sandbox.recipes import SYSTEM_IMAGE, map_image, recipe_dir, recipe_key
+from pytest_reactbench.sandbox.recipes import (
+    SYSTEM_IMAGE,
+    declare_arg,
+    from_refs,
+    map_image,
+    recipe_dir,
+    recipe_key,
+)
 
 #: Bumped whenever replay semantics change, so old layers are not reused.
 REPLAY_VERSION = "1"
@@ -175,11 +182,23 @@ class LocalSandbox(Sandbox):
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
         user: str | None = None,
+    ) -> ExecResult:
+        # Everything runs as root inside the sandbox's user namespace; `user` is
+        # accepted for the contract and has no other meaning on this backend.
+        argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        return self._run(argv, cwd=cwd, env=env, timeout=timeout)
+
+    def _run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
         stdin: bytes | None = None,
     ) -> ExecResult:
         if self._closed:
             raise SandboxError(f"sandbox {self.root.name} is closed")
-        argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         full_env = {**self.env, **(env or {})}
         io_dir = self.root / "io"
         token = uuid.uuid4().hex[:8]
@@ -219,19 +238,11 @@ class LocalSandbox(Sandbox):
         return ExecResult(code, stdout, stderr, duration, timed_out)
 
     def put_archive(self, dest: str, data: bytes) -> None:
-        result = self.exec(
+        result = self._run(
             ["sh", "-c", 'mkdir -p "$1" && tar -x -C "$1" -f -', "put", dest], cwd="/", stdin=data
         )
         if not result.ok:
             raise SandboxError(f"could not unpack into {dest}: {result.error_text.strip()}")
-
-    def get_archive(self, src: str, exclude: Sequence[str] = ()) -> bytes:
-        args = ["tar", "-c", "-f", "-", "-C", src]
-        args += [f"--exclude={pattern}" for pattern in exclude]
-        result = self.exec([*args, "."], cwd="/")
-        if not result.ok:
-            raise SandboxError(f"could not archive {src}: {result.error_text.strip()}")
-        return result.stdout
 
     def close(self) -> None:
         if self._closed:
@@ -295,21 +306,23 @@ class LocalBackend(Backend):
             raise BakeError(f"{recipe.dockerfile}: FROM chain is too deep (a loop in the image map?)")
         try:
             instructions = df.parse(recipe.dockerfile)
+            refs = from_refs(recipe)
         except df.DockerfileError as exc:
             raise BakeError(str(exc)) from None
-        variables: dict[str, str] = {}
-        first_from = next(i for i, ins in enumerate(instructions) if ins.keyword == "FROM")
-        for ins in instructions[:first_from]:
-            if ins.keyword == "ARG":
-                self._declare_arg(ins, recipe, variables)
-        froms = [ins for ins in instructions if ins.keyword == "FROM"]
+        froms = [i for i, ins in enumerate(instructions) if ins.keyword == "FROM"]
         if len(froms) > 1:
             raise BakeError(
-                f"{recipe.dockerfile}:{froms[1].line}: multi-stage builds are not supported "
-                "by the local backend; use --reactbench-sandbox=docker"
+                f"{recipe.dockerfile}:{instructions[froms[1]].line}: multi-stage builds are not "
+                "supported by the local backend; use --reactbench-sandbox=docker"
             )
-        base_ref = df.substitute(froms[0].args.split()[0], variables)
-        parent = self._bake_parent(base_ref, recipe, progress, deadline, depth)
+        first_from = froms[0]
+        # Global ARGs serve FROM, and a stage's value-less ARG of the same name.
+        global_args: dict[str, str] = {}
+        for ins in instructions[:first_from]:
+            if ins.keyword == "ARG":
+                declare_arg(ins, recipe.build_args, global_args)
+        variables: dict[str, str] = {}
+        parent = self._bake_parent(refs[0].image, recipe, progress, deadline, depth)
         parent_meta = self._image_meta(parent.ref) if parent else None
         key = recipe_key(
             REPLAY_VERSION,
@@ -325,7 +338,7 @@ class LocalBackend(Backend):
                 if self._image_meta(key) is None:
                     try:
                         self._replay(recipe, instructions[first_from + 1 :], variables,
-                                     parent_meta, key, progress, deadline)
+                                     global_args, parent_meta, key, progress, deadline)
                     except BakeError as exc:
                         self._failed[key] = exc
                         raise
@@ -337,16 +350,6 @@ class LocalBackend(Backend):
         assert meta is not None
         progress(f"{recipe.name}: reusing baked image {key[:12]}")
         return Image(key, key, self.name, cached=True, labels=meta.get("labels", {}))  # type: ignore[arg-type]
-
-    def _declare_arg(self, ins: df.Instruction, recipe: ImageRecipe, variables: dict[str, str]) -> None:
-        name, sep, default = ins.args.partition("=")
-        name = name.strip()
-        if name in recipe.build_args:
-            variables[name] = recipe.build_args[name]
-        elif sep:
-            variables[name] = df.substitute(default.strip().strip('"'), variables)
-        else:
-            variables.setdefault(name, "")
 
     def _bake_parent(
         self, ref: str, recipe: ImageRecipe, progress: Progress, deadline: float, depth: int
@@ -374,6 +377,7 @@ class LocalBackend(Backend):
         recipe: ImageRecipe,
         steps: Sequence[df.Instruction],
         variables: dict[str, str],
+        global_args: Mapping[str, str],
         parent_meta: Mapping[str, object] | None,
         key: str,
         progress: Progress,
@@ -405,7 +409,10 @@ class LocalBackend(Backend):
                     progress(f"{recipe.name}: step {number}/{len(steps)} {ins.keyword} "
                              f"{ins.args[:70]}")
                 if ins.keyword == "ARG":
-                    self._declare_arg(ins, recipe, variables)
+                    name = ins.args.partition("=")[0].strip()
+                    if "=" not in ins.args and name in global_args:
+                        variables[name] = global_args[name]
+                    declare_arg(ins, recipe.build_args, variables)
                 elif ins.keyword == "ENV":
                     for k, v in df.key_values(df.substitute(ins.args, {**variables, **env}),
                                               recipe.dockerfile, ins.line):

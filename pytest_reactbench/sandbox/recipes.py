@@ -6,7 +6,11 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+
+from pytest_reactbench.sandbox import dockerfile as df
+from pytest_reactbench.sandbox.base import ImageRecipe
 
 #: The system layer (Debian root, Node, pnpm, git, Chromium). Docker builds it from
 #: images/system; on the local backend the host stands for it.
@@ -102,3 +106,50 @@ def recipe_key(*parts: str, context: Path | None = None) -> str:
     if context is not None:
         hash_tree(context, h)
     return h.hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class FromRef:
+    """A base image a Dockerfile builds on, and the ARG that names it, if any."""
+
+    image: str
+    variable: str | None
+    line: int
+
+
+def declare_arg(ins: df.Instruction, build_args: Mapping[str, str], variables: dict[str, str]) -> None:
+    """ARG NAME[=default], overridden by a build argument."""
+    name, sep, default = ins.args.partition("=")
+    name = name.strip()
+    if name in build_args:
+        variables[name] = build_args[name]
+    elif sep:
+        variables[name] = df.substitute(default.strip().strip('"'), variables)
+    else:
+        variables.setdefault(name, "")
+
+
+def from_refs(recipe: ImageRecipe) -> list[FromRef]:
+    """The external base images of a Dockerfile (not its own earlier stages)."""
+    instructions = df.parse(recipe.dockerfile)
+    variables: dict[str, str] = {}
+    stages: set[str] = set()
+    refs: list[FromRef] = []
+    seen_from = False
+    for ins in instructions:
+        if ins.keyword == "ARG" and not seen_from:
+            declare_arg(ins, recipe.build_args, variables)
+        elif ins.keyword == "FROM":
+            seen_from = True
+            words = ins.args.split()
+            raw = words[0]
+            if len(words) >= 3 and words[1].lower() == "as":
+                stages.add(words[2])
+            image = df.substitute(raw, variables)
+            if image in stages:
+                continue
+            whole = raw.strip("${}")
+            variable = whole if raw.startswith("$") and whole.isidentifier() else None
+            if not any(r.image == image for r in refs):
+                refs.append(FromRef(image, variable, ins.line))
+    return refs

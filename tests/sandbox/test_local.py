@@ -29,9 +29,11 @@ def backend(tmp_path: Path) -> LocalBackend:
 
 def test_bake_replays_steps_and_boots(tmp_path: Path, backend: LocalBackend) -> None:
     r = recipe(tmp_path, """ARG NAME=world
+ARG HIDDEN=global
 FROM reactbench/system
+ARG NAME
 ARG GREETING=hello
-ENV WHO=${NAME:-nobody} PATH=/opt/bin:/usr/bin:/bin
+ENV WHO=${NAME:-nobody} PATH=/opt/bin:/usr/bin:/bin SEEN=${HIDDEN:-not-seen}
 LABEL org.example.kind="test image"
 WORKDIR /app
 COPY src/ ./src/
@@ -47,10 +49,10 @@ WORKDIR sub
     box = backend.boot(image, network=False, limits=Limits(), labels={})
     try:
         result = box.exec("pwd; cat ../greeting.txt ../src/a.ts /opt/data/one.txt /opt/two.txt; "
-                          "echo $WHO")
+                          "echo $WHO $SEEN")
         assert result.ok, result.error_text
         assert result.text.split("\n") == [
-            "/app/sub", "hello bench", "export const a = 1;", "1", "2", "bench", ""]
+            "/app/sub", "hello bench", "export const a = 1;", "1", "2", "bench not-seen", ""]
     finally:
         box.close()
     assert not box.root.exists()

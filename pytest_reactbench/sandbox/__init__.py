@@ -1,0 +1,1 @@
+"""Sandboxes: the contract, the local (bubblewrap) and docker backends, image recipes."""

@@ -1,0 +1,420 @@
+"""The `docker` backend: the faithful one, for formal results.
+
+Images are built by the real engine (docker-py, `DOCKER_HOST` honoured) and tagged by
+a content hash of the recipe and everything it builds on, so an unchanged recipe is
+never rebuilt. Stand-ins for the public suite's base images are built from `images/`
+and also tagged under the public names, so Dockerfiles that name them find them.
+Sandboxes are containers started with an init (they stop at once), labelled with the
+run, task, role and owner; a later run removes what a dead one left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_reactbench.sandbox import dockerfile as df
+from pytest_reactbench.sandbox.base import (
+    Backend,
+    BakeError,
+    ExecResult,
+    Image,
+    ImageRecipe,
+    Limits,
+    Progress,
+    Sandbox,
+    SandboxError,
+)
+from pytest_reactbench.sandbox.local import file_lock, tls_hint
+from pytest_reactbench.sandbox.recipes import (
+    SYSTEM_IMAGE,
+    from_refs,
+    images_dir,
+    map_image,
+    recipe_dir,
+    recipe_key,
+)
+
+#: Bumped whenever the way images are built changes, so old tags are not reused.
+BUILD_VERSION = "1"
+ROOT_IMAGE = "reactbench/debian-root:bookworm"
+LABEL = "reactbench.owner"
+# Kills every process in the container but init (pid 1) and the container's main
+# process ($1, noted at boot): a timed-out command's whole tree goes, orphans that
+# setsid'd away and were reparented to init included.
+KILL_ALL = (
+    'for p in /proc/[0-9]*; do p=${p#/proc/}; case " 1 $1 $$ " in *" $p "*) ;; '
+    '*) kill -9 "$p" 2>/dev/null;; esac; done; true'
+)
+
+
+def _docker() -> Any:
+    try:
+        import docker
+    except ImportError as exc:  # pragma: no cover - docker is a dependency
+        raise SandboxError("the docker backend needs the `docker` package") from exc
+    return docker
+
+
+def packed_name(spec: str) -> str:
+    """The file `npm pack` writes for `name@version` (`@scope/x` -> `scope-x-version.tgz`)."""
+    name, _, version = spec.rpartition("@")
+    return f"{name.lstrip('@').replace('/', '-')}-{version}.tgz"
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^a-z0-9_.-]+", "-", name.lower()).strip("-.") or "image"
+
+
+class DockerSandbox(Sandbox):
+    backend = "docker"
+
+    def __init__(self, container: Any, api: Any, on_close: Any) -> None:
+        self.container = container
+        self.api = api
+        self._on_close = on_close
+        self._closed = False
+        self.main_pid = ""
+
+    def _errors(self) -> Any:
+        return _docker().errors
+
+    def exec(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        if self._closed:
+            raise SandboxError("sandbox is closed")
+        argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        errors = self._errors()
+        started = time.monotonic()
+        try:
+            exec_id = self.api.exec_create(
+                self.container.id, argv, workdir=cwd, environment=dict(env or {}), user=user or ""
+            )["Id"]
+        except errors.DockerException as exc:
+            raise SandboxError(f"cannot run a command in container {self.container.name}: {exc}") from None
+        output: dict[str, Any] = {}
+
+        def pump() -> None:
+            try:
+                output["streams"] = self.api.exec_start(exec_id, demux=True)
+            except Exception as exc:  # reported below, in the caller's thread
+                output["error"] = exc
+
+        worker = threading.Thread(target=pump, daemon=True)
+        worker.start()
+        worker.join(timeout)
+        timed_out = worker.is_alive()
+        if timed_out:
+            with contextlib.suppress(errors.DockerException):
+                killer = ["sh", "-c", KILL_ALL, "kill-all", self.main_pid]
+                self.api.exec_start(self.api.exec_create(self.container.id, killer)["Id"])
+            worker.join(30)
+        if "error" in output:
+            raise SandboxError(f"container {self.container.name} broke: {output['error']}")
+        stdout, stderr = output.get("streams") or (b"", b"")
+        try:
+            code = self.api.exec_inspect(exec_id).get("ExitCode")
+        except errors.DockerException as exc:
+            raise SandboxError(f"container {self.container.name} went away: {exc}") from None
+        return ExecResult(
+            124 if timed_out else (code if code is not None else -1),
+            stdout or b"",
+            stderr or b"",
+            time.monotonic() - started,
+            timed_out,
+        )
+
+    def put_archive(self, dest: str, data: bytes) -> None:
+        made = self.exec(["mkdir", "-p", dest], cwd="/")
+        if not made.ok:
+            raise SandboxError(f"could not create {dest}: {made.error_text.strip()}")
+        try:
+            self.container.put_archive(dest, data)
+        except self._errors().DockerException as exc:
+            raise SandboxError(f"could not unpack into {dest}: {exc}") from None
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(self._errors().NotFound):
+            self.container.remove(force=True, v=True)
+        self._on_close(self.container.id)
+
+
+class DockerBackend(Backend):
+    name = "docker"
+    formal = True
+
+    def __init__(
+        self,
+        cache_dir: Path,
+        image_map: Mapping[str, str],
+        *,
+        ca_bundle: Path | None = None,
+        owner: str = "",
+    ) -> None:
+        docker = _docker()
+        try:
+            self.client = docker.from_env(timeout=600)
+            self.client.ping()
+        except docker.errors.DockerException as exc:
+            where = os.environ.get("DOCKER_HOST", "the local socket")
+            raise SandboxError(
+                f"cannot reach the Docker engine at {where}: {exc}. Start it (dockerd) or set "
+                "DOCKER_HOST, or use --reactbench-sandbox=local"
+            ) from None
+        self.api = self.client.api
+        self.cache_dir = cache_dir / "docker"
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.image_map = dict(image_map)
+        self.ca_bundle = ca_bundle
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
+        self._live: set[str] = set()
+        self._failed: dict[str, BakeError] = {}
+
+    # -- images ---------------------------------------------------------------------
+
+    def _image_id(self, tag: str) -> str | None:
+        try:
+            return str(self.client.images.get(tag).id)
+        except _docker().errors.ImageNotFound:
+            return None
+
+    def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:
+        return self._bake(recipe, progress, time.monotonic() + recipe.timeout, depth=0)
+
+    def _bake(self, recipe: ImageRecipe, progress: Progress, deadline: float, depth: int,
+              aliases: Sequence[str] = ()) -> Image:
+        if depth > 8:
+            raise BakeError(f"{recipe.dockerfile}: FROM chain is too deep (a loop in the image map?)")
+        try:
+            refs = from_refs(recipe)
+        except df.DockerfileError as exc:
+            raise BakeError(str(exc)) from None
+        build_args = dict(recipe.build_args)
+        parents: list[str] = []
+        for ref in refs:
+            parent = self._parent(ref.image, recipe, progress, deadline, depth)
+            parents.append(parent)
+            if ref.variable:
+                build_args[ref.variable] = parent
+        key = recipe_key(
+            BUILD_VERSION,
+            *(self._image_id(p) or p for p in parents),
+            recipe.dockerfile.read_text(),
+            repr(sorted(build_args.items())),
+            context=recipe.context,
+        )
+        tag = f"reactbench/{_safe_name(recipe.name)}:{key}"
+        if key in self._failed:
+            raise self._failed[key]
+        cached = self._image_id(tag) is not None
+        if not cached:
+            with file_lock(self.cache_dir / "locks" / f"{key}.lock"):
+                if self._image_id(tag) is None:
+                    try:
+                        self._build(recipe, tag, build_args, progress, deadline)
+                    except BakeError as exc:
+                        self._failed[key] = exc
+                        raise
+                else:
+                    cached = True
+        if cached:
+            progress(f"{recipe.name}: reusing baked image {key[:12]}")
+        for alias in aliases:
+            self.client.images.get(tag).tag(alias)
+        image = self.client.images.get(tag)
+        return Image(tag, str(image.id), self.name, cached=cached,
+                     labels=dict(image.labels or {}))
+
+    def _parent(self, ref: str, recipe: ImageRecipe, progress: Progress, deadline: float,
+                depth: int) -> str:
+        mapped = map_image(ref, self.image_map)
+        if mapped == SYSTEM_IMAGE:
+            return self._system(progress, deadline).ref
+        directory = recipe_dir(mapped)
+        if directory is not None:
+            # Tagged under the public name too, so a Dockerfile that names it literally
+            # (or Harbor, which passes no build arguments) finds the stand-in.
+            aliases = [ref if ":" in ref.rsplit("/", 1)[-1] else f"{ref}:latest"]
+            stand_in = ImageRecipe(directory.name, directory / "Dockerfile", directory,
+                                   timeout=recipe.timeout)
+            return self._bake(stand_in, progress, deadline, depth + 1, aliases).ref
+        if self._image_id(mapped) is None:
+            raise BakeError(
+                f"{recipe.dockerfile}: FROM {ref} is not on the engine and images cannot be "
+                f"pulled here; build it, or map it with --reactbench-image-map "
+                f"'{ref.split(':')[0]}=<recipe under images/ or a local image>'"
+            )
+        return mapped
+
+    def _build(self, recipe: ImageRecipe, tag: str, build_args: Mapping[str, str],
+               progress: Progress, deadline: float) -> None:
+        docker = _docker()
+        progress(f"{recipe.name}: building {recipe.dockerfile} on the Docker engine")
+        remaining = max(1.0, deadline - time.monotonic())
+        api = docker.APIClient(**docker.utils.kwargs_from_env(), timeout=remaining)
+        tail: list[str] = []
+        try:
+            stream = api.build(
+                path=str(recipe.context),
+                dockerfile=str(recipe.dockerfile.relative_to(recipe.context)),
+                tag=tag,
+                buildargs=dict(build_args),
+                network_mode="host",
+                rm=True,
+                forcerm=True,
+                decode=True,
+                labels={"reactbench.recipe": recipe.name},
+            )
+            for chunk in stream:
+                text = str(chunk.get("stream", "")).rstrip()
+                if text:
+                    tail = (tail + text.splitlines())[-15:]
+                    if text.startswith("Step "):
+                        progress(f"{recipe.name}: {text[:100]}")
+                if "error" in chunk:
+                    raise BakeError(
+                        f"{recipe.dockerfile}: the build failed: {chunk['error'].strip()}\n  "
+                        + "\n  ".join(tail) + tls_hint("\n".join(tail))
+                    )
+                if time.monotonic() > deadline:
+                    raise BakeError(f"{recipe.dockerfile}: build_timeout_sec ran out")
+        except docker.errors.DockerException as exc:
+            raise BakeError(f"{recipe.dockerfile}: the engine refused the build: {exc}") from None
+        except OSError as exc:  # a read timeout of the build stream
+            raise BakeError(f"{recipe.dockerfile}: build_timeout_sec ran out ({exc})") from None
+        finally:
+            api.close()
+
+    def _system(self, progress: Progress, deadline: float) -> Image:
+        """The system layer: a debootstrap root plus images/system, built once."""
+        self._root_image(progress)
+        recipe_path = images_dir() / "system"
+        packages = [line.strip() for line in (recipe_path / "packages.txt").read_text().splitlines()
+                    if line.strip() and not line.startswith("#")]
+        context = self.cache_dir / "system-context"
+        with file_lock(self.cache_dir / "locks" / "system-context.lock"):
+            stage = context / "packages"
+            stage.mkdir(parents=True, exist_ok=True)
+            wanted = {packed_name(spec) for spec in packages}
+            for spec in packages:
+                if not (stage / packed_name(spec)).exists():
+                    progress(f"system: packing {spec}")
+                    packed = subprocess.run(["npm", "pack", "--silent", spec,
+                                             "--pack-destination", str(stage)],
+                                            capture_output=True, text=True)
+                    if packed.returncode != 0:
+                        raise BakeError(f"npm pack {spec} failed: {packed.stderr.strip()[-500:]}")
+            for stale in stage.glob("*.tgz"):
+                if stale.name not in wanted:
+                    stale.unlink()
+            ca = self.ca_bundle.read_bytes() if self.ca_bundle else b""
+            if not (stage / "ca.crt").exists() or (stage / "ca.crt").read_bytes() != ca:
+                (stage / "ca.crt").write_bytes(ca)
+            shutil.copyfile(recipe_path / "Dockerfile", context / "Dockerfile")
+        recipe = ImageRecipe("system", context / "Dockerfile", context,
+                             build_args={"ROOT_IMAGE": ROOT_IMAGE}, timeout=deadline - time.monotonic())
+        return self._bake(recipe, progress, deadline, depth=1)
+
+    def _root_image(self, progress: Progress) -> None:
+        with file_lock(self.cache_dir / "locks" / "root.lock"):
+            if self._image_id(ROOT_IMAGE) is not None:
+                return
+            if shutil.which("debootstrap") is None or os.geteuid() != 0:
+                raise BakeError(
+                    f"the base root {ROOT_IMAGE} is missing and building it needs root and "
+                    "debootstrap (apt-get install debootstrap)"
+                )
+            progress(f"system: debootstrap of a Debian bookworm root for {ROOT_IMAGE}")
+            with tempfile.TemporaryDirectory(prefix="root-", dir=self.cache_dir) as tmp:
+                root = Path(tmp, "root")
+                made = subprocess.run(["debootstrap", "--variant=minbase", "bookworm", str(root)],
+                                      capture_output=True, text=True)
+                if made.returncode != 0:
+                    raise BakeError(f"debootstrap failed: {made.stdout[-800:]}{made.stderr[-800:]}")
+                archive = Path(tmp, "root.tar")
+                subprocess.run(["tar", "-C", str(root), "-cf", str(archive), "."], check=True)
+                repository, _, tag = ROOT_IMAGE.partition(":")
+                with archive.open("rb") as data:
+                    self.api.import_image_from_data(data, repository=repository, tag=tag)
+
+    # -- sandboxes ---------------------------------------------------------------
+
+    def boot(self, image: Image, *, network: bool, limits: Limits,
+             labels: Mapping[str, str]) -> Sandbox:
+        docker = _docker()
+        tags = {f"reactbench.{k}": str(v) for k, v in labels.items()}
+        tags[LABEL] = self.owner
+        options: dict[str, Any] = {
+            "entrypoint": ["sleep", "infinity"],
+            "detach": True,
+            "init": True,
+            "network_mode": "bridge" if network else "none",
+            "nano_cpus": int(limits.cpus * 1e9),
+            "mem_limit": f"{limits.memory_mb}m",
+            "memswap_limit": f"{limits.memory_mb}m",
+            "labels": tags,
+            "name": f"reactbench-{uuid.uuid4().hex[:12]}",
+        }
+        try:
+            container = self.client.containers.run(image.ref, **options)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"cannot start a container from {image.ref}: {exc}") from None
+        self._live.add(container.id)
+        sandbox = DockerSandbox(container, self.api, self._live.discard)
+        made = sandbox.exec(
+            ["sh", "-c", "mkdir -p /logs/agent /logs/verifier && cat /proc/1/task/1/children"], cwd="/"
+        )
+        if not made.ok:
+            sandbox.close()
+            raise SandboxError(f"cannot prepare {container.name}: {made.error_text.strip()}")
+        sandbox.main_pid = made.text.strip()
+        return sandbox
+
+    def sweep(self) -> int:
+        host = self.owner.rsplit(":", 1)[0]
+        removed = 0
+        for container in self.client.containers.list(all=True, filters={"label": LABEL}):
+            owner = container.labels.get(LABEL, "")
+            owner_host, _, pid = owner.rpartition(":")
+            if owner_host != host or owner == self.owner or not pid.isdigit():
+                continue
+            try:
+                os.kill(int(pid), 0)
+                continue
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue
+            with contextlib.suppress(_docker().errors.NotFound):
+                container.remove(force=True, v=True)
+                removed += 1
+        return removed
+
+    def close(self) -> None:
+        for container_id in list(self._live):
+            with contextlib.suppress(_docker().errors.DockerException):
+                self.client.containers.get(container_id).remove(force=True, v=True)
+            self._live.discard(container_id)
+        self.client.close()
+
