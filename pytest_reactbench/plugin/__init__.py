@@ -16,6 +16,7 @@ from pytest_reactbench.agents import NopAgent, OracleAgent
 from pytest_reactbench.plugin import hookspecs
 from pytest_reactbench.plugin.fixtures import (
     DURATIONS,
+    IMAGES,
     reactbench_agent,
     reactbench_agent_image,
     reactbench_agent_sandbox,
@@ -151,6 +152,7 @@ def _setup_error_result(item: TrialItem, exc: BaseException) -> TrialResult:
         agent_ending=None,
         durations=item.stash.get(DURATIONS, {}),
         record=record.path if record else None,
+        images=item.stash.get(IMAGES, {}),
     )
     if record is not None:
         record.finish(result.status())

@@ -20,6 +20,7 @@ from pytest_reactbench.tasks import EnvironmentConfig, Task
 from pytest_reactbench.trial import TrialResult, run_trial
 
 DURATIONS = pytest.StashKey[dict[str, float]]()
+IMAGES = pytest.StashKey[dict[str, str]]()
 
 
 def _limits(env: EnvironmentConfig) -> Limits:
@@ -75,11 +76,12 @@ def reactbench_record(request: pytest.FixtureRequest, reactbench_task: Task,
 
 
 def _bake(request: pytest.FixtureRequest, backend: Backend, recipe: ImageRecipe,
-          record: TrialRecord) -> Image:
+          record: TrialRecord, role: str) -> Image:
     started = time.monotonic()
     record.event("bake-start", image=recipe.name)
     image = backend.bake(recipe, progress_printer(request.config))
     _timed_stage(request, "bake", started)
+    request.node.stash.setdefault(IMAGES, {})[role] = image.digest
     record.event("bake-end", image=recipe.name, digest=image.digest, cached=image.cached)
     return image
 
@@ -95,7 +97,7 @@ def reactbench_agent_image(request: pytest.FixtureRequest, reactbench_backend: B
         context=task.environment_dir,
         timeout=task.config.environment.build_timeout_sec,
     )
-    return _bake(request, reactbench_backend, recipe, reactbench_record)
+    return _bake(request, reactbench_backend, recipe, reactbench_record, "agent")
 
 
 @pytest.fixture
@@ -109,7 +111,7 @@ def reactbench_verifier_image(request: pytest.FixtureRequest, reactbench_backend
         context=task.tests_dir,
         timeout=task.config.verifier_environment.build_timeout_sec,
     )
-    return _bake(request, reactbench_backend, recipe, reactbench_record)
+    return _bake(request, reactbench_backend, recipe, reactbench_record, "verifier")
 
 
 def _boot(request: pytest.FixtureRequest, backend: Backend, image: Image, *, network: bool,
@@ -162,6 +164,7 @@ def reactbench_trial(request: pytest.FixtureRequest, reactbench_task: Task,
     """The trial's verdict: the agent acts, the verifier grades."""
     durations = request.node.stash.setdefault(DURATIONS, {})
     result = run_trial(reactbench_task, reactbench_agent, reactbench_agent_sandbox,
-                       reactbench_verifier_sandbox, reactbench_record, durations)
+                       reactbench_verifier_sandbox, reactbench_record, durations,
+                       request.node.stash.get(IMAGES, {}))
     request.config.stash[SESSION_KEY].trial_finished(result, request.node)
     return result

@@ -70,6 +70,8 @@ def junit_properties(result: TrialResult, backend: str) -> list[tuple[str, objec
     for phase in ("bake", "boot", "agent", "artifacts", "verify"):
         if phase in result.durations:
             props.append((f"reactbench.duration.{phase}", f"{result.durations[phase]:.3f}"))
+    for role, digest in sorted(result.images.items()):
+        props.append((f"reactbench.image.{role}", digest))
     new = (result.details.get("react_doctor") or {}).get("new") or []
     if new:
         props.append(("reactbench.react_doctor.new", "; ".join(

@@ -73,6 +73,7 @@ class ReactbenchSession:
         self.config.hook.pytest_reactbench_trial_finished(result=result, item=item)
 
     def close(self) -> None:
+        self.records.close("the session ended before the trial finished (interrupted?)")
         if self._backend is not None:
             self._backend.close()
 

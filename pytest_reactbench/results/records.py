@@ -31,9 +31,10 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 class TrialRecord:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, run: RunRecords | None = None) -> None:
         self.path = path
         self.started = time.time()
+        self._run = run
 
     def write_json(self, name: str, data: Any) -> None:
         write_json_atomic(self.path / name, data)
@@ -51,9 +52,10 @@ class TrialRecord:
         with (self.path / "events.jsonl").open("a", encoding="utf-8") as f:
             f.write(line + "\n")
 
-    def finish(self, status: dict[str, Any]) -> None:
-        self.write_json("status.json", {**status, "status": "complete",
-                                        "finished_at": time.time()})
+    def finish(self, status: dict[str, Any], state: str = "complete") -> None:
+        self.write_json("status.json", {**status, "status": state, "finished_at": time.time()})
+        if self._run is not None:
+            self._run.open.discard(self)
 
 
 class RunRecords:
@@ -64,6 +66,8 @@ class RunRecords:
         self.run_id = run_id
         self.run_dir = root / run_id
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        #: Trials begun and not yet finished in this process.
+        self.open: set[TrialRecord] = set()
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         write_json_atomic(self.run_dir / "manifest.json", {"run_id": self.run_id, **manifest})
@@ -76,9 +80,16 @@ class RunRecords:
                 path.mkdir()  # never reuse a directory: records are not overwritten
             except FileExistsError:
                 continue
-            record = TrialRecord(path)
+            record = TrialRecord(path, self)
+            self.open.add(record)
             record.write_json("manifest.json", manifest)
             record.write_json("status.json", {"status": "running", "started_at": record.started})
             record.event("trial-start")
             return record
         raise RuntimeError(f"too many records named {base} in {self.run_dir}")
+
+    def close(self, reason: str) -> None:
+        """Mark every trial still open as incomplete (an interrupted session)."""
+        for record in list(self.open):
+            record.event("incomplete", reason=reason)
+            record.finish({"reason": reason}, state="incomplete")

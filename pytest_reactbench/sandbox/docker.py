@@ -217,6 +217,9 @@ class DockerBackend(Backend):
             parents.append(parent)
             if ref.variable:
                 build_args[ref.variable] = parent
+            elif parent != ref.image:
+                # A literal FROM of a mapped image: the engine must find it by that name.
+                self._alias(parent, ref.image)
         key = recipe_key(
             BUILD_VERSION,
             *(self._image_id(p) or p for p in parents),
@@ -241,10 +244,14 @@ class DockerBackend(Backend):
         if cached:
             progress(f"{recipe.name}: reusing baked image {key[:12]}")
         for alias in aliases:
-            self.client.images.get(tag).tag(alias)
+            self._alias(tag, alias)
         image = self.client.images.get(tag)
         return Image(tag, str(image.id), self.name, cached=cached,
                      labels=dict(image.labels or {}))
+
+    def _alias(self, tag: str, ref: str) -> None:
+        repository, _, version = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "")
+        self.client.images.get(tag).tag(repository, version or "latest")
 
     def _parent(self, ref: str, recipe: ImageRecipe, progress: Progress, deadline: float,
                 depth: int) -> str:
@@ -255,10 +262,9 @@ class DockerBackend(Backend):
         if directory is not None:
             # Tagged under the public name too, so a Dockerfile that names it literally
             # (or Harbor, which passes no build arguments) finds the stand-in.
-            aliases = [ref if ":" in ref.rsplit("/", 1)[-1] else f"{ref}:latest"]
             stand_in = ImageRecipe(directory.name, directory / "Dockerfile", directory,
                                    timeout=recipe.timeout)
-            return self._bake(stand_in, progress, deadline, depth + 1, aliases).ref
+            return self._bake(stand_in, progress, deadline, depth + 1, [ref]).ref
         if self._image_id(mapped) is None:
             raise BakeError(
                 f"{recipe.dockerfile}: FROM {ref} is not on the engine and images cannot be "

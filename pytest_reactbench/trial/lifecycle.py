@@ -59,6 +59,7 @@ def run_trial(
     verifier_sandbox: Sandbox,
     record: TrialRecord,
     durations: dict[str, float],
+    images: dict[str, str] | None = None,
 ) -> TrialResult:
     outcome: AgentOutcome | None = None
     graded: Grade | None = None
@@ -81,12 +82,12 @@ def run_trial(
             graded = grade(verifier_sandbox, transfers, task.config.verifier.timeout_sec, logs_dir)
     except (SandboxError, VerifierError) as exc:
         return _finish(task, agent, record, durations, outcome, None,
-                       Verdict.ERROR, type(exc).__name__, str(exc))
+                       Verdict.ERROR, type(exc).__name__, str(exc), images)
     verdict = Verdict.PASSED if graded.passed else Verdict.FAILED
     failed_gates = [g for g in ("tests", "react_doctor") if graded.gate(g) is False]
     failure = None if graded.passed else ("+".join(failed_gates) or "reward")
     message = "" if graded.passed else _failure_message(graded, failed_gates)
-    return _finish(task, agent, record, durations, outcome, graded, verdict, failure, message)
+    return _finish(task, agent, record, durations, outcome, graded, verdict, failure, message, images)
 
 
 def _failure_message(graded: Grade, failed_gates: list[str]) -> str:
@@ -105,6 +106,7 @@ def _finish(
     verdict: Verdict,
     failure: str | None,
     message: str,
+    images: dict[str, str] | None,
 ) -> TrialResult:
     test_log = record.path / "verifier" / "test-stdout.txt"
     result = TrialResult(
@@ -120,6 +122,7 @@ def _finish(
         record=record.path,
         details=graded.details if graded else {},
         test_log_tail=_tail(test_log.read_text(errors="replace")) if test_log.is_file() else "",
+        images=dict(images or {}),
     )
     record.finish(result.status())
     return result

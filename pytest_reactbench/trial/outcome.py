@@ -31,6 +31,8 @@ class TrialResult:
     record: Path | None
     details: dict[str, Any] = field(default_factory=dict)
     test_log_tail: str = ""
+    #: Role ("agent", "verifier") -> digest of the image the sandbox was booted from.
+    images: dict[str, str] = field(default_factory=dict)
 
     def status(self) -> dict[str, Any]:
         return {
@@ -44,4 +46,5 @@ class TrialResult:
             "agent_ending": self.agent_ending,
             "durations": {k: round(v, 3) for k, v in self.durations.items()},
             "details": self.details,
+            "images": self.images,
         }

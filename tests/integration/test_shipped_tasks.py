@@ -27,7 +27,7 @@ def test_every_shipped_task_loads_and_its_verifier_sees_the_agent_base() -> None
             assert (env_app / rel).read_bytes() == (tests_app / rel).read_bytes(), f"{name}: {rel}"
 
 
-@pytest.mark.parametrize("backend", ["local"])
+@pytest.mark.parametrize("backend", ["local", "docker"])
 def test_controls_on_shipped_tasks(tmp_path: Path, backend: str) -> None:
     xml = tmp_path / "r.xml"
     proc = subprocess.run(

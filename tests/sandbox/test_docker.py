@@ -1,0 +1,114 @@
+"""The docker backend against the real engine (CI starts dockerd; no mocks)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import docker
+import pytest
+
+from pytest_reactbench.sandbox.base import BakeError, Limits
+from pytest_reactbench.sandbox.docker import LABEL, DockerBackend
+from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP
+from tests.sandbox.test_local import recipe
+
+
+@pytest.fixture(scope="module")
+def backend() -> DockerBackend:
+    # The user's bake cache: the system image is built once per machine.
+    cache = Path.home() / ".cache" / "reactbench"
+    b = DockerBackend(cache, DEFAULT_IMAGE_MAP,
+                      ca_bundle=Path("/etc/ssl/certs/ca-certificates.crt"))
+    yield b
+    b.close()
+
+
+def ours(backend: DockerBackend) -> list[object]:
+    return backend.client.containers.list(all=True, filters={"label": f"{LABEL}={backend.owner}"})
+
+
+def test_bake_is_content_hashed(tmp_path: Path, backend: DockerBackend) -> None:
+    text = f"FROM reactbench/system\nWORKDIR /app\nCOPY in.txt ./\nRUN echo {time.time_ns()} > stamp\n"
+    first = backend.bake(recipe(tmp_path, text, {"in.txt": "a"}, timeout=1800), lambda _: None)
+    lines: list[str] = []
+    again = backend.bake(recipe(tmp_path, text, {"in.txt": "a"}, timeout=1800), lines.append)
+    assert again.cached and again.digest == first.digest and not first.cached
+    assert any("reusing baked image" in line for line in lines)
+    changed = backend.bake(recipe(tmp_path, text, {"in.txt": "b"}, timeout=1800), lambda _: None)
+    assert changed.digest != first.digest and not changed.cached
+
+
+def test_build_failure_names_the_dockerfile(tmp_path: Path, backend: DockerBackend) -> None:
+    r = recipe(tmp_path, "FROM reactbench/system\nRUN echo broken-step && exit 4\n", timeout=600)
+    with pytest.raises(BakeError, match="returned a non-zero code: 4") as info:
+        backend.bake(r, lambda _: None)
+    assert str(r.dockerfile) in str(info.value) and "broken-step" in str(info.value)
+
+
+def test_missing_base_image_says_how_to_map_it(tmp_path: Path, backend: DockerBackend) -> None:
+    r = recipe(tmp_path, "FROM example.com/nowhere:1\n")
+    with pytest.raises(BakeError, match="cannot be pulled here"):
+        backend.bake(r, lambda _: None)
+
+
+def test_sandbox_limits_network_labels_and_teardown(tmp_path: Path,
+                                                    backend: DockerBackend) -> None:
+    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\nWORKDIR /app\n", timeout=600),
+                         lambda _: None)
+    box = backend.boot(image, network=False, limits=Limits(cpus=1.5, memory_mb=768),
+                       labels={"task": "probe", "role": "agent"})
+    try:
+        attrs = backend.api.inspect_container(box.container.id)
+        host = attrs["HostConfig"]
+        assert host["NanoCpus"] == 1_500_000_000 and host["Memory"] == 768 * 1024 * 1024
+        assert host["NetworkMode"] == "none" and host["Init"] is True
+        assert attrs["Config"]["Labels"]["reactbench.task"] == "probe"
+        net = box.exec("cat /proc/net/dev")
+        assert "eth0" not in net.text and "lo:" in net.text
+        box.write_file("/app/src/a.ts", "a")
+        box.write_file("/app/node_modules/x.js", "x")
+        data = box.get_archive("/app", exclude=["**/node_modules/**"])
+        box.put_archive("/tests/copy", data)
+        assert box.exec("cd /tests/copy && find . -type f").text.split() == ["./src/a.ts"]
+    finally:
+        box.close()
+    assert ours(backend) == []
+
+
+def test_timeout_kills_the_whole_tree(tmp_path: Path, backend: DockerBackend) -> None:
+    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
+    box = backend.boot(image, network=False, limits=Limits(), labels={})
+    try:
+        started = time.monotonic()
+        result = box.exec("sleep 300 & (setsid sleep 301 &); sleep 302", timeout=1)
+        assert result.timed_out and result.exit_code == 124
+        assert time.monotonic() - started < 15
+        left = box.exec("ps -eo args").text
+        assert "sleep 30" not in left, left
+    finally:
+        box.close()
+
+
+def test_container_removed_from_outside_is_a_sandbox_error(tmp_path: Path,
+                                                           backend: DockerBackend) -> None:
+    from pytest_reactbench.sandbox.base import SandboxError
+
+    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
+    box = backend.boot(image, network=False, limits=Limits(), labels={})
+    box.container.remove(force=True)
+    with pytest.raises(SandboxError):
+        box.exec("true")
+    box.close()
+
+
+def test_sweep_removes_containers_of_dead_owners(tmp_path: Path, backend: DockerBackend) -> None:
+    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
+    host = backend.owner.rsplit(":", 1)[0]
+    client = docker.from_env()
+    leftover = client.containers.run(image.ref, entrypoint=["sleep", "infinity"], detach=True,
+                                     init=True, network_mode="none",
+                                     labels={LABEL: f"{host}:999999999"})
+    assert backend.sweep() >= 1
+    with pytest.raises(docker.errors.NotFound):
+        client.containers.get(leftover.id)
