@@ -74,6 +74,19 @@ class Settings:
         return bool(self.agents)
 
 
+def default_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(base) / "reactbench"
+
+
+def default_ca_bundle() -> Path | None:
+    """Bakes trust what the host trusts (a TLS-inspecting proxy's CA included)."""
+    value = os.environ.get("REACTBENCH_CA_BUNDLE")
+    if value:
+        return None if value == "none" else Path(value)
+    return HOST_CA_BUNDLE if HOST_CA_BUNDLE.is_file() else None
+
+
 def _ini_path(config: pytest.Config, value: str) -> Path:
     path = Path(os.path.expanduser(value))
     return path if path.is_absolute() else config.rootpath / path
@@ -103,18 +116,16 @@ def read_settings(config: pytest.Config) -> Settings:
     elif config.getini("reactbench_cache"):
         cache = _ini_path(config, config.getini("reactbench_cache"))
     else:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-        cache = Path(base) / "reactbench"
-    ca_value = opt.reactbench_ca_bundle or os.environ.get("REACTBENCH_CA_BUNDLE")
-    ca_bundle: Path | None = None
-    if ca_value:
-        ca_bundle = None if ca_value == "none" else _cli_path(config, ca_value)
-    elif config.getini("reactbench_ca_bundle"):
-        ini_value = config.getini("reactbench_ca_bundle")
-        ca_bundle = None if ini_value == "none" else _ini_path(config, ini_value)
-    elif HOST_CA_BUNDLE.is_file():
-        # By default bakes trust what the host trusts (a proxy's CA included).
-        ca_bundle = HOST_CA_BUNDLE
+        cache = default_cache()
+    ca_bundle: Path | None
+    if opt.reactbench_ca_bundle:
+        value = opt.reactbench_ca_bundle
+        ca_bundle = None if value == "none" else _cli_path(config, value)
+    elif config.getini("reactbench_ca_bundle") and not os.environ.get("REACTBENCH_CA_BUNDLE"):
+        value = config.getini("reactbench_ca_bundle")
+        ca_bundle = None if value == "none" else _ini_path(config, value)
+    else:
+        ca_bundle = default_ca_bundle()
     if ca_bundle is not None and not ca_bundle.is_file():
         raise UsageError(f"--reactbench-ca-bundle: {ca_bundle} is not a file")
     try:

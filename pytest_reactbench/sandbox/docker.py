@@ -67,6 +67,14 @@ def _docker() -> Any:
     return docker
 
 
+def _replace_if_changed(path: Path, data: bytes) -> None:
+    if path.exists() and path.read_bytes() == data:
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 def packed_name(spec: str) -> str:
     """The file `npm pack` writes for `name@version` (`@scope/x` -> `scope-x-version.tgz`)."""
     name, _, version = spec.rpartition("@")
@@ -190,6 +198,7 @@ class DockerBackend(Backend):
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         self._live: set[str] = set()
         self._failed: dict[str, BakeError] = {}
+        self._engine_cpus = int(self.client.info().get("NCPU") or 1)
 
     # -- images ---------------------------------------------------------------------
 
@@ -334,10 +343,9 @@ class DockerBackend(Backend):
             for stale in stage.glob("*.tgz"):
                 if stale.name not in wanted:
                     stale.unlink()
-            ca = self.ca_bundle.read_bytes() if self.ca_bundle else b""
-            if not (stage / "ca.crt").exists() or (stage / "ca.crt").read_bytes() != ca:
-                (stage / "ca.crt").write_bytes(ca)
-            shutil.copyfile(recipe_path / "Dockerfile", context / "Dockerfile")
+            # Other workers may be reading these: replace them whole, and only on change.
+            _replace_if_changed(stage / "ca.crt", self.ca_bundle.read_bytes() if self.ca_bundle else b"")
+            _replace_if_changed(context / "Dockerfile", (recipe_path / "Dockerfile").read_bytes())
         recipe = ImageRecipe("system", context / "Dockerfile", context,
                              build_args={"ROOT_IMAGE": ROOT_IMAGE}, timeout=deadline - time.monotonic())
         return self._bake(recipe, progress, deadline, depth=1)
@@ -371,12 +379,15 @@ class DockerBackend(Backend):
         docker = _docker()
         tags = {f"reactbench.{k}": str(v) for k, v in labels.items()}
         tags[LABEL] = self.owner
+        # A task may ask for more CPUs than the engine has (4 on a 2-core machine):
+        # the engine refuses that, so the limit is the engine's size.
+        cpus = min(limits.cpus, float(self._engine_cpus))
         options: dict[str, Any] = {
             "entrypoint": ["sleep", "infinity"],
             "detach": True,
             "init": True,
             "network_mode": "bridge" if network else "none",
-            "nano_cpus": int(limits.cpus * 1e9),
+            "nano_cpus": int(cpus * 1e9),
             "mem_limit": f"{limits.memory_mb}m",
             "memswap_limit": f"{limits.memory_mb}m",
             "labels": tags,

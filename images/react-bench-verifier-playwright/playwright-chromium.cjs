@@ -1,0 +1,62 @@
+// Preloaded into every Node process of the Playwright verifier image (NODE_OPTIONS):
+// if the process can load playwright-core, make sure the browser directories of its
+// revision point at the system's Chromium, so Playwright finds a browser without a
+// download (none is possible offline). Cheap: a resolve and a few stats.
+"use strict";
+const fs = require("node:fs");
+const path = require("node:path");
+
+const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
+const ROOT = process.env.PLAYWRIGHT_BROWSERS_PATH;
+
+// Every layout Playwright has used for the two Chromium builds it launches.
+const LAYOUTS = {
+  chromium: ["chrome-linux/chrome", "chrome-linux64/chrome"],
+  "chromium-headless-shell": [
+    "chrome-linux/headless_shell",
+    "chrome-headless-shell-linux64/chrome-headless-shell",
+  ],
+};
+const DIRS = { chromium: "chromium", "chromium-headless-shell": "chromium_headless_shell" };
+
+function link(target) {
+  if (fs.existsSync(target)) return;
+  fs.mkdirSync(path.dirname(target), { recursive: true });
+  try {
+    fs.symlinkSync(CHROMIUM, target);
+  } catch (error) {
+    if (error.code !== "EEXIST") throw error;
+  }
+}
+
+// playwright-core is often a transitive dependency (pnpm keeps those out of reach):
+// follow @playwright/test -> playwright -> playwright-core.
+function findCore() {
+  let from = process.cwd();
+  for (const name of ["@playwright/test", "playwright", "playwright-core"]) {
+    try {
+      from = path.dirname(require.resolve(`${name}/package.json`, { paths: [from] }));
+      if (name === "playwright-core") return from;
+    } catch {
+      if (name !== "@playwright/test" && name !== "playwright") return null;
+    }
+  }
+  return null;
+}
+
+try {
+  const core = ROOT && fs.existsSync(CHROMIUM) ? findCore() : null;
+  if (core) {
+    const manifest = path.join(core, "browsers.json");
+    const { browsers } = JSON.parse(fs.readFileSync(manifest, "utf8"));
+    for (const browser of browsers) {
+      const layouts = LAYOUTS[browser.name];
+      if (!layouts) continue;
+      const dir = path.join(ROOT, `${DIRS[browser.name]}-${browser.revision}`);
+      for (const layout of layouts) link(path.join(dir, layout));
+      fs.writeFileSync(path.join(dir, "INSTALLATION_COMPLETE"), "");
+    }
+  }
+} catch {
+  // No playwright-core here, or a read-only tree: nothing to do.
+}
