@@ -1,15 +1,15 @@
 """Cold vs warm run of the shipped suite on one backend: the second run reuses every
 bake, so it costs only the trials.
 
-    python benchmarks/cold_warm.py [--backend local] [--agents oracle,nop] [-n 2]
+    python benchmarks/cold_warm.py [--backend local|docker] [--agents oracle,nop] [-n 2]
 
 Prints the wall time of each run and their ratio. The cold run starts from an empty
-bake cache (a temporary directory), so nothing on the machine is touched."""
+bake cache (a temporary directory); on docker it also removes every image the plugin
+built from the engine (they are rebuilt by the cold run), the Debian root included."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 import sys
@@ -35,14 +35,31 @@ def run_suite(cache: Path, records: Path, args: argparse.Namespace) -> tuple[flo
     return elapsed, summary + "\n" + proc.stderr
 
 
+def clear_docker_images() -> int:
+    import docker
+
+    client = docker.from_env()
+    removed = 0
+    for image in client.images.list():
+        names = image.tags or []
+        ours = (image.labels or {}).get("reactbench.recipe") or any(
+            n.startswith(("reactbench/", "ghcr.io/millionco/react-bench-")) for n in names)
+        if ours:
+            for name in names or [image.id]:
+                client.images.remove(name, force=True)
+            removed += 1
+    client.images.prune(filters={"dangling": True})
+    return removed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--backend", default="local")
     parser.add_argument("--agents", default="oracle,nop")
     parser.add_argument("-n", type=int, default=0, help="xdist workers (0: none)")
     args = parser.parse_args()
-    if not os.environ.get("REACTBENCH_CA_BUNDLE"):
-        print("note: REACTBENCH_CA_BUNDLE is unset; a cold bake behind a TLS proxy will fail")
+    if args.backend == "docker":
+        print(f"removed {clear_docker_images()} images the plugin had built")
     with tempfile.TemporaryDirectory(prefix="reactbench-bench-") as tmp:
         cache, records = Path(tmp, "cache"), Path(tmp, "records")
         cold, cold_out = run_suite(cache, records, args)

@@ -75,8 +75,17 @@ def reactbench_record(request: pytest.FixtureRequest, reactbench_task: Task,
     return record
 
 
-def _bake(request: pytest.FixtureRequest, backend: Backend, recipe: ImageRecipe,
-          record: TrialRecord, role: str) -> Image:
+def _bake(request: pytest.FixtureRequest, backend: Backend, task: Task, record: TrialRecord,
+          role: str) -> Image:
+    """Bake the agent image (environment/) or the verifier's (tests/)."""
+    folder = task.environment_dir if role == "agent" else task.tests_dir
+    env = task.config.environment if role == "agent" else task.config.verifier_environment
+    recipe = ImageRecipe(
+        name=f"{task.id}/{folder.name}",
+        dockerfile=folder / "Dockerfile",
+        context=folder,
+        timeout=env.build_timeout_sec,
+    )
     started = time.monotonic()
     record.event("bake-start", image=recipe.name)
     image = backend.bake(recipe, progress_printer(request.config))
@@ -90,28 +99,14 @@ def _bake(request: pytest.FixtureRequest, backend: Backend, recipe: ImageRecipe,
 def reactbench_agent_image(request: pytest.FixtureRequest, reactbench_backend: Backend,
                            reactbench_task: Task, reactbench_record: TrialRecord) -> Image:
     """The agent's workspace image, baked from environment/Dockerfile."""
-    task = reactbench_task
-    recipe = ImageRecipe(
-        name=f"{task.id}/environment",
-        dockerfile=task.environment_dir / "Dockerfile",
-        context=task.environment_dir,
-        timeout=task.config.environment.build_timeout_sec,
-    )
-    return _bake(request, reactbench_backend, recipe, reactbench_record, "agent")
+    return _bake(request, reactbench_backend, reactbench_task, reactbench_record, "agent")
 
 
 @pytest.fixture
 def reactbench_verifier_image(request: pytest.FixtureRequest, reactbench_backend: Backend,
                               reactbench_task: Task, reactbench_record: TrialRecord) -> Image:
     """The clean-room verifier's image, baked from tests/Dockerfile."""
-    task = reactbench_task
-    recipe = ImageRecipe(
-        name=f"{task.id}/tests",
-        dockerfile=task.tests_dir / "Dockerfile",
-        context=task.tests_dir,
-        timeout=task.config.verifier_environment.build_timeout_sec,
-    )
-    return _bake(request, reactbench_backend, recipe, reactbench_record, "verifier")
+    return _bake(request, reactbench_backend, reactbench_task, reactbench_record, "verifier")
 
 
 def _boot(request: pytest.FixtureRequest, backend: Backend, image: Image, *, network: bool,

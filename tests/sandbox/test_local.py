@@ -179,3 +179,15 @@ def test_sweep_removes_sandboxes_of_dead_runs(tmp_path: Path, backend: LocalBack
         assert live.root.exists() and not dead.root.exists()
     finally:
         live.close()
+
+
+def test_missing_host_tools_are_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_reactbench.sandbox.base import SandboxError
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("tar", "mount", "unshare", "git"):
+        (bin_dir / tool).symlink_to(f"/usr/bin/{tool}")
+    monkeypatch.setenv("PATH", str(bin_dir))
+    with pytest.raises(SandboxError, match=r"missing: bwrap, node, pnpm \(on Debian: apt-get"):
+        LocalBackend(tmp_path / "cache", {})
