@@ -134,7 +134,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if SESSION_KEY in parent.config.stash and (path / "task.toml").is_file():
-        collector: pytest.Collector = TaskDirectory.from_parent(parent, path=path)
+        extra = {}
+        if not path.is_relative_to(parent.config.rootpath):
+            # A task outside the rootdir would get an empty node id; name it instead.
+            extra["nodeid"] = path.name
+        collector: pytest.Collector = TaskDirectory.from_parent(parent, path=path, **extra)
         return collector
     return None
 

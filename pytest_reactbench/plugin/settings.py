@@ -133,10 +133,13 @@ def read_settings(config: pytest.Config) -> Settings:
         image_map = parse_image_map(opt.reactbench_image_map, "--reactbench-image-map", image_map)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if agents:
+    explicit_paths = config.args_source is pytest.Config.ArgsSource.ARGS
+    if agents and (opt.reactbench_tasks or not explicit_paths):
+        # The roots are collected only when no path is given (or they were asked for).
+        source = "--reactbench-tasks" if opt.reactbench_tasks else "ini reactbench_tasks"
         for root in roots:
             if not root.exists():
-                raise UsageError(f"--reactbench-tasks: {root} does not exist")
+                raise UsageError(f"{source}: {root} does not exist")
     return Settings(
         agents=agents,
         task_roots=roots,

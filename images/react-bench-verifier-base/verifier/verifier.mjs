@@ -61,7 +61,10 @@ const SOURCE_EXTENSIONS = new Set([
 // React Doctor slows down sharply on very large files and skips some: a source
 // file past this size is refused rather than left unscanned.
 const MAX_SOURCE_BYTES = 256 * 1024;
-const SPEC_PATH = /(^|\/)__verifier__(\/|$)|\.(test|spec)\.[cm]?[jt]sx?$/;
+// Test infrastructure belongs to the verifier: spec files, the hidden specs' folder,
+// test setup files (they run before every spec) and module mocks.
+const SPEC_PATH =
+  /(^|\/)(__verifier__|__mocks__|__tests__)(\/|$)|\.(test|spec)\.[cm]?[jt]sx?$|(^|\/)(setupTests|setup-tests|test-setup|vitest\.setup|jest\.setup)\.[cm]?[jt]sx?$/;
 
 class HarnessError extends Error {}
 
@@ -108,7 +111,9 @@ function readConfig() {
 
 // ---------------------------------------------------------------- React Doctor
 
-function scan(config) {
+class EmptySubmission extends Error {}
+
+function scan(config, { afterSubmission = false } = {}) {
   const result = run("react-doctor", [...RD_FLAGS, config.rd.scan_root], {
     cwd: config.rd.scan_root,
     // The lint cache is keyed by file content: the one baked with the baseline
@@ -128,7 +133,12 @@ function scan(config) {
   }
   const projects = report.projects ?? [];
   const files = projects.reduce((sum, p) => sum + (p.project?.sourceFileCount ?? 0), 0);
-  if (!files) throw new HarnessError(`react-doctor analysed 0 files under ${config.rd.scan_root}`);
+  if (!files) {
+    // The baseline was sound (the bake checks it): an after-scan with nothing left
+    // to analyse means the submission deleted the app's source. That is the agent's.
+    if (afterSubmission) throw new EmptySubmission("the submission leaves no source file to analyse");
+    throw new HarnessError(`react-doctor analysed 0 files under ${config.rd.scan_root}`);
+  }
   if (!report.reactDetected) throw new HarnessError(`react-doctor found no React under ${config.rd.scan_root}`);
   for (const project of projects) {
     const reasons = Object.entries(project.skippedCheckReasons ?? {}).map(([k, v]) => `${k}: ${v}`);
@@ -256,11 +266,18 @@ function baseTree(base) {
   return tree;
 }
 
-function refusal(file, config) {
+// Why a path may not carry the submission's content (null: it may).
+function pathRefusal(file, config) {
   const underRoot = config.sources.some((root) => file === root || file.startsWith(`${root}/`));
   if (!underRoot) return `outside the source roots (${config.sources.join(", ")})`;
-  if (SPEC_PATH.test(file)) return "test and spec files belong to the verifier";
+  if (SPEC_PATH.test(file)) return "test files, test setup and mocks belong to the verifier";
   if (file.split("/").some((part) => part.startsWith("."))) return "dotfiles are not source";
+  return null;
+}
+
+function refusal(file, config) {
+  const byPath = pathRefusal(file, config);
+  if (byPath) return byPath;
   const full = path.join(APP, file);
   const stat = fs.lstatSync(full);
   if (stat.isSymbolicLink()) return "symlinks are not source";
@@ -291,7 +308,7 @@ function cleanRoom(config) {
   }
   for (const file of tree.keys()) {
     // A deleted source file is a legitimate change; anything else comes back.
-    if (!present.has(file) && refusal(file, config) !== null) restore.push(file);
+    if (!present.has(file) && pathRefusal(file, config) !== null) restore.push(file);
   }
   if (restore.length) {
     const result = run("git", ["checkout", base, "--pathspec-from-file=-", "--pathspec-file-nul"], {
@@ -370,9 +387,15 @@ function grade() {
   const before = JSON.parse(fs.readFileSync(path.join(STATE, "rd-baseline.json"), "utf8"));
   fs.writeFileSync(path.join(LOGS, "rd-before.json"), JSON.stringify(before));
   // Scanned before the hidden specs are applied, so that they are never findings.
-  const after = scan(config);
-  fs.writeFileSync(path.join(LOGS, "rd-after.json"), JSON.stringify(after));
-  const doctor = compareReports(before, after, config.rd.targets);
+  let doctor;
+  try {
+    const after = scan(config, { afterSubmission: true });
+    fs.writeFileSync(path.join(LOGS, "rd-after.json"), JSON.stringify(after));
+    doctor = compareReports(before, after, config.rd.targets);
+  } catch (error) {
+    if (!(error instanceof EmptySubmission)) throw error;
+    doctor = { ok: false, new: [], fixed_targets: [], remaining_targets: config.rd.targets, reason: error.message };
+  }
   log(`react doctor: ${doctor.ok ? "pass" : "FAIL"} (${doctor.new.length} new, ${doctor.remaining_targets.length} targets left)`);
   for (const f of doctor.new) log(`  new ${f.rule} ${f.file}:${f.line ?? ""} ${f.title}`);
   applySpecs();
