@@ -1,19 +1,77 @@
 """The `reactbench` command: work that is not a test run.
 
-    reactbench images [--sandbox docker|local]   build the stand-in base images once
+    reactbench images [--sandbox docker|local]     build the stand-in base images once
+    reactbench validate TASK_DIR... [--sandbox X]  check tasks before committing them
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
+import tempfile
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from pytest_reactbench.plugin import pytest_reactbench_sandbox_backends
 from pytest_reactbench.plugin.settings import Settings, default_ca_bundle, default_cache
 from pytest_reactbench.sandbox.base import ImageRecipe, SandboxError
 from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP, parse_image_map, recipe_dir
+from pytest_reactbench.tasks import TaskError, load_task
+from pytest_reactbench.tasks.load import parse_json
+from pytest_reactbench.tasks.models import TestsConfig
+
+#: What each control agent must score on a valid task.
+CONTROLS = {"oracle": "passed", "nop": "failed"}
+
+
+def _validate(args: argparse.Namespace) -> int:
+    problems = 0
+    tasks = []
+    for raw in args.tasks:
+        folder = Path(raw).resolve()
+        try:
+            task = load_task(folder)
+            if not (task.solution_dir / "solve.sh").is_file():
+                raise TaskError(task.solution_dir / "solve.sh", "file is missing (the oracle runs it)")
+            if (task.tests_dir / "config.json").is_file():
+                parse_json(task.tests_dir / "config.json", TestsConfig)
+        except TaskError as exc:
+            print(f"INVALID {exc}")
+            problems += 1
+            continue
+        print(f"schema  ok   {folder}")
+        tasks.append(task)
+    if not tasks:
+        return 1
+    with tempfile.TemporaryDirectory(prefix="reactbench-validate-") as tmp:
+        xml = Path(tmp, "controls.xml")
+        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                   "--reactbench-agent=" + ",".join(CONTROLS), f"--reactbench-sandbox={args.sandbox}",
+                   f"--reactbench-records={args.records or Path(tmp, 'records')}",
+                   f"--junitxml={xml}", f"--rootdir={tmp}", *(str(t.path) for t in tasks)]
+        if args.n:
+            command += ["-n", str(args.n)]
+        print("controls: " + " ".join(command[3:]), flush=True)
+        proc = subprocess.run(command, cwd=tmp, capture_output=True, text=True)
+        verdicts: dict[tuple[str, str], str] = {}
+        if xml.exists():
+            for case in ET.parse(xml).getroot().iter("testcase"):
+                props = {p.get("name"): p.get("value") for p in case.iter("property")}
+                if "reactbench.task" in props:
+                    key = (str(props["reactbench.task"]), str(props["reactbench.agent"]))
+                    verdicts[key] = str(props["reactbench.verdict"])
+    for task in tasks:
+        for agent, expected in CONTROLS.items():
+            got = verdicts.get((task.id, agent), "not run")
+            ok = got == expected
+            problems += not ok
+            print(f"{'ok     ' if ok else 'WRONG  '} {task.id}: {agent} {got}"
+                  + ("" if ok else f" (must be {expected})"))
+    if problems:
+        print(proc.stdout[-6000:])
+    return 1 if problems else 0
 
 
 def _images(args: argparse.Namespace) -> int:
@@ -66,6 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     images.add_argument("--only", action="append", metavar="IMAGE",
                         help="a public image name to build (repeatable; default: all four)")
     images.set_defaults(run=_images)
+    validate = commands.add_parser(
+        "validate", help="check task directories: schema, files, oracle scores 1 and nop 0")
+    validate.add_argument("tasks", nargs="+", metavar="TASK_DIR")
+    validate.add_argument("--sandbox", default="local", help="backend for the controls (default local)")
+    validate.add_argument("--records", help="keep the controls' run records here")
+    validate.add_argument("-n", type=int, default=0, help="xdist workers for the controls")
+    validate.set_defaults(run=_validate)
     args = parser.parse_args(argv)
     return int(args.run(args))
 

@@ -47,3 +47,18 @@ def test_images_rejects_a_bad_map_entry(capsys) -> None:  # type: ignore[no-unty
 def test_console_script_is_installed() -> None:
     result = subprocess.run(["reactbench", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "images" in result.stdout
+
+
+def test_validate_checks_schema_and_controls(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from tests.conftest import write_task
+
+    good = write_task(tmp_path, "good")
+    lazy = write_task(tmp_path, "lazy", solve_sh="#!/bin/bash\ntrue\n")  # the oracle does nothing
+    broken = write_task(tmp_path, "broken")
+    (broken / "task.toml").write_text('version = "1.0"\n[verifier]\ntimeout_sec = 0\n')
+    assert main(["validate", str(good), str(lazy), str(broken)]) == 1
+    out = capsys.readouterr().out
+    assert f"INVALID {broken / 'task.toml'}: verifier.timeout_sec: Input should be greater than 0" in out
+    assert "ok      good: oracle passed" in out and "ok      good: nop failed" in out
+    assert "WRONG   lazy: oracle failed (must be passed)" in out
+    assert main(["validate", str(good)]) == 0
