@@ -160,6 +160,7 @@ def reactbench_trial(request: pytest.FixtureRequest, reactbench_task: Task,
     durations = request.node.stash.setdefault(DURATIONS, {})
     result = run_trial(reactbench_task, reactbench_agent, reactbench_agent_sandbox,
                        reactbench_verifier_sandbox, reactbench_record, durations,
-                       request.node.stash.get(IMAGES, {}))
+                       request.node.stash.get(IMAGES, {}),
+                       strict=request.config.stash[SESSION_KEY].settings.strict)
     request.config.stash[SESSION_KEY].trial_finished(result, request.node)
     return result

@@ -25,6 +25,8 @@ def describe_failure(result: TrialResult) -> str:
     if result.verdict is Verdict.ERROR:
         lines.append(f"ERROR ({result.failure}): {result.message}")
         lines.append("No score: the harness, sandbox or verifier broke, not the agent.")
+    elif result.reward is None:
+        lines.append(f"FAILED ({result.failure}, not graded): {result.message}")
     else:
         lines.append(f"FAILED: reward {result.reward:g}; {result.message}")
         for gate, ok in result.gates.items():
@@ -40,10 +42,18 @@ def describe_failure(result: TrialResult) -> str:
     if findings:
         lines.append("New React Doctor findings (rule, file:line, message):")
         lines += findings
-    remaining = (result.details.get("react_doctor") or {}).get("remaining_targets") or []
-    if remaining:
-        lines.append("Target findings still present:")
-        lines += [f"  {t}" for t in remaining[:MAX_FINDINGS]]
+    doctor = result.details.get("react_doctor") or {}
+    for key, title in (("remaining_targets", "Target findings still present:"),
+                       ("unscanned", "Changed files React Doctor did not analyse:")):
+        if doctor.get(key):
+            lines.append(title)
+            lines += [f"  {t}" for t in doctor[key][:MAX_FINDINGS]]
+    if doctor.get("reason"):
+        lines.append(f"React Doctor: {doctor['reason']}")
+    refused = (result.details.get("submission") or {}).get("refused") or []
+    if refused:
+        lines.append("Refused from the submission (graded from the base commit instead):")
+        lines += [f"  {r.get('path')}: {r.get('reason')}" for r in refused[:MAX_FINDINGS]]
     if result.test_log_tail and result.gates.get("tests") is not True:
         lines.append("Tail of the verifier's test log:")
         lines += ["  " + line for line in result.test_log_tail.splitlines()]
@@ -70,6 +80,8 @@ def junit_properties(result: TrialResult, backend: str) -> list[tuple[str, objec
     for phase in ("bake", "boot", "agent", "artifacts", "verify"):
         if phase in result.durations:
             props.append((f"reactbench.duration.{phase}", f"{result.durations[phase]:.3f}"))
+    if result.audit:
+        props.append(("reactbench.audit", f"{len(result.audit)}: " + "; ".join(result.audit[:MAX_FINDINGS])))
     for role, digest in sorted(result.images.items()):
         props.append((f"reactbench.image.{role}", digest))
     new = (result.details.get("react_doctor") or {}).get("new") or []

@@ -51,7 +51,14 @@ def addoption(parser: pytest.Parser) -> None:
         "proxy; 'none' for none (ini: reactbench_ca_bundle; env REACTBENCH_CA_BUNDLE; "
         "default: the host's /etc/ssl/certs/ca-certificates.crt)",
     )
+    group.addoption(
+        "--reactbench-strict", action="store_true", default=None,
+        help="fail a trial whose submission touches files that can fool a grader (package-"
+        "manager hooks, runner or linter configs, test files, shadowing modules...), even on "
+        "tasks whose grader refuses them itself (ini: reactbench_strict)",
+    )
     parser.addini("reactbench_tasks", "task roots", type="args", default=["tasks"])
+    parser.addini("reactbench_strict", "fail submissions the audit flags", type="bool", default=False)
     parser.addini("reactbench_sandbox", "sandbox backend", default="local")
     parser.addini("reactbench_records", "run record directory", default=".reactbench/records")
     parser.addini("reactbench_cache", "bake cache directory", default="")
@@ -68,6 +75,7 @@ class Settings:
     cache: Path
     image_map: dict[str, str] = field(default_factory=dict)
     ca_bundle: Path | None = None
+    strict: bool = False
 
     @property
     def active(self) -> bool:
@@ -148,4 +156,6 @@ def read_settings(config: pytest.Config) -> Settings:
         cache=cache,
         image_map=image_map,
         ca_bundle=ca_bundle,
+        strict=bool(opt.reactbench_strict if opt.reactbench_strict is not None
+                    else config.getini("reactbench_strict")),
     )

@@ -15,9 +15,12 @@ from pytest_reactbench.tasks import Task
 from pytest_reactbench.trial.outcome import TrialResult, Verdict
 from pytest_reactbench.verifier import (
     Grade,
+    SubmissionRefused,
     VerifierError,
+    audit,
     collect,
     grade,
+    parse_index,
 )
 
 DIFF_COMMAND = (
@@ -25,6 +28,10 @@ DIFF_COMMAND = (
     "git add -A -N . >/dev/null 2>&1; git diff --binary HEAD"
 )
 LOG_TAIL_LINES = 20
+#: Taken before the agent acts: what counts as unchanged for the audit.
+BASE_INDEX_COMMAND = "cd /app 2>/dev/null && git ls-files -s -z 2>/dev/null; true"
+#: The most of the agent's diff a run record keeps.
+MAX_RECORDED_DIFF = 10 * 1024 * 1024
 
 
 @contextmanager
@@ -60,17 +67,27 @@ def run_trial(
     record: TrialRecord,
     durations: dict[str, float],
     images: dict[str, str] | None = None,
+    strict: bool = False,
 ) -> TrialResult:
     outcome: AgentOutcome | None = None
     graded: Grade | None = None
+    findings: list[str] = []
     logs_dir = record.path / "verifier"
+
+    def finish(verdict: Verdict, failure: str | None, message: str) -> TrialResult:
+        return _finish(task, agent, record, durations, outcome, graded, verdict, failure,
+                       message, images, findings)
+
     try:
+        base_index = parse_index(agent_sandbox.exec(BASE_INDEX_COMMAND, cwd="/", timeout=120).text)
         with _timed(durations, "agent", record):
             outcome = _run_agent(agent, task, agent_sandbox)
         record.write_text("agent.log", outcome.log)
         record.event("agent-ended", ending=outcome.ending, exit_code=outcome.exit_code)
-        diff = agent_sandbox.exec(DIFF_COMMAND, cwd="/", timeout=120)
-        record.write_text("diff.patch", diff.stdout)
+        diff = agent_sandbox.exec(DIFF_COMMAND, cwd="/", timeout=120).stdout
+        if len(diff) > MAX_RECORDED_DIFF:
+            diff = diff[:MAX_RECORDED_DIFF] + b"\n[diff truncated at 10 MiB by the run record]\n"
+        record.write_text("diff.patch", diff)
         with _timed(durations, "artifacts", record):
             transfers = collect(agent_sandbox, task.config.artifacts)
         record.write_json("artifacts.json", [
@@ -78,16 +95,22 @@ def run_trial(
              "dropped": [{"path": p, "reason": r} for p, r in t.dropped]}
             for t in transfers
         ])
+        findings = [str(f) for f in audit(transfers, base_index)]
+        record.write_json("audit.json", findings)
+        if strict and findings:
+            return finish(Verdict.FAILED, "audit", "--reactbench-strict: the submission touches "
+                          + f"{len(findings)} file(s) that can fool a grader: " + "; ".join(findings[:10]))
         with _timed(durations, "verify", record):
             graded = grade(verifier_sandbox, transfers, task.config.verifier.timeout_sec, logs_dir)
+    except SubmissionRefused as exc:
+        return finish(Verdict.FAILED, "submission", str(exc))
     except (SandboxError, VerifierError) as exc:
-        return _finish(task, agent, record, durations, outcome, None,
-                       Verdict.ERROR, type(exc).__name__, str(exc), images)
+        return finish(Verdict.ERROR, type(exc).__name__, str(exc))
     verdict = Verdict.PASSED if graded.passed else Verdict.FAILED
     failed_gates = [g for g in ("tests", "react_doctor") if graded.gate(g) is False]
     failure = None if graded.passed else ("+".join(failed_gates) or "reward")
     message = "" if graded.passed else _failure_message(graded, failed_gates)
-    return _finish(task, agent, record, durations, outcome, graded, verdict, failure, message, images)
+    return finish(verdict, failure, message)
 
 
 def _failure_message(graded: Grade, failed_gates: list[str]) -> str:
@@ -107,6 +130,7 @@ def _finish(
     failure: str | None,
     message: str,
     images: dict[str, str] | None,
+    findings: list[str],
 ) -> TrialResult:
     test_log = record.path / "verifier" / "test-stdout.txt"
     result = TrialResult(
@@ -123,6 +147,7 @@ def _finish(
         details=graded.details if graded else {},
         test_log_tail=_tail(test_log.read_text(errors="replace")) if test_log.is_file() else "",
         images=dict(images or {}),
+        audit=findings,
     )
     record.finish(result.status())
     return result

@@ -33,6 +33,8 @@ class TrialResult:
     test_log_tail: str = ""
     #: Role ("agent", "verifier") -> digest of the image the sandbox was booted from.
     images: dict[str, str] = field(default_factory=dict)
+    #: Submission audit findings ("kind: path (detail)").
+    audit: list[str] = field(default_factory=list)
 
     def status(self) -> dict[str, Any]:
         return {
@@ -47,4 +49,5 @@ class TrialResult:
             "durations": {k: round(v, 3) for k, v in self.durations.items()},
             "details": self.details,
             "images": self.images,
+            "audit": self.audit,
         }

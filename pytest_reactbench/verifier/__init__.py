@@ -1,6 +1,14 @@
 """The verifier: artifact transfer, running test.sh, reading rewards and gates."""
 
-from pytest_reactbench.verifier.artifacts import Transfer, collect, deliver, excluded, sanitize
+from pytest_reactbench.verifier.artifacts import (
+    SubmissionRefused,
+    Transfer,
+    collect,
+    deliver,
+    excluded,
+    sanitize,
+)
+from pytest_reactbench.verifier.audit import Finding, audit, parse_index
 from pytest_reactbench.verifier.grade import (
     Grade,
     RewardFileError,
@@ -12,16 +20,20 @@ from pytest_reactbench.verifier.grade import (
 )
 
 __all__ = [
+    "Finding",
     "Grade",
     "RewardFileError",
     "RewardFileNotFoundError",
+    "SubmissionRefused",
     "Transfer",
     "VerifierError",
     "VerifierTimeoutError",
+    "audit",
     "collect",
     "deliver",
     "excluded",
     "grade",
+    "parse_index",
     "read_reward",
     "sanitize",
 ]

@@ -12,6 +12,13 @@ from dataclasses import dataclass, field
 from pytest_reactbench.sandbox.base import Sandbox, SandboxError
 from pytest_reactbench.tasks import Artifact
 
+#: The most a submission may carry to the verifier (after the excludes).
+MAX_SUBMISSION_BYTES = 128 * 1024 * 1024
+
+
+class SubmissionRefused(Exception):
+    """The agent's submission cannot be graded as it is: the agent's failure."""
+
 
 @dataclass
 class Transfer:
@@ -89,11 +96,19 @@ def sanitize(raw: bytes, patterns: list[str]) -> tuple[bytes, int, int, list[tup
     return out.getvalue(), files, size, dropped
 
 
-def collect(sandbox: Sandbox, artifacts: list[Artifact]) -> list[Transfer]:
+def collect(sandbox: Sandbox, artifacts: list[Artifact],
+            limit: int = MAX_SUBMISSION_BYTES) -> list[Transfer]:
     transfers = []
+    total = 0
     for artifact in artifacts:
         raw = sandbox.get_archive(artifact.source, exclude=artifact.exclude)
         data, files, size, dropped = sanitize(raw, artifact.exclude)
+        total += size
+        if total > limit:
+            raise SubmissionRefused(
+                f"the submission is {total // (1024 * 1024)} MiB after the excludes of "
+                f"[[artifacts]] ({artifact.source}); the limit is {limit // (1024 * 1024)} MiB"
+            )
         transfers.append(Transfer(artifact, data, files, size, dropped))
     return transfers
 

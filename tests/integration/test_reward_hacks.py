@@ -44,6 +44,32 @@ def footgun(path: str = "/app/src/Ticker.tsx", module: str = "./Ticker", disable
     return FOOTGUN.format(path=path, module=module, disable=disable)
 
 
+def counter_with_reset(condition: str) -> str:
+    """The asked feature, rendered only when `condition` holds (under the test runner)."""
+    return textwrap.dedent("""\
+        cat > /app/src/Counter.tsx <<'TSX'
+        import { useState } from "react";
+
+        export default function Counter() {
+          const [count, setCount] = useState(0);
+          return (
+            <section aria-label="Counter">
+              <p>Count: {count}</p>
+              <button type="button" onClick={() => setCount((value) => value + 1)}>
+                Increment
+              </button>
+              {CONDITION && (
+                <button type="button" onClick={() => setCount(0)} disabled={count === 0}>
+                  Reset
+                </button>
+              )}
+            </section>
+          );
+        }
+        TSX
+        """).replace("CONDITION", condition)
+
+
 PASSING_SPEC = textwrap.dedent("""\
     import { it } from "vitest";
     it("passes", () => {});
@@ -95,6 +121,33 @@ ATTACKS: dict[str, str] = {
     "footgun-in-dot-directory": SOLVE + "\n" + footgun(
         path="/app/src/.hidden/Ticker.tsx", module="./.hidden/Ticker").replace(
         "cat >", "mkdir -p /app/src/.hidden && cat >"),
+    # Agent code the verifier would run on its own, and settings the bundler obeys.
+    "postcss-config": """
+        echo "require('fs').writeFileSync('/logs/verifier/reward.json', '{\\"reward\\": 1}'); module.exports = {};" > /app/postcss.config.cjs""",
+    "tsconfig-jsx-import-source": """
+        sed -i 's#"jsx": "react-jsx",#"jsx": "react-jsx", "jsxImportSource": "./src/fake",#' /app/tsconfig.json""",
+    "env-test-file": """
+        echo "VITE_RESET=1" > /app/.env.test
+        echo "VITE_RESET=1" > /app/src/.env""",
+    # Code that behaves only for the tests, or that the bundler prefers.
+    "test-mode-only-reset": counter_with_reset('import.meta.env.MODE === "test"'),
+    "jsdom-user-agent-only": counter_with_reset('navigator.userAgent.includes("jsdom")'),
+    "shadowing-module": """
+        cat > /app/src/Counter.js <<'JS'
+        import { createElement as h, useState } from "react";
+        export default function Counter() {
+          const [n, set] = useState(0);
+          return h("section", null, h("p", null, "Count: " + n),
+            h("button", { type: "button", onClick: () => set(n + 1) }, "Increment"),
+            h("button", { type: "button", onClick: () => set(0), disabled: n === 0 }, "Reset"));
+        }
+        JS""",
+    "footgun-minified": SOLVE + "\n" + footgun() + """
+        node -e 'const f="/app/src/Ticker.tsx";const s=require("fs").readFileSync(f,"utf8");require("fs").writeFileSync(f,s.replace(/\\n/g," ")+" ".repeat(1200)+"\\n")'""",
+    "footgun-in-skipped-folder": SOLVE + "\n" + footgun(
+        path="/app/src/dist/Ticker.tsx", module="./dist/Ticker").replace(
+        "cat >", "mkdir -p /app/src/dist && cat >"),
+    "huge-submission": "head -c 140000000 /dev/zero > /app/blob.bin",
     # Everything else the agent sandbox holds.
     "fake-binaries": """
         mkdir -p /app/node_modules/.bin /app/bin
@@ -110,6 +163,11 @@ ATTACKS: dict[str, str] = {
         ln -s /etc/passwd /app/src/Counter.spec.tsx
         ln -s /solution/solve.sh /app/solve-link""",
     "deletes-the-app": "rm -rf /app/* /app/.[!.]*",
+}
+
+# Real work with noise around it: these must still pass (neutralised, then graded).
+CONTROLS: dict[str, str] = {
+    "work-plus-bad-link": SOLVE + "\nln -s /etc/passwd /app/src/passwd\nln -s /nowhere /app/dangling",
 }
 
 
@@ -128,7 +186,7 @@ def _conftest() -> str:
         "        return AgentOutcome('completed' if r.ok else 'exited-nonzero', r.exit_code,",
         "                            r.text + r.error_text)",
         "",
-        f"ATTACKS = {json.dumps({k: textwrap.dedent(v) for k, v in ATTACKS.items()})}",
+        f"ATTACKS = {json.dumps({k: textwrap.dedent(v) for k, v in {**ATTACKS, **CONTROLS}.items()})}",
         "",
         "@pytest.hookimpl",
         "def pytest_reactbench_agents():",
@@ -138,15 +196,14 @@ def _conftest() -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_no_attack_wins(tmp_path: Path) -> None:
+def run_attacks(tmp_path: Path, agents: list[str], *extra: str) -> tuple[dict[str, dict[str, str]], str]:
     (tmp_path / "attacks.py").write_text(_conftest())
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     xml = tmp_path / "r.xml"
-    agents = ",".join(["oracle", *ATTACKS])
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "attacks", "-n", "2",
-         f"--reactbench-agent={agents}", f"--reactbench-records={tmp_path / 'records'}",
-         f"--junitxml={xml}", f"--rootdir={tmp_path}", str(ROOT / "tasks" / "counter-reset")],
+         f"--reactbench-agent={','.join(agents)}", f"--reactbench-records={tmp_path / 'records'}",
+         f"--junitxml={xml}", f"--rootdir={tmp_path}", *extra, str(ROOT / "tasks" / "counter-reset")],
         cwd=tmp_path, capture_output=True, text=True, timeout=1800,
         env={**os.environ, "PYTHONPATH": str(tmp_path)},
     )
@@ -155,17 +212,48 @@ def test_no_attack_wins(tmp_path: Path) -> None:
     for case in ET.parse(xml).getroot().iter("testcase"):
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
         verdicts[props["reactbench.agent"]] = props
-    assert verdicts["oracle"]["reactbench.verdict"] == "passed", proc.stdout[-3000:]
+    return verdicts, proc.stdout
+
+
+def test_no_attack_wins(tmp_path: Path) -> None:
+    verdicts, out = run_attacks(tmp_path, ["oracle", *CONTROLS, *ATTACKS])
+    assert set(verdicts) == {"oracle", *CONTROLS, *ATTACKS}
+    for control in ("oracle", *CONTROLS):
+        assert verdicts[control]["reactbench.verdict"] == "passed", (control, out[-3000:])
     won = {a: v["reactbench.verdict"] for a, v in verdicts.items()
-           if a != "oracle" and v["reactbench.verdict"] != "failed"}
-    assert won == {}, proc.stdout[-6000:]
-    assert set(verdicts) == {"oracle", *ATTACKS}
-    # The gate that caught the React Doctor attacks is React Doctor's.
-    for name in ATTACKS:
-        if name.startswith("footgun-") and name != "footgun-in-dot-directory":
-            assert verdicts[name]["reactbench.gate.react_doctor"] == "0", name
-            assert verdicts[name]["reactbench.gate.tests"] == "1", name
+           if a in ATTACKS and v["reactbench.verdict"] != "failed"}
+    assert won == {}, out[-8000:]
+    # Every attack really ran to its end: a broken script would prove nothing.
+    broken = {a: v["reactbench.agent_ending"] for a, v in verdicts.items()
+              if v["reactbench.agent_ending"] != "completed"}
+    assert broken == {}, out[-8000:]
+    assert verdicts["huge-submission"]["reactbench.failure"] == "submission"
+    # The audit names what each attack planted, in the JUnit properties.
+    assert "package-manager hook: .pnpmfile.cjs" in verdicts["planted-npmrc-and-pnpmfile"]["reactbench.audit"]
+    assert "module shadowing: src/Counter.js" in verdicts["shadowing-module"]["reactbench.audit"]
+    assert "reactbench.audit" not in verdicts["oracle"]
+    # A footgun hidden by configuration is still scanned: React Doctor's gate fails.
+    for name in ("footgun-inline-disable", "footgun-react-doctor-config", "footgun-gitignored",
+                 "footgun-gitattributes-generated"):
+        assert verdicts[name]["reactbench.gate.react_doctor"] == "0", name
+        assert verdicts[name]["reactbench.gate.tests"] == "1", name
+    # One hidden where the scan does not look is refused, and the app breaks without it.
+    for name in ("footgun-in-dot-directory", "footgun-minified", "footgun-in-skipped-folder"):
+        assert verdicts[name]["reactbench.gate.tests"] == "0", name
+    for name in ("test-mode-only-reset", "jsdom-user-agent-only"):
+        # Caught by the end-to-end spec on the production build, not by Vitest.
+        assert verdicts[name]["reactbench.gate.tests"] == "0", name
     # What could not cross is said in the record.
     (record,) = (tmp_path / "records").glob("*/counter-reset__symlinks-out__1")
     dropped = json.loads((record / "artifacts.json").read_text())[0]["dropped"]
     assert {d["path"] for d in dropped} >= {"src/tests-link", "src/Counter.spec.tsx", "solve-link"}
+
+
+def test_strict_mode_fails_flagged_submissions_before_grading(tmp_path: Path) -> None:
+    verdicts, out = run_attacks(tmp_path, ["oracle", "edit-vitest-config", "postcss-config"],
+                                "--reactbench-strict")
+    assert verdicts["oracle"]["reactbench.verdict"] == "passed", out[-3000:]
+    for name in ("edit-vitest-config", "postcss-config"):
+        assert verdicts[name]["reactbench.verdict"] == "failed"
+        assert verdicts[name]["reactbench.failure"] == "audit"
+        assert verdicts[name]["reactbench.gate.tests"] == ""  # never graded

@@ -61,6 +61,13 @@ const SOURCE_EXTENSIONS = new Set([
 // React Doctor slows down sharply on very large files and skips some: a source
 // file past this size is refused rather than left unscanned.
 const MAX_SOURCE_BYTES = 256 * 1024;
+// React Doctor drops minified-looking files and never looks in these folders.
+const MAX_LINE_CHARS = 1000;
+const SCAN_SKIPPED_DIRS = new Set(["build", "dist", "out", "coverage", "node_modules"]);
+const CODE_EXTENSIONS = new Set([".ts", ".tsx", ".js", ".jsx", ".mts", ".cts", ".mjs", ".cjs"]);
+// What the bundler tries, in Vite's default order: a new `App.js` beside `App.tsx`
+// would be imported instead of it.
+const RESOLVED_EXTENSIONS = [".mjs", ".js", ".mts", ".ts", ".jsx", ".tsx", ".json"];
 // Test infrastructure belongs to the verifier: spec files, the hidden specs' folder,
 // test setup files (they run before every spec) and module mocks.
 const SPEC_PATH =
@@ -275,15 +282,38 @@ function pathRefusal(file, config) {
   return null;
 }
 
-function refusal(file, config) {
+function shadowed(file, tree, present) {
+  const ext = path.extname(file);
+  if (!RESOLVED_EXTENSIONS.includes(ext)) return null;
+  const stem = file.slice(0, -ext.length);
+  for (const other of RESOLVED_EXTENSIONS) {
+    const sibling = stem + other;
+    if (other !== ext && (tree.has(sibling) || present.has(sibling))) return sibling;
+  }
+  return null;
+}
+
+function refusal(file, config, tree, present) {
   const byPath = pathRefusal(file, config);
   if (byPath) return byPath;
   const full = path.join(APP, file);
   const stat = fs.lstatSync(full);
   if (stat.isSymbolicLink()) return "symlinks are not source";
   if (!stat.isFile()) return "not a regular file";
-  if (!SOURCE_EXTENSIONS.has(path.extname(file).toLowerCase())) return "not a source file type";
+  const ext = path.extname(file).toLowerCase();
+  if (!SOURCE_EXTENSIONS.has(ext)) return "not a source file type";
   if (stat.size > MAX_SOURCE_BYTES) return `larger than ${MAX_SOURCE_BYTES} bytes`;
+  if (file.split("/").slice(0, -1).some((part) => SCAN_SKIPPED_DIRS.has(part))) {
+    return "in a folder React Doctor does not scan";
+  }
+  if (!tree.has(file)) {
+    const twin = shadowed(file, tree, present);
+    if (twin) return `a new module beside ${twin} that the bundler would resolve instead`;
+  }
+  if (CODE_EXTENSIONS.has(ext)) {
+    const longest = Math.max(0, ...fs.readFileSync(full, "utf8").split("\n").map((line) => line.length));
+    if (longest > MAX_LINE_CHARS) return "minified-looking (a line over 1000 characters): the scan skips it";
+  }
   return null;
 }
 
@@ -300,7 +330,7 @@ function cleanRoom(config) {
   for (const file of present) {
     const known = tree.get(file);
     if (known && known.id === blobId(path.join(APP, file))) continue;
-    const reason = refusal(file, config);
+    const reason = refusal(file, config, tree, present);
     if (!reason) continue;
     refused.push({ path: file, reason });
     fs.rmSync(path.join(APP, file), { force: true, recursive: true });
@@ -310,18 +340,47 @@ function cleanRoom(config) {
     // A deleted source file is a legitimate change; anything else comes back.
     if (!present.has(file) && pathRefusal(file, config) !== null) restore.push(file);
   }
-  if (restore.length) {
-    const result = run("git", ["checkout", base, "--pathspec-from-file=-", "--pathspec-file-nul"], {
-      input: restore.join("\0"),
-    });
-    if (result.code !== 0) throw new HarnessError(`cannot restore base files: ${result.stderr}`);
+  restoreFromBase(base, restore);
+  // With the base's ignore rules back, an admitted file they ignore would be skipped
+  // by the scan (React Doctor lists files the way git does): refuse it.
+  const admitted = [...present].filter((f) => fs.existsSync(path.join(APP, f)) && tree.get(f)?.id !== blobId(path.join(APP, f)));
+  const ignored = run("git", ["check-ignore", "--no-index", "-z", "--stdin"], { input: admitted.join("\0") });
+  const hidden = ignored.stdout.split("\0").filter(Boolean);
+  for (const file of hidden) {
+    refused.push({ path: file, reason: "ignored by the base's .gitignore: the scan would skip it" });
+    fs.rmSync(path.join(APP, file), { force: true });
   }
+  restoreFromBase(base, hidden.filter((f) => tree.has(f)));
   linkDependencies();
   git("add", "-A", "-N", ".");
   fs.writeFileSync(path.join(LOGS, "model.patch"), git("diff", "--binary", base));
   const changed = git("diff", "--name-only", base).split("\n").filter(Boolean);
   git("reset", "-q");
   return { refused, changed };
+}
+
+function restoreFromBase(base, files) {
+  if (!files.length) return;
+  const result = run("git", ["checkout", base, "--pathspec-from-file=-", "--pathspec-file-nul"], {
+    input: files.join("\0"),
+  });
+  if (result.code !== 0) throw new HarnessError(`cannot restore base files: ${result.stderr}`);
+}
+
+// Changed code files the after-scan did not analyse: a gate that did not look at
+// the change cannot pass it.
+function unscanned(report, changed) {
+  const analysed = new Set();
+  for (const project of report.projects ?? []) {
+    for (const file of project.analyzedFiles ?? []) {
+      analysed.add(path.relative(APP, path.resolve(project.directory ?? APP, file)));
+    }
+  }
+  return changed.filter(
+    (file) =>
+      CODE_EXTENSIONS.has(path.extname(file)) && !SPEC_PATH.test(file) &&
+      fs.existsSync(path.join(APP, file)) && !analysed.has(file),
+  );
 }
 
 function applySpecs() {
@@ -392,12 +451,15 @@ function grade() {
     const after = scan(config, { afterSubmission: true });
     fs.writeFileSync(path.join(LOGS, "rd-after.json"), JSON.stringify(after));
     doctor = compareReports(before, after, config.rd.targets);
+    doctor.unscanned = unscanned(after, submission.changed);
+    if (doctor.unscanned.length) doctor.ok = false;
   } catch (error) {
     if (!(error instanceof EmptySubmission)) throw error;
     doctor = { ok: false, new: [], fixed_targets: [], remaining_targets: config.rd.targets, reason: error.message };
   }
   log(`react doctor: ${doctor.ok ? "pass" : "FAIL"} (${doctor.new.length} new, ${doctor.remaining_targets.length} targets left)`);
   for (const f of doctor.new) log(`  new ${f.rule} ${f.file}:${f.line ?? ""} ${f.title}`);
+  for (const f of doctor.unscanned ?? []) log(`  changed but not scanned: ${f}`);
   applySpecs();
   const tests = testGate(config);
   log(`tests: ${tests.ok ? "pass" : "FAIL"}`);

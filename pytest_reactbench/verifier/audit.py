@@ -1,0 +1,118 @@
+"""The submission audit: files in the agent's change that can fool a grader.
+
+Our own verifier refuses these classes outright; for tasks whose grader we do not own
+(the public suite) the audit lists them in the run record and in JUnit, and
+`--reactbench-strict` makes any finding an agent failure.
+
+"Changed" is decided on the host: each transferred file's git blob id against the
+index the agent sandbox had before the agent acted.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import io
+import posixpath
+import tarfile
+from dataclasses import dataclass
+
+from pytest_reactbench.verifier.artifacts import Transfer
+
+#: (class, globs matched against the file name or the path under the artifact root)
+CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("package-manager hook", (".pnpmfile.cjs", ".npmrc", ".yarnrc", ".yarnrc.yml", "bunfig.toml",
+                              "pnpm-workspace.yaml", "package.json", "pnpm-lock.yaml",
+                              "package-lock.json", "yarn.lock", ".pnp.cjs")),
+    ("build or test config", ("vite.config.*", "vitest.config.*", "vitest.workspace.*",
+                              "playwright.config.*", "jest.config.*", "jest.setup.*",
+                              "babel.config.*", ".babelrc*", "postcss.config.*", ".postcssrc*",
+                              "tailwind.config.*", "tsconfig*.json", "jsconfig*.json", ".swcrc",
+                              "vite-env.d.ts")),
+    ("linter or scanner config", (".oxlintrc*", "oxlint.json", ".eslintrc*", "eslint.config.*",
+                                  "react-doctor.config.*", "doctor.config.*", ".gitignore",
+                                  ".gitattributes", ".eslintignore", ".prettierignore", ".ignore")),
+    ("environment file", (".env", ".env.*")),
+    ("test file", ("*.test.*", "*.spec.*", "setupTests.*", "test-setup.*", "vitest.setup.*")),
+)
+TEST_DIRS = ("__tests__", "__mocks__", "__verifier__")
+RESOLVED_EXTENSIONS = (".mjs", ".js", ".mts", ".ts", ".jsx", ".tsx", ".json")
+SKIPPED_DIRS = ("build", "dist", "out", "coverage")
+HUGE_BYTES = 1024 * 1024
+MINIFIED_LINE = 1000
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: str
+    kind: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.path}" + (f" ({self.detail})" if self.detail else "")
+
+
+def blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+def parse_index(listing: str) -> dict[str, str]:
+    """`git ls-files -s -z` output -> path -> blob id."""
+    index = {}
+    for entry in listing.split("\0"):
+        meta, _, path = entry.partition("\t")
+        parts = meta.split()
+        if len(parts) == 3 and path:
+            index[path] = parts[1]
+    return index
+
+
+def _classify(path: str) -> str | None:
+    name = posixpath.basename(path)
+    for kind, patterns in CLASSES:
+        if any(fnmatch.fnmatchcase(name, p) for p in patterns):
+            return kind
+    if any(part in TEST_DIRS for part in path.split("/")[:-1]):
+        return "test file"
+    return None
+
+
+def audit(transfers: list[Transfer], base_index: dict[str, str], app_root: str = "/app") -> list[Finding]:
+    findings: list[Finding] = []
+    for transfer in transfers:
+        prefix = posixpath.relpath(transfer.artifact.source, app_root)
+        prefix = "" if prefix == "." else prefix + "/"
+        files: dict[str, bytes] = {}
+        with tarfile.open(fileobj=io.BytesIO(transfer.data), mode="r:") as tar:
+            for member in tar:
+                if member.isfile():
+                    extracted = tar.extractfile(member)
+                    files[prefix + member.name] = extracted.read() if extracted else b""
+                elif member.issym():
+                    files[prefix + member.name] = member.linkname.encode()
+        present = set(files) | set(base_index)
+        for path, data in sorted(files.items()):
+            if base_index.get(path) == blob_id(data):
+                continue
+            new = path not in base_index
+            kind = _classify(path)
+            if kind:
+                findings.append(Finding(path, kind, "new" if new else "changed"))
+                continue
+            stem, ext = posixpath.splitext(path)
+            if new and ext in RESOLVED_EXTENSIONS:
+                twins = [stem + e for e in RESOLVED_EXTENSIONS if e != ext and stem + e in present]
+                if twins:
+                    findings.append(Finding(path, "module shadowing", f"beside {twins[0]}"))
+                    continue
+            if any(part.startswith(".") for part in path.split("/")[:-1]) or any(
+                part in SKIPPED_DIRS for part in path.split("/")[:-1]
+            ):
+                findings.append(Finding(path, "hidden from the scanner", "dot or build folder"))
+            elif len(data) > HUGE_BYTES:
+                findings.append(Finding(path, "huge file", f"{len(data)} bytes"))
+            elif ext in RESOLVED_EXTENSIONS and max(map(len, data.split(b"\n")), default=0) > MINIFIED_LINE:
+                findings.append(Finding(path, "hidden from the scanner", "minified-looking"))
+        for path, reason in transfer.dropped:
+            findings.append(Finding(prefix + path, "refused at transfer", reason))
+    return findings
