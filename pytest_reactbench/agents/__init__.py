@@ -8,5 +8,16 @@ from pytest_reactbench.agents.base import (
     AgentOutcome,
 )
 from pytest_reactbench.agents.builtin import NopAgent, OracleAgent
+from pytest_reactbench.agents.patch import PatchAgent, PatchInputError, load_predictions
 
-__all__ = ["Agent", "AgentConfigError", "AgentContext", "AgentOutcome", "NopAgent", "OracleAgent"]
+__all__ = [
+    "Agent",
+    "AgentConfigError",
+    "AgentContext",
+    "AgentOutcome",
+    "NopAgent",
+    "OracleAgent",
+    "PatchAgent",
+    "PatchInputError",
+    "load_predictions",
+]

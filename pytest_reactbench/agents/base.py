@@ -44,6 +44,10 @@ class Agent(ABC):
     def check(self, task: Task) -> None:
         """Raise AgentConfigError when this agent cannot attempt the task."""
 
+    def not_attempted(self, task: Task) -> str | None:
+        """Why this agent has nothing for the task (reported as not attempted), or None."""
+        return None
+
     @abstractmethod
     def run(self, ctx: AgentContext) -> AgentOutcome:
         """Act in `ctx.sandbox` on the task, within `ctx.timeout` seconds."""

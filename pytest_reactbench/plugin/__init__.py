@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 
 from pytest_reactbench import __version__
-from pytest_reactbench.agents import NopAgent, OracleAgent
+from pytest_reactbench.agents import (
+    NopAgent,
+    OracleAgent,
+    PatchAgent,
+    PatchInputError,
+    load_predictions,
+)
 from pytest_reactbench.plugin import hookspecs
 from pytest_reactbench.plugin.fixtures import (
     DURATIONS,
@@ -29,6 +35,7 @@ from pytest_reactbench.plugin.fixtures import (
 )
 from pytest_reactbench.plugin.items import (
     AGENTS_KEY,
+    NOT_ATTEMPTED,
     RECORD,
     TaskDirectory,
     TrialErrored,
@@ -41,6 +48,7 @@ from pytest_reactbench.plugin.settings import Settings, addoption, read_settings
 from pytest_reactbench.results import new_run_id
 from pytest_reactbench.sandbox.base import Backend, SandboxError
 from pytest_reactbench.sandbox.local import LocalBackend
+from pytest_reactbench.tasks import find_tasks
 from pytest_reactbench.trial import TrialResult, Verdict
 
 __all__ = [
@@ -66,11 +74,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     addoption(parser)
 
 
+def _patch_agents(arg: str, settings: Settings) -> list[PatchAgent]:
+    if settings.patch is None:
+        raise pytest.UsageError("--reactbench-agent=patch needs --reactbench-patch=PATH")
+    try:
+        predictions = load_predictions(settings.patch)
+    except PatchInputError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return [PatchAgent(name, by_task, settings.patch) for name, by_task in sorted(predictions.items())]
+
+
 @pytest.hookimpl
 def pytest_reactbench_agents() -> Mapping[str, Any]:
     return {
         "oracle": lambda arg, settings: OracleAgent(),
         "nop": lambda arg, settings: NopAgent(),
+        "patch": _patch_agents,
     }
 
 
@@ -143,6 +162,23 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    state = session.config.stash.get(SESSION_KEY, None)
+    if state is None:
+        return
+    known = set(state.collected_tasks)
+    for root in state.settings.task_roots:
+        if root.exists():
+            known.update(p.name for p in find_tasks(root))
+    for agent in state.agents.values():
+        if isinstance(agent, PatchAgent):
+            unknown = sorted(set(agent.predictions) - known - {"*"})
+            if unknown:
+                first = agent.predictions[unknown[0]].source
+                more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+                raise pytest.UsageError(f"{first}: task_id {unknown[0]!r} is not a task here{more}")
+
+
 def _setup_error_result(item: TrialItem, exc: BaseException) -> TrialResult:
     record = item.stash.get(RECORD, None)
     result = TrialResult(
@@ -176,6 +212,12 @@ def pytest_runtest_makereport(
         result = call.excinfo.value.result
     elif report.when == "call" and report.passed:
         result = item.funcargs.get("reactbench_trial")  # type: ignore[assignment]
+    elif report.when == "setup" and report.skipped:
+        item.user_properties.extend([
+            ("reactbench.task", item.task.id), ("reactbench.agent", item.agent.name),
+            ("reactbench.verdict", "not-attempted" if _not_attempted(report) else "skipped"),
+        ])
+        report.user_properties = list(item.user_properties)
     elif report.when == "setup" and call.excinfo is not None:
         result = _setup_error_result(item, call.excinfo.value)
         session.trial_finished(result, item)
@@ -190,7 +232,13 @@ def pytest_runtest_makereport(
     return report
 
 
+def _not_attempted(report: pytest.TestReport) -> bool:
+    return isinstance(report.longrepr, tuple) and NOT_ATTEMPTED in str(report.longrepr[2])
+
+
 def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
     if report.when == "call" and (ERROR_KEY, "1") in report.user_properties:
         return "error", "E", "ERROR"
+    if report.skipped and _not_attempted(report):
+        return "not attempted", "N", "NOT ATTEMPTED"
     return None

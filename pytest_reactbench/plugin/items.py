@@ -9,12 +9,14 @@ from typing import Any
 import pytest
 
 from pytest_reactbench.agents import Agent, AgentConfigError
+from pytest_reactbench.plugin.session import SESSION_KEY
 from pytest_reactbench.results import TrialRecord
 from pytest_reactbench.tasks import Task, TaskError, load_task
 from pytest_reactbench.trial import TrialResult, Verdict
 
 AGENTS_KEY = pytest.StashKey[dict[str, Agent]]()
 RECORD = pytest.StashKey[TrialRecord]()
+NOT_ATTEMPTED = "not attempted:"
 
 
 class TrialFailed(Exception):
@@ -54,14 +56,19 @@ class TaskDirectory(pytest.Directory):
         except TaskError as exc:
             raise self.CollectError(str(exc)) from None
         agents = self.config.stash[AGENTS_KEY]
+        self.config.stash[SESSION_KEY].collected_tasks.add(task.id)
         items: list[pytest.Item] = []
         for name, agent in agents.items():
             try:
                 agent.check(task)
             except AgentConfigError as exc:
                 raise self.CollectError(f"agent {name}: {exc}") from None
-            items.append(TrialItem.from_parent(self, name=name, callobj=_trial, task=task,
-                                               agent=agent))
+            item = TrialItem.from_parent(self, name=name, callobj=_trial, task=task, agent=agent)
+            reason = agent.not_attempted(task)
+            if reason:
+                # Reported apart (N, NOT ATTEMPTED): neither a pass nor a silent skip.
+                item.add_marker(pytest.mark.skip(reason=f"{NOT_ATTEMPTED} {reason}"))
+            items.append(item)
         return items
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]

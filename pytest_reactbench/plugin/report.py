@@ -33,6 +33,8 @@ def describe_failure(result: TrialResult) -> str:
             lines.append(f"  gate {gate}: {'pass' if ok else 'FAIL' if ok is False else 'n/a'}")
     if result.agent_ending and result.agent_ending != "completed":
         lines.append(f"The agent ended: {result.agent_ending}.")
+        if result.agent_log_tail:
+            lines += ["Tail of the agent's log:"] + ["  " + x for x in result.agent_log_tail.splitlines()]
     tests = result.details.get("tests") or {}
     failing = tests.get("failing") or []
     if failing:

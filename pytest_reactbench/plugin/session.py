@@ -34,6 +34,8 @@ class ReactbenchSession:
         self.records = RunRecords(settings.records, run_id)
         self.worker: str = getattr(config, "workerinput", {}).get("workerid", "controller")
         self.results: list[TrialResult] = []
+        #: Ids of the task directories collected in this session.
+        self.collected_tasks: set[str] = set()
         self._backend: Backend | None = None
         self.agents = self._make_agents()
         backends = _merge("sandbox backend", self.config.hook.pytest_reactbench_sandbox_backends())
@@ -54,8 +56,12 @@ class ReactbenchSession:
                 raise UsageError(
                     f"--reactbench-agent: unknown agent {name!r}; known: {', '.join(sorted(factories))}"
                 )
-            agent = factory(arg, self.settings)  # type: ignore[operator]
-            agents[agent.name] = agent
+            made = factory(arg, self.settings)  # type: ignore[operator]
+            # A factory may make several agents (a predictions file of several models).
+            for agent in made if isinstance(made, list) else [made]:
+                if agent.name in agents:
+                    raise UsageError(f"--reactbench-agent: two agents are named {agent.name!r}")
+                agents[agent.name] = agent
         return agents
 
     def backend(self) -> Backend:

@@ -52,6 +52,12 @@ def addoption(parser: pytest.Parser) -> None:
         "default: the host's /etc/ssl/certs/ca-certificates.crt)",
     )
     group.addoption(
+        "--reactbench-patch", default=None, metavar="PATH",
+        help="for the patch agent: a unified diff (every task), a directory of "
+        "<task id>.patch files, or a .json/.jsonl predictions file of "
+        "{task_id, model_patch, agent_name} records",
+    )
+    group.addoption(
         "--reactbench-strict", action="store_true", default=None,
         help="fail a trial whose submission touches files that can fool a grader (package-"
         "manager hooks, runner or linter configs, test files, shadowing modules...), even on "
@@ -76,6 +82,7 @@ class Settings:
     image_map: dict[str, str] = field(default_factory=dict)
     ca_bundle: Path | None = None
     strict: bool = False
+    patch: Path | None = None
 
     @property
     def active(self) -> bool:
@@ -158,4 +165,5 @@ def read_settings(config: pytest.Config) -> Settings:
         ca_bundle=ca_bundle,
         strict=bool(opt.reactbench_strict if opt.reactbench_strict is not None
                     else config.getini("reactbench_strict")),
+        patch=_cli_path(config, opt.reactbench_patch) if opt.reactbench_patch else None,
     )

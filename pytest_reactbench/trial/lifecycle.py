@@ -148,6 +148,7 @@ def _finish(
         test_log_tail=_tail(test_log.read_text(errors="replace")) if test_log.is_file() else "",
         images=dict(images or {}),
         audit=findings,
+        agent_log_tail=_tail(outcome.log) if outcome else "",
     )
     record.finish(result.status())
     return result

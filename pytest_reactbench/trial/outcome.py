@@ -31,6 +31,7 @@ class TrialResult:
     record: Path | None
     details: dict[str, Any] = field(default_factory=dict)
     test_log_tail: str = ""
+    agent_log_tail: str = ""
     #: Role ("agent", "verifier") -> digest of the image the sandbox was booted from.
     images: dict[str, str] = field(default_factory=dict)
     #: Submission audit findings ("kind: path (detail)").
