@@ -242,3 +242,12 @@ def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] 
     if report.skipped and _not_attempted(report):
         return "not attempted", "N", "NOT ATTEMPTED"
     return None
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    skipped = terminalreporter.stats.get("not attempted", [])
+    if skipped:
+        terminalreporter.section("not attempted (no score)")
+        for report in skipped:
+            reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+            terminalreporter.line(f"{report.nodeid}: {reason}")

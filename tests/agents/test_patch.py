@@ -69,11 +69,9 @@ def test_patch_agent_end_to_end(suite: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines([
         "*The agent ended: exited-nonzero.*",
         "*error: patch failed: base.txt:1*",
-        "PASSED tasks/alpha::gpt-x",
-        "*not attempted: no patch for task 'gamma'*",
+        "tasks/gamma::gpt-x: not attempted: no patch for task 'gamma' in *preds.jsonl",
     ])
-    outcomes = result.parseoutcomes()
-    assert outcomes["passed"] == 1 and outcomes["failed"] == 1 and outcomes["not attempted"] == 1
+    assert "1 failed, 1 passed, 1 not attempted in" in result.stdout.lines[-1]
     xml = (suite.path / "r.xml").read_text()
     assert 'name="reactbench.verdict" value="not-attempted"' in xml
 
