@@ -81,6 +81,8 @@ def _patch_agents(arg: str, settings: Settings) -> list[PatchAgent]:
         predictions = load_predictions(settings.patch)
     except PatchInputError as exc:
         raise pytest.UsageError(str(exc)) from None
+    # An empty predictions file still makes an agent: every task is then not attempted.
+    predictions = predictions or {"patch": {}}
     return [PatchAgent(name, by_task, settings.patch) for name, by_task in sorted(predictions.items())]
 
 
