@@ -5,8 +5,9 @@ sees `solution/`."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from pytest_reactbench.sandbox.base import Sandbox
 from pytest_reactbench.tasks import Task
@@ -18,11 +19,17 @@ class AgentConfigError(Exception):
     """An agent that cannot run a task as configured (a usage error, not a verdict)."""
 
 
+def _no_event(kind: str, **data: Any) -> None:
+    return None
+
+
 @dataclass
 class AgentContext:
     task: Task
     sandbox: Sandbox
     timeout: float
+    #: Records an event in the run record: `event("tool", tool="bash", ...)`.
+    event: Callable[..., None] = field(default=_no_event)
 
 
 @dataclass

@@ -13,10 +13,13 @@ import pytest
 
 from pytest_reactbench import __version__
 from pytest_reactbench.agents import (
+    Agent,
+    AgentConfigError,
     NopAgent,
     OracleAgent,
     PatchAgent,
     PatchInputError,
+    load_agent_class,
     load_predictions,
 )
 from pytest_reactbench.plugin import hookspecs
@@ -86,12 +89,20 @@ def _patch_agents(arg: str, settings: Settings) -> list[PatchAgent]:
     return [PatchAgent(name, by_task, settings.patch) for name, by_task in sorted(predictions.items())]
 
 
+def _python_agent(arg: str, settings: Settings) -> Agent:
+    try:
+        return load_agent_class(arg)
+    except AgentConfigError as exc:
+        raise pytest.UsageError(f"--reactbench-agent: {exc}") from None
+
+
 @pytest.hookimpl
 def pytest_reactbench_agents() -> Mapping[str, Any]:
     return {
         "oracle": lambda arg, settings: OracleAgent(),
         "nop": lambda arg, settings: NopAgent(),
         "patch": _patch_agents,
+        "python": _python_agent,
     }
 
 

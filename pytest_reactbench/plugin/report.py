@@ -82,6 +82,11 @@ def junit_properties(result: TrialResult, backend: str) -> list[tuple[str, objec
     for phase in ("bake", "boot", "agent", "artifacts", "verify"):
         if phase in result.durations:
             props.append((f"reactbench.duration.{phase}", f"{result.durations[phase]:.3f}"))
+    if result.diff_stat:
+        files = result.diff_stat.get("files", [])
+        props.append(("reactbench.diff.stat", f"{len(files)} files, +{result.diff_stat.get('added', 0)} "
+                      f"-{result.diff_stat.get('removed', 0)}"))
+        props.append(("reactbench.diff.files", " ".join(files[:MAX_FINDINGS])))
     if result.audit:
         props.append(("reactbench.audit", f"{len(result.audit)}: " + "; ".join(result.audit[:MAX_FINDINGS])))
     for role, digest in sorted(result.images.items()):

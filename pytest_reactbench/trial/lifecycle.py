@@ -7,6 +7,7 @@ import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from pytest_reactbench.agents import Agent, AgentContext, AgentOutcome
 from pytest_reactbench.results import TrialRecord
@@ -45,13 +46,21 @@ def _timed(durations: dict[str, float], phase: str, record: TrialRecord) -> Iter
         record.event(f"{phase}-end", seconds=round(durations[phase], 3))
 
 
+def stat_of(diff: str) -> dict[str, Any]:
+    """Changed files and added/removed line counts of a unified diff."""
+    files = [line.split(" b/", 1)[-1] for line in diff.splitlines() if line.startswith("diff --git ")]
+    added = sum(1 for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++"))
+    removed = sum(1 for line in diff.splitlines() if line.startswith("-") and not line.startswith("---"))
+    return {"files": files, "added": added, "removed": removed}
+
+
 def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def _run_agent(agent: Agent, task: Task, sandbox: Sandbox) -> AgentOutcome:
+def _run_agent(agent: Agent, task: Task, sandbox: Sandbox, record: TrialRecord) -> AgentOutcome:
     try:
-        return agent.run(AgentContext(task, sandbox, task.config.agent.timeout_sec))
+        return agent.run(AgentContext(task, sandbox, task.config.agent.timeout_sec, record.event))
     except SandboxError:
         raise
     except Exception:
@@ -72,22 +81,24 @@ def run_trial(
     outcome: AgentOutcome | None = None
     graded: Grade | None = None
     findings: list[str] = []
+    diff_stat: dict[str, Any] = {}
     logs_dir = record.path / "verifier"
 
     def finish(verdict: Verdict, failure: str | None, message: str) -> TrialResult:
         return _finish(task, agent, record, durations, outcome, graded, verdict, failure,
-                       message, images, findings)
+                       message, images, findings, diff_stat)
 
     try:
         base_index = parse_index(agent_sandbox.exec(BASE_INDEX_COMMAND, cwd="/", timeout=120).text)
         with _timed(durations, "agent", record):
-            outcome = _run_agent(agent, task, agent_sandbox)
+            outcome = _run_agent(agent, task, agent_sandbox, record)
         record.write_text("agent.log", outcome.log)
         record.event("agent-ended", ending=outcome.ending, exit_code=outcome.exit_code)
         diff = agent_sandbox.exec(DIFF_COMMAND, cwd="/", timeout=120).stdout
         if len(diff) > MAX_RECORDED_DIFF:
             diff = diff[:MAX_RECORDED_DIFF] + b"\n[diff truncated at 10 MiB by the run record]\n"
         record.write_text("diff.patch", diff)
+        diff_stat = stat_of(diff.decode("utf-8", "replace"))
         with _timed(durations, "artifacts", record):
             transfers = collect(agent_sandbox, task.config.artifacts)
         record.write_json("artifacts.json", [
@@ -131,6 +142,7 @@ def _finish(
     message: str,
     images: dict[str, str] | None,
     findings: list[str],
+    diff_stat: dict[str, Any],
 ) -> TrialResult:
     test_log = record.path / "verifier" / "test-stdout.txt"
     result = TrialResult(
@@ -149,6 +161,7 @@ def _finish(
         images=dict(images or {}),
         audit=findings,
         agent_log_tail=_tail(outcome.log) if outcome else "",
+        diff_stat=diff_stat,
     )
     record.finish(result.status())
     return result

@@ -32,6 +32,8 @@ class TrialResult:
     details: dict[str, Any] = field(default_factory=dict)
     test_log_tail: str = ""
     agent_log_tail: str = ""
+    #: {"files": [...], "added": N, "removed": N} of the agent's diff.
+    diff_stat: dict[str, Any] = field(default_factory=dict)
     #: Role ("agent", "verifier") -> digest of the image the sandbox was booted from.
     images: dict[str, str] = field(default_factory=dict)
     #: Submission audit findings ("kind: path (detail)").
@@ -51,4 +53,5 @@ class TrialResult:
             "details": self.details,
             "images": self.images,
             "audit": self.audit,
+            "diff": self.diff_stat,
         }
