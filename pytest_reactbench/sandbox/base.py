@@ -15,6 +15,15 @@ from pathlib import Path
 
 Progress = Callable[[str], None]
 
+#: The gate between an agent that declares model hosts and the network.
+EGRESS_SCRIPT = Path(__file__).with_name("egress.cjs")
+EGRESS_PORT = 3128
+
+
+def proxy_env(url: str) -> dict[str, str]:
+    return {"HTTPS_PROXY": url, "HTTP_PROXY": url, "https_proxy": url, "http_proxy": url,
+            "NO_PROXY": "localhost,127.0.0.1", "no_proxy": "localhost,127.0.0.1"}
+
 
 class SandboxError(Exception):
     """The sandbox or its engine broke: a harness error, never the agent's fault."""
@@ -156,8 +165,11 @@ class Backend(ABC):
         network: bool,
         limits: Limits,
         labels: Mapping[str, str],
+        egress: Sequence[str] = (),
     ) -> Sandbox:
-        """Start a fresh sandbox from an image."""
+        """Start a fresh sandbox from an image: with the network (`network`), without it,
+        or (`egress`) reaching only those hosts, through an allowlisting proxy that the
+        sandbox's HTTP(S)_PROXY names."""
 
     def sweep(self) -> int:
         """Remove what a dead run left behind; returns how many things were removed."""

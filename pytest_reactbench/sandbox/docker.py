@@ -11,11 +11,13 @@ run, task, role and owner; a later run removes what a dead one left.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import shutil
 import socket
 import subprocess
+import tarfile
 import tempfile
 import threading
 import time
@@ -26,6 +28,8 @@ from typing import Any
 
 from pytest_reactbench.sandbox import dockerfile as df
 from pytest_reactbench.sandbox.base import (
+    EGRESS_PORT,
+    EGRESS_SCRIPT,
     Backend,
     BakeError,
     ExecResult,
@@ -35,8 +39,9 @@ from pytest_reactbench.sandbox.base import (
     Progress,
     Sandbox,
     SandboxError,
+    proxy_env,
 )
-from pytest_reactbench.sandbox.local import file_lock, tls_hint
+from pytest_reactbench.sandbox.local import file_lock, pid_alive, tls_hint
 from pytest_reactbench.sandbox.recipes import (
     SYSTEM_IMAGE,
     from_refs,
@@ -67,6 +72,17 @@ def _docker() -> Any:
     return docker
 
 
+def _tar(files: Mapping[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
 def _replace_if_changed(path: Path, data: bytes) -> None:
     if path.exists() and path.read_bytes() == data:
         return
@@ -85,12 +101,29 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^a-z0-9_.-]+", "-", name.lower()).strip("-.") or "image"
 
 
+class EgressGate:
+    """An internal network with no route out, and the allowlisting proxy on it (alias
+    `egress`) that is also on the default bridge: the agent's only way out."""
+
+    def __init__(self, network: Any, proxy: Any) -> None:
+        self.network = network
+        self.proxy = proxy
+
+    def close(self) -> None:
+        errors = _docker().errors
+        with contextlib.suppress(errors.NotFound):
+            self.proxy.remove(force=True)
+        with contextlib.suppress(errors.NotFound):
+            self.network.remove()
+
+
 class DockerSandbox(Sandbox):
     backend = "docker"
 
-    def __init__(self, container: Any, api: Any, on_close: Any) -> None:
+    def __init__(self, container: Any, api: Any, on_close: Any, gate: EgressGate | None = None) -> None:
         self.container = container
         self.api = api
+        self.gate = gate
         self._on_close = on_close
         self._closed = False
         self.main_pid = ""
@@ -166,6 +199,8 @@ class DockerSandbox(Sandbox):
         with contextlib.suppress(self._errors().NotFound):
             self.container.remove(force=True, v=True)
         self._on_close(self.container.id)
+        if self.gate is not None:
+            self.gate.close()
 
 
 class DockerBackend(Backend):
@@ -375,10 +410,11 @@ class DockerBackend(Backend):
     # -- sandboxes ---------------------------------------------------------------
 
     def boot(self, image: Image, *, network: bool, limits: Limits,
-             labels: Mapping[str, str]) -> Sandbox:
+             labels: Mapping[str, str], egress: Sequence[str] = ()) -> Sandbox:
         docker = _docker()
         tags = {f"reactbench.{k}": str(v) for k, v in labels.items()}
         tags[LABEL] = self.owner
+        gate = self._egress(egress, tags) if egress else None
         # A task may ask for more CPUs than the engine has (4 on a 2-core machine):
         # the engine refuses that, so the limit is the engine's size.
         cpus = min(limits.cpus, float(self._engine_cpus))
@@ -386,7 +422,8 @@ class DockerBackend(Backend):
             "entrypoint": ["sleep", "infinity"],
             "detach": True,
             "init": True,
-            "network_mode": "bridge" if network else "none",
+            "network_mode": gate.network.name if gate else ("bridge" if network else "none"),
+            "environment": proxy_env(f"http://egress:{EGRESS_PORT}") if gate else {},
             "nano_cpus": int(cpus * 1e9),
             "mem_limit": f"{limits.memory_mb}m",
             "memswap_limit": f"{limits.memory_mb}m",
@@ -396,9 +433,11 @@ class DockerBackend(Backend):
         try:
             container = self.client.containers.run(image.ref, **options)
         except docker.errors.DockerException as exc:
+            if gate:
+                gate.close()
             raise SandboxError(f"cannot start a container from {image.ref}: {exc}") from None
         self._live.add(container.id)
-        sandbox = DockerSandbox(container, self.api, self._live.discard)
+        sandbox = DockerSandbox(container, self.api, self._live.discard, gate)
         made = sandbox.exec(
             ["sh", "-c", "mkdir -p /logs/agent /logs/verifier && cat /proc/1/task/1/children"], cwd="/"
         )
@@ -408,24 +447,42 @@ class DockerBackend(Backend):
         sandbox.main_pid = made.text.strip()
         return sandbox
 
+    def _egress(self, hosts: Sequence[str], labels: Mapping[str, str]) -> EgressGate:
+        errors = _docker().errors
+        system = self._system(lambda _: None, time.monotonic() + 3600)
+        name = f"reactbench-egress-{uuid.uuid4().hex[:12]}"
+        network = self.client.networks.create(name, driver="bridge", internal=True, labels=dict(labels))
+        try:
+            proxy = self.client.containers.create(
+                system.ref, ["node", "/egress.cjs", "proxy", str(EGRESS_PORT), ",".join(hosts)],
+                name=name, labels=dict(labels), network_mode="bridge", init=True)
+            gate = EgressGate(network, proxy)
+            proxy.put_archive("/", _tar({"egress.cjs": EGRESS_SCRIPT.read_bytes()}))
+            network.connect(proxy, aliases=["egress"])
+            proxy.start()
+        except errors.DockerException as exc:
+            with contextlib.suppress(errors.DockerException):
+                network.remove()
+            raise SandboxError(f"cannot start the egress proxy: {exc}") from None
+        return gate
+
     def sweep(self) -> int:
         host = self.owner.rsplit(":", 1)[0]
         removed = 0
         for container in self.client.containers.list(all=True, filters={"label": LABEL}):
             owner = container.labels.get(LABEL, "")
             owner_host, _, pid = owner.rpartition(":")
-            if owner_host != host or owner == self.owner or not pid.isdigit():
-                continue
-            try:
-                os.kill(int(pid), 0)
-                continue
-            except ProcessLookupError:
-                pass
-            except PermissionError:
+            if owner_host != host or owner == self.owner or not pid.isdigit() or pid_alive(int(pid)):
                 continue
             with contextlib.suppress(_docker().errors.NotFound):
                 container.remove(force=True, v=True)
                 removed += 1
+        for network in self.client.networks.list(filters={"label": LABEL}):
+            owner_host, _, pid = (network.attrs.get("Labels") or {}).get(LABEL, "").rpartition(":")
+            if owner_host == host and pid.isdigit() and not pid_alive(int(pid)):
+                with contextlib.suppress(_docker().errors.DockerException):
+                    network.remove()
+                    removed += 1
         return removed
 
     def close(self) -> None:

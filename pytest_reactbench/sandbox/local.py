@@ -31,6 +31,8 @@ from pathlib import Path
 
 from pytest_reactbench.sandbox import dockerfile as df
 from pytest_reactbench.sandbox.base import (
+    EGRESS_PORT,
+    EGRESS_SCRIPT,
     Backend,
     BakeError,
     ExecResult,
@@ -40,6 +42,7 @@ from pytest_reactbench.sandbox.base import (
     Progress,
     Sandbox,
     SandboxError,
+    proxy_env,
 )
 from pytest_reactbench.sandbox.recipes import (
     SYSTEM_IMAGE,
@@ -62,6 +65,15 @@ DEFAULT_ENV = {
     "npm_config_update_notifier": "false",
 }
 CONTEXT_MOUNT = "/run/reactbench/context"
+EGRESS_MOUNT = "/run/reactbench/egress.cjs"
+EGRESS_SOCKET = "/run/reactbench/egress.sock"
+# Each command runs in a fresh network namespace: a relay from its loopback to the
+# host-side proxy's socket starts first, and the command once it listens.
+EGRESS_WRAPPER = (
+    f'node {EGRESS_MOUNT} forward {EGRESS_PORT} {EGRESS_SOCKET} /run/egress-ready & '
+    'i=0; while [ ! -e /run/egress-ready ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; '
+    'exec "$@"'
+)
 CA_MOUNT = "/run/reactbench/ca.crt"
 REQUIRED_TOOLS = ("bwrap", "unshare", "mount", "tar", "git", "node", "pnpm")
 
@@ -78,7 +90,7 @@ def _rmtree(path: Path) -> None:
         shutil.rmtree(path, onerror=fix)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -116,8 +128,10 @@ class LocalSandbox(Sandbox):
         workdir: str,
         upper: Path | None = None,
         ro_binds: Mapping[str, Path] | None = None,
+        egress: subprocess.Popen[bytes] | None = None,
     ) -> None:
         self.root = root
+        self.egress = egress
         self.layers = list(layers)
         self.network = network
         self.env = dict(env)
@@ -186,6 +200,8 @@ class LocalSandbox(Sandbox):
         # Everything runs as root inside the sandbox's user namespace; `user` is
         # accepted for the contract and has no other meaning on this backend.
         argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        if self.egress is not None:
+            argv = ["sh", "-c", EGRESS_WRAPPER, "egress", *argv]
         return self._run(argv, cwd=cwd, env=env, timeout=timeout)
 
     def _run(
@@ -248,6 +264,9 @@ class LocalSandbox(Sandbox):
         if self._closed:
             return
         self._closed = True
+        if self.egress is not None:
+            self.egress.kill()
+            self.egress.wait()
         _rmtree(self.root)
 
 
@@ -513,6 +532,7 @@ class LocalBackend(Backend):
         network: bool,
         limits: Limits,
         labels: Mapping[str, str],
+        egress: Sequence[str] = (),
     ) -> Sandbox:
         meta = self._image_meta(image.ref)
         if meta is None:
@@ -521,13 +541,34 @@ class LocalBackend(Backend):
         (root / "owner.json").write_text(
             json.dumps({"pid": os.getpid(), "owner": self.owner, "labels": dict(labels)})
         )
+        env = {**DEFAULT_ENV, **meta["env"]}  # type: ignore[dict-item]
+        binds: dict[str, Path] = {}
+        proxy = None
+        if egress:
+            proxy = self._start_egress(root / "egress.sock", egress)
+            binds = {EGRESS_MOUNT: EGRESS_SCRIPT, EGRESS_SOCKET: root / "egress.sock"}
+            env.update(proxy_env(f"http://127.0.0.1:{EGRESS_PORT}"))
         return LocalSandbox(
             root,
             list(reversed(self._layers(image.ref))),
             network=network,
-            env={**DEFAULT_ENV, **meta["env"]},  # type: ignore[dict-item]
+            env=env,
             workdir=str(meta["workdir"]),
+            ro_binds=binds,
+            egress=proxy,
         )
+
+    def _start_egress(self, socket_path: Path, hosts: Sequence[str]) -> subprocess.Popen[bytes]:
+        log = (socket_path.parent / "egress.log").open("wb")
+        proxy = subprocess.Popen(["node", str(EGRESS_SCRIPT), "proxy", str(socket_path), ",".join(hosts)],
+                                 stdout=log, stderr=log, start_new_session=True)
+        deadline = time.monotonic() + 10
+        while not socket_path.exists():
+            if proxy.poll() is not None or time.monotonic() > deadline:
+                proxy.kill()
+                raise SandboxError(f"the egress proxy did not start: {socket_path.parent / 'egress.log'}")
+            time.sleep(0.02)
+        return proxy
 
     def sweep(self) -> int:
         removed = 0
@@ -541,13 +582,13 @@ class LocalBackend(Backend):
                 if time.time() - entry.stat().st_mtime < 60:
                     continue
                 pid = -1
-            if pid == os.getpid() or (pid > 0 and _pid_alive(pid)):
+            if pid == os.getpid() or (pid > 0 and pid_alive(pid)):
                 continue
             _rmtree(entry)
             removed += 1
         for entry in list(self.images.glob("*.tmp-*")):
             pid = int(entry.name.split(".tmp-")[1].split("-")[0])
-            if not _pid_alive(pid):
+            if not pid_alive(pid):
                 _rmtree(entry)
                 removed += 1
         return removed

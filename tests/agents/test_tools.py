@@ -20,7 +20,10 @@ def tools(tmp_path: Path, bake_cache: Path):  # type: ignore[no-untyped-def]
                          lambda _: None)
     box = backend.boot(image, network=False, limits=Limits(), labels={})
     events: list[dict[str, Any]] = []
-    yield Tools(box, time.monotonic() + 60, lambda kind, **data: events.append({"kind": kind, **data})), events
+    def record(kind: str, **data: Any) -> None:
+        events.append({"kind": kind, **data})
+
+    yield Tools(box, time.monotonic() + 60, record), events
     box.close()
 
 
@@ -31,7 +34,7 @@ def test_view_numbers_lines_and_ranges(tools) -> None:  # type: ignore[no-untype
     assert "/app/notes.txt" in t.view(".")
     with pytest.raises(ToolError, match=r"view_range \[2, 9\] is outside 1..3"):
         t.view("notes.txt", (2, 9))
-    with pytest.raises(ToolError, match="/app/missing.txt does not exist"):
+    with pytest.raises(ToolError, match=r"/app/missing\.txt does not exist"):
         t.view("missing.txt")
     assert events[0]["tool"] == "view" and events[0]["result_bytes"] > 0
     assert events[-1]["error"] == "/app/missing.txt does not exist"
@@ -42,7 +45,7 @@ def test_str_replace_needs_exactly_one_match(tools) -> None:  # type: ignore[no-
     t.str_replace("notes.txt", "two", "TWO")
     assert t.bash("cat notes.txt").stdout == "one\nTWO\nthree\n"
     t.create("src/dup.txt", "x\nx\n")
-    with pytest.raises(ToolError, match="occurs 2 times in /app/src/dup.txt; it must be unique"):
+    with pytest.raises(ToolError, match=r"occurs 2 times in /app/src/dup\.txt; it must be unique"):
         t.str_replace("src/dup.txt", "x", "y")
     with pytest.raises(ToolError, match="old_str does not occur"):
         t.str_replace("notes.txt", "four", "4")
@@ -55,7 +58,7 @@ def test_insert_and_create(tools) -> None:  # type: ignore[no-untyped-def]
     t.insert("notes.txt", 0, "zero")
     t.insert("notes.txt", 4, "four")
     assert t.bash("cat notes.txt").stdout == "zero\none\ntwo\nthree\nfour\n"
-    with pytest.raises(ToolError, match="insert_line 9 is outside 0..5"):
+    with pytest.raises(ToolError, match=r"insert_line 9 is outside 0\.\.5"):
         t.insert("notes.txt", 9, "x")
     assert t.create("src/new/App.tsx", "export {};\n") == "created /app/src/new/App.tsx"
     with pytest.raises(ToolError, match="already exists"):

@@ -1,0 +1,96 @@
+"""Declared model hosts are the only network an agent gets, on both backends."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_reactbench.sandbox.base import EGRESS_PORT, Limits
+from pytest_reactbench.sandbox.docker import DockerBackend
+from pytest_reactbench.sandbox.local import LocalBackend
+from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP
+from tests.sandbox.test_local import recipe
+
+# A request through the proxy named by the sandbox's environment; prints status and body.
+CLIENT = """
+const http = require("http");
+const proxy = new URL(process.env.HTTP_PROXY);
+const req = http.request({host: proxy.hostname, port: proxy.port, method: "GET", path: process.argv[1]},
+  (res) => { let b = ""; res.on("data", (c) => b += c); res.on("end", () => console.log(res.statusCode, b.trim())); });
+req.on("error", (e) => console.log("ERR", e.code));
+req.end();
+"""
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[int]:
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"model says hi")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield httpd.server_address[1]
+    httpd.shutdown()
+
+
+def fetch(box, url: str) -> str:  # type: ignore[no-untyped-def]
+    return box.exec(["node", "-e", CLIENT, url], timeout=30).text.strip()
+
+
+def test_local_egress_reaches_only_the_declared_hosts(tmp_path: Path, bake_cache: Path,
+                                                      server: int) -> None:
+    backend = LocalBackend(bake_cache, {})
+    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
+    box = backend.boot(image, network=False, limits=Limits(), labels={}, egress=("127.0.0.1",))
+    try:
+        assert box.exec("echo $HTTPS_PROXY").text.strip() == f"http://127.0.0.1:{EGRESS_PORT}"
+        assert fetch(box, f"http://127.0.0.1:{server}/") == "200 model says hi"
+        assert fetch(box, "http://not-allowed.example/") == (
+            "403 egress to not-allowed.example is not allowed")
+        # No way around the proxy: the sandbox's own loopback has nothing on that port.
+        direct = box.exec(["node", "-e", f"require('http').get('http://127.0.0.1:{server}/')"
+                           ".on('error', e => console.log(e.code))"], timeout=30)
+        assert direct.text.strip() == "ECONNREFUSED"
+    finally:
+        box.close()
+    assert box.egress is not None and box.egress.poll() is not None
+
+
+def test_docker_egress_reaches_only_the_declared_hosts(tmp_path: Path) -> None:
+    backend = DockerBackend(Path.home() / ".cache" / "reactbench", DEFAULT_IMAGE_MAP,
+                            ca_bundle=Path("/etc/ssl/certs/ca-certificates.crt"))
+    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=1800), lambda _: None)
+    box = backend.boot(image, network=False, limits=Limits(), labels={"task": "egress"},
+                       egress=("127.0.0.1",))
+    try:
+        gate = box.gate
+        assert gate is not None
+        # A model host stand-in inside the proxy's own network namespace.
+        gate.proxy.exec_run(["node", "-e", "require('http').createServer((q, r) => "
+                             "r.end('model says hi')).listen(8080, '127.0.0.1')"], detach=True)
+        assert fetch(box, "http://127.0.0.1:8080/").endswith("model says hi")
+        assert fetch(box, "http://not-allowed.example/") == (
+            "403 egress to not-allowed.example is not allowed")
+        # The agent's only network is internal: the engine routes nothing out of it.
+        gate.network.reload()
+        assert gate.network.attrs["Internal"] is True
+        attached = backend.api.inspect_container(box.container.id)["NetworkSettings"]["Networks"]
+        assert list(attached) == [gate.network.name]
+    finally:
+        box.close()
+        backend.close()
+    import docker
+
+    client = docker.from_env()
+    assert client.containers.list(all=True, filters={"name": gate.proxy.name}) == []
+    assert client.networks.list(names=[gate.network.name]) == []
