@@ -59,10 +59,6 @@ class Agent(ABC):
     def run(self, ctx: AgentContext) -> AgentOutcome:
         """Act in `ctx.sandbox` on the task, within `ctx.timeout` seconds."""
 
-    @property
-    def needs_network(self) -> bool:
-        return bool(self.model_hosts)
-
 
 def shell_outcome(exit_code: int, timed_out: bool, log: str) -> AgentOutcome:
     if timed_out:

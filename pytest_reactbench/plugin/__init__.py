@@ -22,6 +22,7 @@ from pytest_reactbench.agents import (
     load_agent_class,
     load_predictions,
 )
+from pytest_reactbench.agents.command import load_presets
 from pytest_reactbench.plugin import hookspecs
 from pytest_reactbench.plugin.fixtures import (
     DURATIONS,
@@ -46,7 +47,7 @@ from pytest_reactbench.plugin.items import (
     TrialItem,
 )
 from pytest_reactbench.plugin.report import describe_failure, junit_properties
-from pytest_reactbench.plugin.session import SESSION_KEY, ReactbenchSession
+from pytest_reactbench.plugin.session import SESSION_KEY, ReactbenchSession, command_factory
 from pytest_reactbench.plugin.settings import Settings, addoption, read_settings
 from pytest_reactbench.results import new_run_id
 from pytest_reactbench.sandbox.base import Backend, SandboxError
@@ -103,6 +104,7 @@ def pytest_reactbench_agents() -> Mapping[str, Any]:
         "nop": lambda arg, settings: NopAgent(),
         "patch": _patch_agents,
         "python": _python_agent,
+        **{name: command_factory(spec) for name, spec in load_presets().items()},
     }
 
 

@@ -109,13 +109,14 @@ def reactbench_verifier_image(request: pytest.FixtureRequest, reactbench_backend
     return _bake(request, reactbench_backend, reactbench_task, reactbench_record, "verifier")
 
 
-def _boot(request: pytest.FixtureRequest, backend: Backend, image: Image, *, network: bool,
-          env: EnvironmentConfig, role: str) -> Sandbox:
+def _boot(request: pytest.FixtureRequest, backend: Backend, image: Image, *,
+          env: EnvironmentConfig, role: str, egress: tuple[str, ...] = ()) -> Sandbox:
     session = request.config.stash[SESSION_KEY]
     started = time.monotonic()
     sandbox = backend.boot(
         image,
-        network=network,
+        network=False,
+        egress=egress,
         limits=_limits(env),
         labels={"run": session.records.run_id, "task": request.node.task.id, "role": role,
                 "worker": session.worker},
@@ -128,9 +129,9 @@ def _boot(request: pytest.FixtureRequest, backend: Backend, image: Image, *, net
 def reactbench_agent_sandbox(request: pytest.FixtureRequest, reactbench_backend: Backend,
                              reactbench_agent_image: Image, reactbench_task: Task,
                              reactbench_agent: Agent) -> Iterator[Sandbox]:
-    """The agent's sandbox: offline unless the agent declares model hosts."""
+    """The agent's sandbox: offline, but for the model hosts the agent declares."""
     sandbox = _boot(request, reactbench_backend, reactbench_agent_image,
-                    network=reactbench_agent.needs_network,
+                    egress=reactbench_agent.model_hosts,
                     env=reactbench_task.config.environment, role="agent")
     try:
         yield sandbox
@@ -143,7 +144,7 @@ def reactbench_verifier_sandbox(request: pytest.FixtureRequest, reactbench_backe
                                 reactbench_verifier_image: Image,
                                 reactbench_task: Task) -> Iterator[Sandbox]:
     """A fresh verifier sandbox the agent never touched; always offline."""
-    sandbox = _boot(request, reactbench_backend, reactbench_verifier_image, network=False,
+    sandbox = _boot(request, reactbench_backend, reactbench_verifier_image,
                     env=reactbench_task.config.verifier_environment, role="verifier")
     try:
         yield sandbox

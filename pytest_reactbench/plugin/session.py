@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_reactbench.agents import Agent
+from pytest_reactbench.agents.command import CommandAgent, CommandSpec
 from pytest_reactbench.plugin.progress import progress_printer
 from pytest_reactbench.plugin.settings import Settings, UsageError
 from pytest_reactbench.results import RunRecords
@@ -25,6 +26,13 @@ def _merge(name: str, parts: list[Mapping[str, object]]) -> dict[str, object]:
                 raise UsageError(f"two plugins register the {name} {key!r}")
             merged[key] = value
     return merged
+
+
+def command_factory(spec: CommandSpec) -> object:
+    def make(arg: str, settings: Settings) -> CommandAgent:
+        return CommandAgent(spec, settings.agent_env, settings.model_hosts)
+
+    return make
 
 
 class ReactbenchSession:
@@ -49,6 +57,10 @@ class ReactbenchSession:
     def _make_agents(self) -> dict[str, Agent]:
         factories = _merge("agent", self.config.hook.pytest_reactbench_agents())
         agents: dict[str, Agent] = {}
+        for name, command in self.settings.commands.items():
+            if name in factories:
+                raise UsageError(f"--reactbench-agent-command: {name!r} is already an agent's name")
+            factories[name] = command_factory(CommandSpec(name, command))
         for spec in self.settings.agents:
             name, _, arg = spec.partition(":")
             factory = factories.get(name)

@@ -58,6 +58,22 @@ def addoption(parser: pytest.Parser) -> None:
         "{task_id, model_patch, agent_name} records",
     )
     group.addoption(
+        "--reactbench-agent-command", action="append", default=[], metavar="NAME=COMMAND",
+        help="a command agent: run COMMAND in the agent sandbox (cwd /app; the instruction is "
+        "in $REACTBENCH_INSTRUCTION_FILE); select it with --reactbench-agent=NAME "
+        "(repeatable; ini: reactbench_agent_commands)",
+    )
+    group.addoption(
+        "--reactbench-agent-env", action="append", default=[], metavar="NAME",
+        help="a host environment variable passed to command agents, e.g. an API key; its value "
+        "is never logged (repeatable; ini: reactbench_agent_env)",
+    )
+    group.addoption(
+        "--reactbench-model-host", action="append", default=[], metavar="HOST",
+        help="a host command agents may reach (their only network; repeatable; "
+        "ini: reactbench_model_hosts)",
+    )
+    group.addoption(
         "--reactbench-strict", action="store_true", default=None,
         help="fail a trial whose submission touches files that can fool a grader (package-"
         "manager hooks, runner or linter configs, test files, shadowing modules...), even on "
@@ -65,6 +81,9 @@ def addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("reactbench_tasks", "task roots", type="args", default=["tasks"])
     parser.addini("reactbench_strict", "fail submissions the audit flags", type="bool", default=False)
+    parser.addini("reactbench_agent_commands", "NAME=COMMAND command agents", type="linelist", default=[])
+    parser.addini("reactbench_agent_env", "variables passed to command agents", type="args", default=[])
+    parser.addini("reactbench_model_hosts", "hosts command agents may reach", type="args", default=[])
     parser.addini("reactbench_sandbox", "sandbox backend", default="local")
     parser.addini("reactbench_records", "run record directory", default=".reactbench/records")
     parser.addini("reactbench_cache", "bake cache directory", default="")
@@ -83,6 +102,9 @@ class Settings:
     ca_bundle: Path | None = None
     strict: bool = False
     patch: Path | None = None
+    commands: dict[str, str] = field(default_factory=dict)
+    agent_env: tuple[str, ...] = ()
+    model_hosts: tuple[str, ...] = ()
 
     @property
     def active(self) -> bool:
@@ -166,4 +188,18 @@ def read_settings(config: pytest.Config) -> Settings:
         strict=bool(opt.reactbench_strict if opt.reactbench_strict is not None
                     else config.getini("reactbench_strict")),
         patch=_cli_path(config, opt.reactbench_patch) if opt.reactbench_patch else None,
+        commands=_commands([*config.getini("reactbench_agent_commands"), *opt.reactbench_agent_command]),
+        agent_env=tuple(dict.fromkeys([*config.getini("reactbench_agent_env"), *opt.reactbench_agent_env])),
+        model_hosts=tuple(dict.fromkeys([*config.getini("reactbench_model_hosts"),
+                                         *opt.reactbench_model_host])),
     )
+
+
+def _commands(entries: list[str]) -> dict[str, str]:
+    commands = {}
+    for entry in entries:
+        name, sep, command = entry.partition("=")
+        if not sep or not name.strip() or not command.strip():
+            raise UsageError(f"--reactbench-agent-command: {entry!r} must be NAME=COMMAND")
+        commands[name.strip()] = command.strip()
+    return commands

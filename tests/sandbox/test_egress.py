@@ -20,7 +20,11 @@ CLIENT = """
 const http = require("http");
 const proxy = new URL(process.env.HTTP_PROXY);
 const req = http.request({host: proxy.hostname, port: proxy.port, method: "GET", path: process.argv[1]},
-  (res) => { let b = ""; res.on("data", (c) => b += c); res.on("end", () => console.log(res.statusCode, b.trim())); });
+  (res) => {
+    let b = "";
+    res.on("data", (c) => b += c);
+    res.on("end", () => console.log(res.statusCode, b.trim()));
+  });
 req.on("error", (e) => console.log("ERR", e.code));
 req.end();
 """
@@ -29,7 +33,7 @@ req.end();
 @pytest.fixture(scope="module")
 def server() -> Iterator[int]:
     class Hello(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             self.send_response(200)
             self.end_headers()
             self.wfile.write(b"model says hi")

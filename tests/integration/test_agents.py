@@ -1,0 +1,74 @@
+"""Agents on a shipped task, for real: a scripted command agent that solves it and one
+that breaks it, and a Python agent built only on the environment's tools."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TASK = ROOT / "tasks" / "counter-reset"
+
+TOOL_AGENT = textwrap.dedent('''\
+    from pytest_reactbench.agents import ToolAgent, ToolError
+
+
+    class ResetAgent(ToolAgent):
+        name = "tool-agent"
+
+        def solve(self, instruction, tools):
+            assert "Reset" in instruction
+            source = tools.view("src/Counter.tsx")
+            assert "Increment" in source
+            try:
+                tools.str_replace("src/Counter.tsx", "</button>", "</button>!")
+            except ToolError as exc:  # two buttons? no: one, so this must not happen
+                raise AssertionError(exc)
+            tools.str_replace("src/Counter.tsx", "</button>!", """</button>
+          <button type="button" onClick={() => setCount(0)} disabled={count === 0}>
+            Reset
+          </button>""")
+            check = tools.bash("grep -c Reset src/Counter.tsx")
+            assert check.exit_code == 0, check
+            tools.submit()
+    ''')
+
+
+def test_command_and_python_agents(tmp_path: Path) -> None:
+    solve = (TASK / "solution" / "solve.sh").read_bytes()
+    scripted = ('test -s "$REACTBENCH_INSTRUCTION_FILE" && echo '
+                + base64.b64encode(solve).decode() + " | base64 -d | bash")
+    (tmp_path / "myagents.py").write_text(TOOL_AGENT)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    xml = tmp_path / "r.xml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
+         f"--reactbench-agent-command=scripted={scripted}",
+         "--reactbench-agent-command=breaker=rm src/Counter.tsx",
+         "--reactbench-agent=scripted,breaker,python:myagents:ResetAgent",
+         f"--reactbench-records={tmp_path / 'records'}", f"--junitxml={xml}",
+         f"--rootdir={tmp_path}", str(TASK)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=1800,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert xml.exists(), proc.stdout + proc.stderr
+    props = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        p = {x.get("name"): x.get("value") for x in case.iter("property")}
+        props[p["reactbench.agent"]] = p
+    assert props["scripted"]["reactbench.verdict"] == "passed", proc.stdout[-4000:]
+    assert props["breaker"]["reactbench.verdict"] == "failed"
+    assert props["breaker"]["reactbench.diff.files"] == "src/Counter.tsx"
+    assert props["tool-agent"]["reactbench.verdict"] == "passed", proc.stdout[-4000:]
+    assert props["tool-agent"]["reactbench.diff.stat"] == "1 files, +3 -0"
+    (record,) = (tmp_path / "records").glob("*/counter-reset__tool-agent__1")
+    events = [json.loads(line) for line in (record / "events.jsonl").read_text().splitlines()]
+    tools = [e["tool"] for e in events if e["event"] == "tool"]
+    assert tools == ["view", "str_replace", "str_replace", "bash", "submit"]
+    assert all("t" in e and "result_bytes" in e for e in events if e["event"] == "tool")
