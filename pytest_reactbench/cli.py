@@ -2,11 +2,15 @@
 
     reactbench images [--sandbox docker|local]     build the stand-in base images once
     reactbench validate TASK_DIR... [--sandbox X]  check tasks before committing them
+    reactbench report RUN... [--out DIR]           Markdown and HTML leaderboard
+    reactbench compare BASE NEW                    the regression gate (exit 1 on a regression)
+    reactbench replay RECORD                       run one recorded trial again
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -16,6 +20,9 @@ from pathlib import Path
 
 from pytest_reactbench.plugin import pytest_reactbench_sandbox_backends
 from pytest_reactbench.plugin.settings import Settings, default_ca_bundle, default_cache
+from pytest_reactbench.results.compare import ALPHA, compare
+from pytest_reactbench.results.load import ResultsError, load_outcomes
+from pytest_reactbench.results.render import html_page, markdown
 from pytest_reactbench.sandbox.base import ImageRecipe, SandboxError
 from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP, parse_image_map, recipe_dir
 from pytest_reactbench.tasks import TaskError, load_task
@@ -112,6 +119,55 @@ def _images(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    outcomes = []
+    try:
+        for run in args.runs:
+            outcomes += load_outcomes(Path(run))
+    except ResultsError as exc:
+        print(f"reactbench report: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path(args.runs[0] if Path(args.runs[0]).is_dir() else ".")
+    out.mkdir(parents=True, exist_ok=True)
+    text = markdown(outcomes, args.title)
+    (out / "report.md").write_text(text)
+    (out / "report.html").write_text(html_page(outcomes, args.title, base=out.resolve()))
+    print(text)
+    print(f"wrote {out / 'report.md'} and {out / 'report.html'}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    try:
+        comparison = compare(load_outcomes(Path(args.base)), load_outcomes(Path(args.new)),
+                             alpha=args.alpha)
+    except ResultsError as exc:
+        print(f"reactbench compare: {exc}", file=sys.stderr)
+        return 2
+    print(comparison.summary())
+    for side, keys in (("only in the baseline", comparison.only_base),
+                       ("only in the new run", comparison.only_new)):
+        if keys:
+            print(f"  {side}: " + ", ".join(f"{t} [{a}]" for t, a in keys))
+    return 1 if comparison.regressions else 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    record = Path(args.record)
+    try:
+        manifest = json.loads((record / "manifest.json").read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        print(f"reactbench replay: {record / 'manifest.json'}: {exc}", file=sys.stderr)
+        return 2
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+               f"--reactbench-agent={manifest['agent_spec']}", *manifest.get("options", []),
+               f"--rootdir={Path(manifest['task_path']).parent}",
+               *(["--reactbench-records", args.records] if args.records else []),
+               manifest["task_path"], *args.pytest_args]
+    print("replay: " + " ".join(command[3:]), flush=True)
+    return subprocess.run(command, cwd=Path(manifest["task_path"]).parent).returncode
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="reactbench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -131,6 +187,21 @@ def main(argv: list[str] | None = None) -> int:
     validate.add_argument("--records", help="keep the controls' run records here")
     validate.add_argument("-n", type=int, default=0, help="xdist workers for the controls")
     validate.set_defaults(run=_validate)
+    report = commands.add_parser("report", help="a leaderboard from run records or JUnit XML")
+    report.add_argument("runs", nargs="+", metavar="RUN", help="run record directories or JUnit XML files")
+    report.add_argument("--out", help="where report.md and report.html go (default: the first run)")
+    report.add_argument("--title", default="ReactBench results")
+    report.set_defaults(run=_report)
+    comparing = commands.add_parser("compare", help="flips and regressions between two runs")
+    comparing.add_argument("base", help="the baseline: a JUnit XML file or run record directory")
+    comparing.add_argument("new", help="the new run, the same kinds")
+    comparing.add_argument("--alpha", type=float, default=ALPHA, help="significance level (0.05)")
+    comparing.set_defaults(run=_compare)
+    replay = commands.add_parser("replay", help="run a recorded trial again (same task, agent, options)")
+    replay.add_argument("record", help="a trial's record directory")
+    replay.add_argument("--records", help="where the replay's records go")
+    replay.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
+    replay.set_defaults(run=_replay)
     args = parser.parse_args(argv)
     return int(args.run(args))
 

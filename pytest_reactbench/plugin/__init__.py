@@ -49,6 +49,7 @@ from pytest_reactbench.plugin.items import (
 from pytest_reactbench.plugin.report import describe_failure, junit_properties
 from pytest_reactbench.plugin.session import SESSION_KEY, ReactbenchSession, command_factory
 from pytest_reactbench.plugin.settings import Settings, addoption, read_settings
+from pytest_reactbench.plugin.summary import ResultsSummary
 from pytest_reactbench.results import new_run_id
 from pytest_reactbench.sandbox.base import Backend, SandboxError
 from pytest_reactbench.sandbox.local import LocalBackend
@@ -157,6 +158,8 @@ def pytest_configure(config: pytest.Config) -> None:
         })
         if config.pluginmanager.hasplugin("xdist"):
             config.pluginmanager.register(XdistHooks(run_id), "reactbench-xdist")
+        config.pluginmanager.register(ResultsSummary(session.records, settings.baseline),
+                                      "reactbench-summary")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -230,6 +233,7 @@ def pytest_runtest_makereport(
     elif report.when == "setup" and report.skipped:
         item.user_properties.extend([
             ("reactbench.task", item.task.id), ("reactbench.agent", item.agent.name),
+            ("reactbench.attempt", str(item.attempt)),
             ("reactbench.verdict", "not-attempted" if _not_attempted(report) else "skipped"),
         ])
         report.user_properties = list(item.user_properties)
@@ -240,7 +244,7 @@ def pytest_runtest_makereport(
             # A bake or boot failure is explained, not traced back through fixtures.
             report.longrepr = describe_failure(result)
     if result is not None:
-        item.user_properties.extend(junit_properties(result, session.settings.backend))
+        item.user_properties.extend(junit_properties(result, session.settings.backend, item.attempt))
         report.user_properties = list(item.user_properties)
         if result.verdict is Verdict.ERROR:
             report.user_properties.append((ERROR_KEY, "1"))

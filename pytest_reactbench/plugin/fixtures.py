@@ -17,7 +17,7 @@ from pytest_reactbench.plugin.session import SESSION_KEY
 from pytest_reactbench.results import TrialRecord
 from pytest_reactbench.sandbox.base import Backend, Image, ImageRecipe, Limits, Sandbox
 from pytest_reactbench.tasks import EnvironmentConfig, Task
-from pytest_reactbench.trial import TrialResult, run_trial
+from pytest_reactbench.trial import TrialResult, Verdict, run_trial
 
 DURATIONS = pytest.StashKey[dict[str, float]]()
 IMAGES = pytest.StashKey[dict[str, str]]()
@@ -51,17 +51,17 @@ def reactbench_agent(request: pytest.FixtureRequest) -> Agent:
     return agent
 
 
-@pytest.fixture
-def reactbench_record(request: pytest.FixtureRequest, reactbench_task: Task,
-                      reactbench_agent: Agent) -> TrialRecord:
-    """This trial's run record directory (never reused)."""
+def _open_record(request: pytest.FixtureRequest, task: Task, agent: Agent,
+                 retry_of: TrialRecord | None = None) -> TrialRecord:
     session = request.config.stash[SESSION_KEY]
-    config = reactbench_task.config
+    config = task.config
+    attempt: int = getattr(request.node, "attempt", 1)
     manifest: dict[str, Any] = {
-        "task": reactbench_task.id,
-        "task_path": str(reactbench_task.path),
-        "agent": reactbench_agent.name,
-        "attempt": 1,
+        "task": task.id,
+        "task_path": str(task.path),
+        "agent": agent.name,
+        "agent_spec": session.agent_specs.get(agent.name, agent.name),
+        "attempt": attempt,
         "nodeid": request.node.nodeid,
         "plugin_version": __version__,
         "backend": session.settings.backend,
@@ -69,10 +69,19 @@ def reactbench_record(request: pytest.FixtureRequest, reactbench_task: Task,
         "limits": {"agent": config.environment.model_dump(),
                    "verifier": config.verifier_environment.model_dump()},
         "timeouts": {"agent": config.agent.timeout_sec, "verifier": config.verifier.timeout_sec},
+        "options": session.replay_options,
+        **({"retry_of": str(retry_of.path)} if retry_of else {}),
     }
-    record = session.records.open_trial(reactbench_task.id, reactbench_agent.name, 1, manifest)
+    record = session.records.open_trial(task.id, agent.name, attempt, manifest)
     request.node.stash[RECORD] = record
     return record
+
+
+@pytest.fixture
+def reactbench_record(request: pytest.FixtureRequest, reactbench_task: Task,
+                      reactbench_agent: Agent) -> TrialRecord:
+    """This trial's run record directory (never reused)."""
+    return _open_record(request, reactbench_task, reactbench_agent)
 
 
 def _bake(request: pytest.FixtureRequest, backend: Backend, task: Task, record: TrialRecord,
@@ -157,11 +166,33 @@ def reactbench_trial(request: pytest.FixtureRequest, reactbench_task: Task,
                      reactbench_agent: Agent, reactbench_record: TrialRecord,
                      reactbench_agent_sandbox: Sandbox,
                      reactbench_verifier_sandbox: Sandbox) -> TrialResult:
-    """The trial's verdict: the agent acts, the verifier grades."""
+    """The trial's verdict: the agent acts, the verifier grades. A trial that ends in
+    an error (never a pass or a fail) is retried in fresh sandboxes, with a record of
+    its own, up to --reactbench-retries times."""
+    settings = request.config.stash[SESSION_KEY].settings
+    task, agent = reactbench_task, reactbench_agent
     durations = request.node.stash.setdefault(DURATIONS, {})
-    result = run_trial(reactbench_task, reactbench_agent, reactbench_agent_sandbox,
-                       reactbench_verifier_sandbox, reactbench_record, durations,
-                       request.node.stash.get(IMAGES, {}),
-                       strict=request.config.stash[SESSION_KEY].settings.strict)
+    images = request.node.stash.get(IMAGES, {})
+    result = run_trial(task, agent, reactbench_agent_sandbox, reactbench_verifier_sandbox,
+                       reactbench_record, durations, images, strict=settings.strict)
+    record, retries = reactbench_record, 0
+    while result.verdict is Verdict.ERROR and retries < settings.retries:
+        retries += 1
+        record.event("retried", failure=result.failure, retry=retries)
+        record = _open_record(request, task, agent, retry_of=record)
+        backend = request.getfixturevalue("reactbench_backend")
+        boxes = [
+            _boot(request, backend, request.getfixturevalue("reactbench_agent_image"),
+                  egress=agent.model_hosts, env=task.config.environment, role="agent"),
+            _boot(request, backend, request.getfixturevalue("reactbench_verifier_image"),
+                  env=task.config.verifier_environment, role="verifier"),
+        ]
+        try:
+            result = run_trial(task, agent, boxes[0], boxes[1], record, {}, images,
+                               strict=settings.strict)
+        finally:
+            for box in boxes:
+                box.close()
+        result.retries = retries
     request.config.stash[SESSION_KEY].trial_finished(result, request.node)
     return result

@@ -58,17 +58,21 @@ class TaskDirectory(pytest.Directory):
         agents = self.config.stash[AGENTS_KEY]
         self.config.stash[SESSION_KEY].collected_tasks.add(task.id)
         items: list[pytest.Item] = []
+        attempts = self.config.stash[SESSION_KEY].settings.attempts
         for name, agent in agents.items():
             try:
                 agent.check(task)
             except AgentConfigError as exc:
                 raise self.CollectError(f"agent {name}: {exc}") from None
-            item = TrialItem.from_parent(self, name=name, callobj=_trial, task=task, agent=agent)
             reason = agent.not_attempted(task)
-            if reason:
-                # Reported apart (N, NOT ATTEMPTED): neither a pass nor a silent skip.
-                item.add_marker(pytest.mark.skip(reason=f"{NOT_ATTEMPTED} {reason}"))
-            items.append(item)
+            for attempt in range(1, attempts + 1):
+                item = TrialItem.from_parent(
+                    self, name=name if attempts == 1 else f"{name}#{attempt}", callobj=_trial,
+                    task=task, agent=agent, attempt=attempt)
+                if reason:
+                    # Reported apart (N, NOT ATTEMPTED): neither a pass nor a silent skip.
+                    item.add_marker(pytest.mark.skip(reason=f"{NOT_ATTEMPTED} {reason}"))
+                items.append(item)
         return items
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]
@@ -81,10 +85,11 @@ class TrialItem(pytest.Function):
     """One agent's attempt at one task. A `pytest.Function` so that its sandboxes,
     images and agent are ordinary fixtures a conftest.py can override."""
 
-    def __init__(self, *, task: Task, agent: Agent, **kwargs: Any) -> None:
+    def __init__(self, *, task: Task, agent: Agent, attempt: int = 1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.task = task
         self.agent = agent
+        self.attempt = attempt
         for name in task.markers:
             marker = marker_name(name)
             self.config.addinivalue_line("markers", f"{marker}: task metadata")

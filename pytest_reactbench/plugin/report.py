@@ -64,13 +64,14 @@ def describe_failure(result: TrialResult) -> str:
     return "\n".join(lines)
 
 
-def junit_properties(result: TrialResult, backend: str) -> list[tuple[str, object]]:
+def junit_properties(result: TrialResult, backend: str, attempt: int = 1) -> list[tuple[str, object]]:
     def gate(value: bool | None) -> str:
         return "" if value is None else str(int(value))
 
     props: list[tuple[str, object]] = [
         ("reactbench.task", result.task_id),
         ("reactbench.agent", result.agent),
+        ("reactbench.attempt", str(attempt)),
         ("reactbench.verdict", result.verdict.value),
         ("reactbench.reward", "" if result.reward is None else f"{result.reward:g}"),
         ("reactbench.gate.tests", gate(result.gates.get("tests"))),
@@ -82,6 +83,8 @@ def junit_properties(result: TrialResult, backend: str) -> list[tuple[str, objec
     for phase in ("bake", "boot", "agent", "artifacts", "verify"):
         if phase in result.durations:
             props.append((f"reactbench.duration.{phase}", f"{result.durations[phase]:.3f}"))
+    if result.retries:
+        props.append(("reactbench.retries", str(result.retries)))
     if result.diff_stat:
         files = result.diff_stat.get("files", [])
         props.append(("reactbench.diff.stat", f"{len(files)} files, +{result.diff_stat.get('added', 0)} "

@@ -28,6 +28,21 @@ def _merge(name: str, parts: list[Mapping[str, object]]) -> dict[str, object]:
     return merged
 
 
+def replay_options(settings: Settings) -> list[str]:
+    """The command-line options that make a trial's agent again (no secrets: env
+    variables are named, never valued)."""
+    options = [f"--reactbench-sandbox={settings.backend}"]
+    if settings.patch:
+        options.append(f"--reactbench-patch={settings.patch}")
+    options += [f"--reactbench-agent-command={n}={c}" for n, c in settings.commands.items()]
+    options += [f"--reactbench-agent-env={n}" for n in settings.agent_env]
+    options += [f"--reactbench-model-host={h}" for h in settings.model_hosts]
+    options += [f"--reactbench-image-map={k}={v}" for k, v in settings.image_map.items()]
+    if settings.strict:
+        options.append("--reactbench-strict")
+    return options
+
+
 def command_factory(spec: CommandSpec) -> object:
     def make(arg: str, settings: Settings) -> CommandAgent:
         return CommandAgent(spec, settings.agent_env, settings.model_hosts)
@@ -44,6 +59,10 @@ class ReactbenchSession:
         self.results: list[TrialResult] = []
         #: Ids of the task directories collected in this session.
         self.collected_tasks: set[str] = set()
+        #: agent name -> the --reactbench-agent spec that made it (for replay)
+        self.agent_specs: dict[str, str] = {}
+        #: Options a replay of one of this session's trials repeats.
+        self.replay_options = replay_options(settings)
         self._backend: Backend | None = None
         self.agents = self._make_agents()
         backends = _merge("sandbox backend", self.config.hook.pytest_reactbench_sandbox_backends())
@@ -74,6 +93,7 @@ class ReactbenchSession:
                 if agent.name in agents:
                     raise UsageError(f"--reactbench-agent: two agents are named {agent.name!r}")
                 agents[agent.name] = agent
+                self.agent_specs[agent.name] = spec
         return agents
 
     def backend(self) -> Backend:

@@ -74,6 +74,20 @@ def addoption(parser: pytest.Parser) -> None:
         "ini: reactbench_model_hosts)",
     )
     group.addoption(
+        "--reactbench-attempts", type=int, default=None, metavar="N",
+        help="attempts per task and agent, one item each (ini: reactbench_attempts; default 1)",
+    )
+    group.addoption(
+        "--reactbench-retries", type=int, default=None, metavar="N",
+        help="retry a trial that ended in an error (never a pass or a fail) up to N times; "
+        "each retry has its own record (ini: reactbench_retries; default 0)",
+    )
+    group.addoption(
+        "--reactbench-baseline", default=None, metavar="PATH",
+        help="a JUnit XML file or run record directory to compare this run with; a regression "
+        "makes the session fail",
+    )
+    group.addoption(
         "--reactbench-strict", action="store_true", default=None,
         help="fail a trial whose submission touches files that can fool a grader (package-"
         "manager hooks, runner or linter configs, test files, shadowing modules...), even on "
@@ -81,6 +95,8 @@ def addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("reactbench_tasks", "task roots", type="args", default=["tasks"])
     parser.addini("reactbench_strict", "fail submissions the audit flags", type="bool", default=False)
+    parser.addini("reactbench_attempts", "attempts per task and agent", default="1")
+    parser.addini("reactbench_retries", "retries of trials that ended in an error", default="0")
     parser.addini("reactbench_agent_commands", "NAME=COMMAND command agents", type="linelist", default=[])
     parser.addini("reactbench_agent_env", "variables passed to command agents", type="args", default=[])
     parser.addini("reactbench_model_hosts", "hosts command agents may reach", type="args", default=[])
@@ -103,6 +119,9 @@ class Settings:
     strict: bool = False
     patch: Path | None = None
     commands: dict[str, str] = field(default_factory=dict)
+    attempts: int = 1
+    retries: int = 0
+    baseline: Path | None = None
     agent_env: tuple[str, ...] = ()
     model_hosts: tuple[str, ...] = ()
 
@@ -171,6 +190,8 @@ def read_settings(config: pytest.Config) -> Settings:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     explicit_paths = config.args_source is pytest.Config.ArgsSource.ARGS
+    if opt.reactbench_baseline and not _cli_path(config, opt.reactbench_baseline).exists():
+        raise UsageError(f"--reactbench-baseline: {opt.reactbench_baseline} does not exist")
     if agents and (opt.reactbench_tasks or not explicit_paths):
         # The roots are collected only when no path is given (or they were asked for).
         source = "--reactbench-tasks" if opt.reactbench_tasks else "ini reactbench_tasks"
@@ -189,10 +210,25 @@ def read_settings(config: pytest.Config) -> Settings:
                     else config.getini("reactbench_strict")),
         patch=_cli_path(config, opt.reactbench_patch) if opt.reactbench_patch else None,
         commands=_commands([*config.getini("reactbench_agent_commands"), *opt.reactbench_agent_command]),
+        attempts=_count(opt.reactbench_attempts, config.getini("reactbench_attempts"),
+                        "--reactbench-attempts", 1, 100),
+        retries=_count(opt.reactbench_retries, config.getini("reactbench_retries"),
+                       "--reactbench-retries", 0, 10),
+        baseline=_cli_path(config, opt.reactbench_baseline) if opt.reactbench_baseline else None,
         agent_env=tuple(dict.fromkeys([*config.getini("reactbench_agent_env"), *opt.reactbench_agent_env])),
         model_hosts=tuple(dict.fromkeys([*config.getini("reactbench_model_hosts"),
                                          *opt.reactbench_model_host])),
     )
+
+
+def _count(option: int | None, ini: str, name: str, low: int, high: int) -> int:
+    try:
+        value = option if option is not None else int(ini)
+    except ValueError:
+        raise UsageError(f"{name}: expected a whole number, got {ini!r}") from None
+    if not low <= value <= high:
+        raise UsageError(f"{name}: {value} is outside {low}..{high}")
+    return value
 
 
 def _commands(entries: list[str]) -> dict[str, str]:

@@ -32,6 +32,8 @@ class TrialResult:
     details: dict[str, Any] = field(default_factory=dict)
     test_log_tail: str = ""
     agent_log_tail: str = ""
+    #: How many times an error made this trial start again before this result.
+    retries: int = 0
     #: {"files": [...], "added": N, "removed": N} of the agent's diff.
     diff_stat: dict[str, Any] = field(default_factory=dict)
     #: Role ("agent", "verifier") -> digest of the image the sandbox was booted from.

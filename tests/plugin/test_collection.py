@@ -58,7 +58,8 @@ def test_task_roots_option_and_explicit_paths(suite: pytest.Pytester) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--reactbench-agent=wizard"], "*unknown agent 'wizard'; known: aider, claude-code, codex, nop, oracle, patch, python*"),
+        (["--reactbench-agent=wizard"],
+         "*unknown agent 'wizard'; known: aider, claude-code, codex, nop, oracle, patch, python*"),
         (["--reactbench-agent=nop", "--reactbench-sandbox=cloud"],
          "*unknown backend 'cloud'; known: *local*"),
         (["--reactbench-agent=nop", "--reactbench-image-map=ghcr.io/x"],

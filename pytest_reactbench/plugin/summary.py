@@ -1,0 +1,119 @@
+"""The end of a session, on the controller (xdist workers report to it): a tasks x
+agents table with scores, errors apart, the leaderboard files in the run's record
+directory, and the comparison with a baseline (a regression fails the session)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_reactbench.results.aggregate import Outcome, score_agents
+from pytest_reactbench.results.compare import Comparison, compare
+from pytest_reactbench.results.load import ResultsError, load_outcomes
+from pytest_reactbench.results.records import RunRecords
+from pytest_reactbench.results.render import html_page, markdown
+
+SHORT = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "not-attempted": "n/a"}
+
+
+def _float(value: str) -> float | None:
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+def outcome_of(report: pytest.TestReport) -> Outcome | None:
+    props = {str(k): str(v) for k, v in report.user_properties}
+    if "reactbench.verdict" not in props:
+        return None
+    if not (report.when == "call" or (report.when == "setup" and not report.passed)):
+        return None
+    return Outcome(
+        task=props["reactbench.task"],
+        agent=props["reactbench.agent"],
+        attempt=int(props.get("reactbench.attempt") or 1),
+        verdict=props["reactbench.verdict"],
+        reward=_float(props.get("reactbench.reward", "")),
+        failure=props.get("reactbench.failure", ""),
+        gates={g: props.get(f"reactbench.gate.{g}", "") for g in ("tests", "react_doctor")},
+        durations={k.removeprefix("reactbench.duration."): float(v) for k, v in props.items()
+                   if k.startswith("reactbench.duration.")},
+        record=props.get("reactbench.record", ""),
+    )
+
+
+class ResultsSummary:
+    """Registered on the controller only."""
+
+    def __init__(self, records: RunRecords, baseline: Path | None) -> None:
+        self.records = records
+        self.baseline = baseline
+        self.outcomes: list[Outcome] = []
+        self.comparison: Comparison | None = None
+        self.baseline_error: str | None = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        outcome = outcome_of(report)
+        if outcome is not None:
+            self.outcomes.append(outcome)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if not self.outcomes:
+            return
+        (self.records.run_dir / "report.md").write_text(markdown(self.outcomes))
+        (self.records.run_dir / "report.html").write_text(
+            html_page(self.outcomes, base=self.records.run_dir))
+        if self.baseline is None:
+            return
+        try:
+            self.comparison = compare(load_outcomes(self.baseline), self.outcomes)
+        except ResultsError as exc:
+            self.baseline_error = str(exc)
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
+        if self.comparison.regressions:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if not self.outcomes:
+            return
+        tasks = sorted({o.task for o in self.outcomes})
+        scores = score_agents(self.outcomes, tasks)
+        tr = terminalreporter
+        tr.section(f"reactbench: {len(tasks)} task(s) x {len(scores)} agent(s)")
+        width = max(len(s.agent) for s in scores) + 2
+        tr.line(f"{'agent':<{width}}{'score':>7}{'95% CI':>12}{'pass@1':>8}{'pass@k':>12}"
+                f"{'tasks':>8}{'errors':>8}")
+        for s in scores:
+            ci = "-" if s.ci is None else f"{100 * s.ci[0]:.0f}-{100 * s.ci[1]:.0f}%"
+            score = "-" if s.score is None else f"{100 * s.score:.0f}%"
+            p1 = "-" if s.pass_at_1 is None else f"{100 * s.pass_at_1:.0f}%"
+            pk = "-" if s.pass_at_k is None else f"{100 * s.pass_at_k:.0f}% k={s.k}"
+            tr.line(f"{s.agent:<{width}}{score:>7}{ci:>12}{p1:>8}{pk:>12}"
+                    f"{f'{len(s.per_task)}/{len(tasks)}':>8}{f'{s.errors}/{s.trials}':>8}"
+                    + ("" if s.ranked else "  (unranked: misses " + ", ".join(s.missing[:3]) + ")"))
+        twidth = max(len(t) for t in tasks) + 2
+        agents = [s.agent for s in scores]
+        tr.line("")
+        tr.line(f"{'task':<{twidth}}" + "".join(f"{a[:14]:>16}" for a in agents))
+        for task in tasks:
+            cells = []
+            for agent in agents:
+                rows = [o for o in self.outcomes if o.task == task and o.agent == agent]
+                if not rows:
+                    cells.append(f"{'':>16}")
+                    continue
+                verdicts = sorted({SHORT.get(o.verdict, o.verdict) for o in rows})
+                mean = next((s.per_task.get(task) for s in scores if s.agent == agent), None)
+                text = "/".join(verdicts) + ("" if mean is None else f" {mean:.2f}")
+                cells.append(f"{text:>16}")
+            tr.line(f"{task:<{twidth}}" + "".join(cells))
+        tr.line("")
+        tr.line(f"records and leaderboard: {self.records.run_dir} (report.md, report.html)")
+        if self.baseline_error:
+            tr.line(f"reactbench baseline: {self.baseline_error}", red=True)
+        elif self.comparison is not None:
+            tr.line(self.comparison.summary(), red=bool(self.comparison.regressions),
+                    green=not self.comparison.regressions)

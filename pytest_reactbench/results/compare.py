@@ -1,0 +1,154 @@
+"""The regression gate: what changed between a baseline run and a new one, and whether
+a change is beyond noise.
+
+Per task and agent: with one attempt on each side, a pass that became a fail is a
+regression. With several attempts on both sides, a drop is a regression only when a
+one-sided Fisher exact test on the pass counts gives p < `alpha` (otherwise it is
+reported as within noise). For the suite, a paired sign-flip permutation test on the
+per-task mean rewards says whether the mean moved beyond noise.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from dataclasses import dataclass
+
+from pytest_reactbench.results.aggregate import Outcome
+
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class TaskChange:
+    task: str
+    agent: str
+    base: tuple[int, int]  # (valid attempts, passes)
+    new: tuple[int, int]
+    p_value: float | None
+    regression: bool
+
+    @property
+    def base_mean(self) -> float:
+        return self.base[1] / self.base[0]
+
+    @property
+    def new_mean(self) -> float:
+        return self.new[1] / self.new[0]
+
+    @property
+    def kind(self) -> str:
+        if self.base[0] == self.new[0] == 1:
+            if self.base[1] > self.new[1]:
+                return "pass->fail"
+            if self.base[1] < self.new[1]:
+                return "fail->pass"
+            return "same"
+        if self.new_mean < self.base_mean:
+            return "worse" if self.regression else "worse (within noise)"
+        if self.new_mean > self.base_mean:
+            return "better"
+        return "same"
+
+
+@dataclass
+class Comparison:
+    changes: list[TaskChange]
+    suite_base: float | None
+    suite_new: float | None
+    suite_p: float | None
+    only_base: list[tuple[str, str]]
+    only_new: list[tuple[str, str]]
+
+    @property
+    def regressions(self) -> list[TaskChange]:
+        return [c for c in self.changes if c.regression]
+
+    def summary(self) -> str:
+        lines = []
+        flips = [c for c in self.changes if c.kind != "same"]
+        for change in flips:
+            p = f", p={change.p_value:.3f}" if change.p_value is not None else ""
+            lines.append(f"  {change.task} [{change.agent}]: {change.kind} "
+                         f"({change.base[1]}/{change.base[0]} -> {change.new[1]}/{change.new[0]}{p})")
+        head = (f"baseline {_pct(self.suite_base)} -> now {_pct(self.suite_new)}"
+                + (f" (paired permutation test p={self.suite_p:.3f})" if self.suite_p is not None else ""))
+        verdict = (f"{len(self.regressions)} regression(s)" if self.regressions
+                   else "no regression")
+        return "\n".join([f"reactbench compare: {verdict}; {head}", *lines])
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def fisher_one_sided(base: tuple[int, int], new: tuple[int, int]) -> float:
+    """P(the baseline does at least this much better by chance): the hypergeometric
+    tail of the baseline's passes, all passes and attempts fixed."""
+    n1, c1 = base
+    n2, c2 = new
+    total, passes = n1 + n2, c1 + c2
+    denominator = math.comb(total, n1)
+    tail = sum(math.comb(passes, x) * math.comb(total - passes, n1 - x)
+               for x in range(c1, min(n1, passes) + 1))
+    return tail / denominator
+
+
+def sign_flip_p(diffs: list[float], iterations: int = 20000, seed: int = 0) -> float | None:
+    """Two-sided paired permutation test of a zero mean difference."""
+    diffs = [d for d in diffs if d != 0]
+    if not diffs:
+        return None
+    observed = abs(sum(diffs))
+    if len(diffs) <= 16:
+        signs = itertools.product((1, -1), repeat=len(diffs))
+        hits = total = 0
+        for combo in signs:
+            total += 1
+            hits += abs(sum(s * d for s, d in zip(combo, diffs, strict=True))) >= observed - 1e-12
+        return hits / total
+    rng = random.Random(seed)
+    hits = sum(abs(sum(d if rng.random() < 0.5 else -d for d in diffs)) >= observed - 1e-12
+               for _ in range(iterations))
+    return (hits + 1) / (iterations + 1)
+
+
+def _counts(outcomes: list[Outcome]) -> dict[tuple[str, str], tuple[int, int]]:
+    counts: dict[tuple[str, str], tuple[int, int]] = {}
+    for o in outcomes:
+        if o.valid:
+            n, c = counts.get((o.task, o.agent), (0, 0))
+            counts[(o.task, o.agent)] = (n + 1, c + (o.verdict == "passed"))
+    return counts
+
+
+def compare(base: list[Outcome], new: list[Outcome], alpha: float = ALPHA) -> Comparison:
+    before, after = _counts(base), _counts(new)
+    changes = []
+    for key in sorted(set(before) & set(after)):
+        b, a = before[key], after[key]
+        if b[0] == 1 and a[0] == 1:
+            p, regression = None, b[1] > a[1]
+        elif b[0] >= 2 and a[0] >= 2:
+            p = fisher_one_sided(b, a)
+            regression = a[1] / a[0] < b[1] / b[0] and p < alpha
+        else:
+            p, regression = None, False  # one side has a single attempt: reported, not gated
+            if b[1] / b[0] > a[1] / a[0] and a[0] == 1 and a[1] == 0 and b[1] == b[0]:
+                regression = True  # it always passed and now fails
+        changes.append(TaskChange(key[0], key[1], b, a, p, regression))
+    shared = sorted(set(before) & set(after))
+    diffs = [after[k][1] / after[k][0] - before[k][1] / before[k][0] for k in shared]
+    return Comparison(
+        changes=changes,
+        suite_base=_mean([before[k][1] / before[k][0] for k in shared]),
+        suite_new=_mean([after[k][1] / after[k][0] for k in shared]),
+        suite_p=sign_flip_p(diffs),
+        only_base=sorted(set(before) - set(after)),
+        only_new=sorted(set(after) - set(before)),
+    )
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None

@@ -1,0 +1,77 @@
+import pytest
+
+from pytest_reactbench.results.aggregate import Outcome, bootstrap_ci, pass_at_k, score_agents
+from pytest_reactbench.results.compare import compare, fisher_one_sided, sign_flip_p
+
+
+def o(task: str, agent: str, verdict: str, attempt: int = 1) -> Outcome:
+    reward = {"passed": 1.0, "failed": 0.0}.get(verdict)
+    return Outcome(task, agent, attempt, verdict, reward)
+
+
+def test_valid_attempts_are_averaged_per_task_then_tasks_weigh_the_same() -> None:
+    outcomes = [
+        o("a", "x", "passed", 1), o("a", "x", "failed", 2), o("a", "x", "error", 3),
+        o("b", "x", "passed", 1),
+        o("c", "x", "passed", 1), o("c", "x", "passed", 2), o("c", "x", "passed", 3),
+    ]
+    (score,) = score_agents(outcomes)
+    assert score.per_task == {"a": 0.5, "b": 1.0, "c": 1.0}
+    assert score.score == pytest.approx(2.5 / 3)  # not 5/6 of all attempts
+    assert score.errors == 1 and score.trials == 7 and score.reliability == pytest.approx(6 / 7)
+    assert score.counts["a"] == (2, 1)
+
+
+def test_partial_entries_are_shown_unranked() -> None:
+    outcomes = [o("a", "full", "failed"), o("b", "full", "failed"),
+                o("a", "partial", "passed"), o("b", "partial", "error"),
+                o("a", "absent", "not-attempted"), o("b", "absent", "passed")]
+    scores = {s.agent: s for s in score_agents(outcomes)}
+    assert scores["full"].ranked and scores["full"].score == 0.0
+    assert not scores["partial"].ranked and scores["partial"].missing == ["b"]
+    assert scores["partial"].score == 1.0  # shown, over what it covers
+    assert not scores["absent"].ranked
+    # Ranked entries come first, whatever the unranked ones score.
+    assert next(s.agent for s in score_agents(outcomes)) == "full"
+
+
+def test_pass_at_k_and_interval() -> None:
+    assert pass_at_k(4, 1, 1) == pytest.approx(0.25)
+    assert pass_at_k(4, 1, 4) == 1.0
+    assert pass_at_k(4, 0, 2) == 0.0
+    assert pass_at_k(5, 2, 2) == pytest.approx(1 - 3 / 10)
+    low, high = bootstrap_ci([0.0, 1.0, 1.0, 0.5, 1.0, 0.0, 1.0, 1.0])  # type: ignore[misc]
+    assert 0.0 <= low < 0.6875 < high <= 1.0
+    assert bootstrap_ci([1.0]) is None
+
+
+def test_single_attempt_flip_is_a_regression() -> None:
+    base = [o("a", "x", "passed"), o("b", "x", "failed")]
+    new = [o("a", "x", "failed"), o("b", "x", "passed")]
+    result = compare(base, new)
+    kinds = {c.task: c.kind for c in result.changes}
+    assert kinds == {"a": "pass->fail", "b": "fail->pass"}
+    assert [c.task for c in result.regressions] == ["a"]
+    assert "1 regression(s)" in result.summary()
+
+
+def test_noise_is_not_flagged_but_a_clear_drop_is() -> None:
+    def attempts(task: str, passes: int, n: int) -> list[Outcome]:
+        return [o(task, "x", "passed" if i < passes else "failed", i + 1) for i in range(n)]
+
+    base = attempts("noisy", 3, 5) + attempts("clear", 10, 10)
+    new = attempts("noisy", 2, 5) + attempts("clear", 2, 10)
+    result = compare(base, new)
+    by_task = {c.task: c for c in result.changes}
+    assert not by_task["noisy"].regression and by_task["noisy"].kind == "worse (within noise)"
+    assert by_task["noisy"].p_value == pytest.approx(fisher_one_sided((5, 3), (5, 2)))
+    assert by_task["clear"].regression and by_task["clear"].p_value < 0.001
+    assert [c.task for c in result.regressions] == ["clear"]
+
+
+def test_fisher_and_permutation_tests() -> None:
+    assert fisher_one_sided((4, 4), (4, 0)) == pytest.approx(1 / 70)
+    assert fisher_one_sided((4, 2), (4, 2)) == pytest.approx(53 / 70)
+    assert sign_flip_p([0.0, 0.0]) is None
+    assert sign_flip_p([-1.0] * 6) == pytest.approx(2 / 64)
+    assert sign_flip_p([1.0, -1.0, 0.5, -0.5]) == 1.0
