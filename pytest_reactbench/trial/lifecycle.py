@@ -11,6 +11,7 @@ from typing import Any
 
 from pytest_reactbench.agents import Agent, AgentContext, AgentOutcome
 from pytest_reactbench.results import TrialRecord
+from pytest_reactbench.results.gates import write_gate_report
 from pytest_reactbench.sandbox.base import Sandbox, SandboxError
 from pytest_reactbench.tasks import Task
 from pytest_reactbench.trial.outcome import TrialResult, Verdict
@@ -163,5 +164,8 @@ def _finish(
         agent_log_tail=_tail(outcome.log) if outcome else "",
         diff_stat=diff_stat,
     )
+    write_gate_report(record.path / "junit.xml", task=task.id, agent=agent.name,
+                      verdict=verdict.value, gates=result.gates, details=result.details,
+                      failure=failure, message=message, durations=durations)
     record.finish(result.status())
     return result

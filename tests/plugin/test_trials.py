@@ -78,6 +78,11 @@ def test_pass_and_fail_with_junit_properties(suite: pytest.Pytester, bake_cache:
     assert nop["reactbench.verdict"] == "failed" and nop["reactbench.failure"] == "tests"
     records = statuses(suite)
     assert records["alpha__oracle__1"]["verdict"] == "passed"
+    # Each record holds a gate-level JUnit file of its own.
+    (gate_xml,) = (suite.path / "records").glob("*/alpha__nop__1/junit.xml")
+    cases = {c.get("name"): c for c in ET.parse(gate_xml).getroot().iter("testcase")}
+    assert set(cases) == {"tests", "react_doctor"}
+    assert cases["tests"].find("failure") is not None and cases["react_doctor"].find("failure") is None
     assert records["alpha__nop__1"]["status"] == "complete"
     assert leftover_sandboxes(bake_cache) == []
 
