@@ -448,7 +448,8 @@ function grade() {
   // Scanned before the hidden specs are applied, so that they are never findings.
   let doctor;
   try {
-    const after = scan(config, { afterSubmission: true });
+    // An unchanged tree is the base commit: its scan is the baked baseline.
+    const after = submission.changed.length ? scan(config, { afterSubmission: true }) : before;
     fs.writeFileSync(path.join(LOGS, "rd-after.json"), JSON.stringify(after));
     doctor = compareReports(before, after, config.rd.targets);
     doctor.unscanned = unscanned(after, submission.changed);
