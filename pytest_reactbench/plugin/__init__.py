@@ -158,8 +158,9 @@ def pytest_configure(config: pytest.Config) -> None:
         })
         if config.pluginmanager.hasplugin("xdist"):
             config.pluginmanager.register(XdistHooks(run_id), "reactbench-xdist")
-        config.pluginmanager.register(ResultsSummary(session.records, settings.baseline),
-                                      "reactbench-summary")
+        config.pluginmanager.register(
+            ResultsSummary(session.records, settings.baseline, lambda: session.backend().sweep()),
+            "reactbench-summary")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -4,6 +4,7 @@ directory, and the comparison with a baseline (a regression fails the session)."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,13 @@ def _float(value: str) -> float | None:
 
 def outcome_of(report: pytest.TestReport) -> Outcome | None:
     props = {str(k): str(v) for k, v in report.user_properties}
+    # xdist reports with when "???", outside pytest's own literal type.
+    if str(report.when) == "???" and "::" in report.nodeid:
+        # xdist's report of an item whose worker died under it: a harness error.
+        task, _, name = report.nodeid.rpartition("::")
+        agent, _, attempt = name.partition("#")
+        return Outcome(task.rsplit("/", 1)[-1], agent, int(attempt or 1), "error",
+                       failure="WorkerCrashed")
     if "reactbench.verdict" not in props:
         return None
     if not (report.when == "call" or (report.when == "setup" and not report.passed)):
@@ -47,8 +55,10 @@ def outcome_of(report: pytest.TestReport) -> Outcome | None:
 class ResultsSummary:
     """Registered on the controller only."""
 
-    def __init__(self, records: RunRecords, baseline: Path | None) -> None:
+    def __init__(self, records: RunRecords, baseline: Path | None,
+                 sweep: Callable[[], int]) -> None:
         self.records = records
+        self.sweep = sweep
         self.baseline = baseline
         self.outcomes: list[Outcome] = []
         self.comparison: Comparison | None = None
@@ -60,6 +70,9 @@ class ResultsSummary:
             self.outcomes.append(outcome)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        # A worker that died left its trials' records running and its sandboxes behind.
+        if self.records.close_orphans():
+            self.sweep()
         if not self.outcomes:
             return
         (self.records.run_dir / "report.md").write_text(markdown(self.outcomes))

@@ -83,7 +83,8 @@ class RunRecords:
             record = TrialRecord(path, self)
             self.open.add(record)
             record.write_json("manifest.json", manifest)
-            record.write_json("status.json", {"status": "running", "started_at": record.started})
+            record.write_json("status.json", {"status": "running", "started_at": record.started,
+                                              "pid": os.getpid()})
             record.event("trial-start")
             return record
         raise RuntimeError(f"too many records named {base} in {self.run_dir}")
@@ -93,3 +94,31 @@ class RunRecords:
         for record in list(self.open):
             record.event("incomplete", reason=reason)
             record.finish({"reason": reason}, state="incomplete")
+
+    def close_orphans(self) -> int:
+        """Mark incomplete the trials of this run whose process died (a crashed xdist
+        worker): their records stay readable and say so."""
+        marked = 0
+        for status_file in self.run_dir.glob("*/status.json"):
+            try:
+                status = json.loads(status_file.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            pid = status.get("pid")
+            if status.get("status") != "running" or not isinstance(pid, int) or pid_alive(pid):
+                continue
+            record = TrialRecord(status_file.parent)
+            record.event("incomplete", reason=f"its process ({pid}) died")
+            record.finish({**status, "reason": f"its process ({pid}) died"}, state="incomplete")
+            marked += 1
+        return marked
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_reactbench.results import pid_alive
 from pytest_reactbench.sandbox import dockerfile as df
 from pytest_reactbench.sandbox.base import (
     EGRESS_PORT,
@@ -41,7 +42,7 @@ from pytest_reactbench.sandbox.base import (
     SandboxError,
     proxy_env,
 )
-from pytest_reactbench.sandbox.local import file_lock, pid_alive, tls_hint
+from pytest_reactbench.sandbox.local import file_lock, tls_hint
 from pytest_reactbench.sandbox.recipes import (
     SYSTEM_IMAGE,
     from_refs,
@@ -54,6 +55,7 @@ from pytest_reactbench.sandbox.recipes import (
 #: Bumped whenever the way images are built changes, so old tags are not reused.
 BUILD_VERSION = "1"
 ROOT_IMAGE = "reactbench/debian-root:bookworm"
+PIDS_LIMIT = 2048
 LABEL = "reactbench.owner"
 # Kills every process in the container but init (pid 1) and the container's main
 # process ($1, noted at boot): a timed-out command's whole tree goes, orphans that
@@ -427,6 +429,8 @@ class DockerBackend(Backend):
             "nano_cpus": int(cpus * 1e9),
             "mem_limit": f"{limits.memory_mb}m",
             "memswap_limit": f"{limits.memory_mb}m",
+            # A fork bomb stops at this many processes instead of taking the engine down.
+            "pids_limit": PIDS_LIMIT,
             "labels": tags,
             "name": f"reactbench-{uuid.uuid4().hex[:12]}",
         }

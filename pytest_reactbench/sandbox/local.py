@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from pytest_reactbench.results import pid_alive
 from pytest_reactbench.sandbox import dockerfile as df
 from pytest_reactbench.sandbox.base import (
     EGRESS_PORT,
@@ -88,16 +89,6 @@ def _rmtree(path: Path) -> None:
 
     if path.exists() or path.is_symlink():
         shutil.rmtree(path, onerror=fix)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @contextmanager
