@@ -2,6 +2,7 @@
 
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -191,3 +192,25 @@ def test_missing_host_tools_are_listed(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("PATH", str(bin_dir))
     with pytest.raises(SandboxError, match=r"missing: bwrap, node, pnpm \(on Debian: apt-get"):
         LocalBackend(tmp_path / "cache", {})
+
+
+def test_a_bake_killed_half_way_is_never_reused(tmp_path: Path) -> None:
+    r = recipe(tmp_path, "FROM reactbench/system\nRUN echo one > /app/one\nRUN sleep 60\n")
+    script = (f"from pathlib import Path\nfrom pytest_reactbench.sandbox.base import ImageRecipe\n"
+              f"from pytest_reactbench.sandbox.local import LocalBackend\n"
+              f"LocalBackend(Path({str(tmp_path / 'cache')!r}), {{}}).bake(ImageRecipe('t', "
+              f"Path({str(r.dockerfile)!r}), Path({str(r.context)!r})), print)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "RUN sleep" in line:
+            break
+    time.sleep(0.5)
+    proc.kill()
+    proc.wait()
+    backend = LocalBackend(tmp_path / "cache", {})
+    # Only a temporary folder exists: nothing was published under the recipe's key.
+    assert list(backend.images.glob("*.tmp-*"))
+    assert [p for p in backend.images.iterdir() if p.is_dir() and ".tmp-" not in p.name] == []
+    assert backend.sweep() >= 1
+    assert not list(backend.images.glob("*.tmp-*"))
