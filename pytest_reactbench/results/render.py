@@ -31,28 +31,39 @@ def _cell_verdict(rows: list[Outcome]) -> str:
     return valid.pop() if len(valid) == 1 else "mixed"
 
 
-def _grid(outcomes: Sequence[Outcome]) -> tuple[list[str], list[str], dict[tuple[str, str], list[Outcome]]]:
-    cells: dict[tuple[str, str], list[Outcome]] = defaultdict(list)
-    for o in outcomes:
-        cells[(o.task, o.agent)].append(o)
-    tasks = sorted({o.task for o in outcomes})
-    scores = score_agents(outcomes, tasks)
-    return tasks, [s.agent for s in scores], cells
+BOARD_COLUMNS = ("rank", "agent", "score", "95% CI", "pass@1", "pass@k", "tasks", "errors")
+
+
+class _Board:
+    """What both renderings show: scores per agent (best first) and the cells."""
+
+    def __init__(self, outcomes: Sequence[Outcome]) -> None:
+        self.cells: dict[tuple[str, str], list[Outcome]] = defaultdict(list)
+        for o in outcomes:
+            self.cells[(o.task, o.agent)].append(o)
+        self.tasks = sorted({o.task for o in outcomes})
+        ordered = score_agents(outcomes, self.tasks)
+        self.agents = [s.agent for s in ordered]
+        self.scores = {s.agent: s for s in ordered}
+
+    def rows(self) -> list[tuple[str, ...]]:
+        out: list[tuple[str, ...]] = []
+        rank = 0
+        for agent in self.agents:
+            s = self.scores[agent]
+            rank += s.ranked
+            out.append((str(rank) if s.ranked else "unranked", agent, _pct(s.score), _ci(s),
+                        _pct(s.pass_at_1), f"{_pct(s.pass_at_k)} (k={s.k})",
+                        f"{len(s.per_task)}/{len(self.tasks)}", f"{s.errors}/{s.trials}"))
+        return out
 
 
 def markdown(outcomes: Sequence[Outcome], title: str = "ReactBench results") -> str:
-    tasks, agents, cells = _grid(outcomes)
-    scores = {s.agent: s for s in score_agents(outcomes, tasks)}
-    lines = [f"# {title}", "", "| rank | agent | score | 95% CI | pass@1 | pass@k | tasks | errors |",
-             "|---|---|---|---|---|---|---|---|"]
-    rank = 0
-    for agent in agents:
-        s = scores[agent]
-        rank += s.ranked
-        lines.append(
-            f"| {rank if s.ranked else 'unranked'} | {agent} | {_pct(s.score)} | {_ci(s)} | "
-            f"{_pct(s.pass_at_1)} | {_pct(s.pass_at_k)} (k={s.k}) | {len(s.per_task)}/{len(tasks)} | "
-            f"{s.errors}/{s.trials} |")
+    board = _Board(outcomes)
+    tasks, agents, cells, scores = board.tasks, board.agents, board.cells, board.scores
+    lines = [f"# {title}", "", "| " + " | ".join(BOARD_COLUMNS) + " |",
+             "|---" * len(BOARD_COLUMNS) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in board.rows()]
     lines += ["", "| task | " + " | ".join(agents) + " |", "|---" * (len(agents) + 1) + "|"]
     for task in tasks:
         row = []
@@ -78,8 +89,8 @@ def _link(record: str, base: Path | None) -> str:
 
 def html_page(outcomes: Sequence[Outcome], title: str = "ReactBench results",
               base: Path | None = None) -> str:
-    tasks, agents, cells = _grid(outcomes)
-    scores = {s.agent: s for s in score_agents(outcomes, tasks)}
+    board = _Board(outcomes)
+    tasks, agents, cells, scores = board.tasks, board.agents, board.cells, board.scores
     head = "".join(f"<th>{html.escape(a)}</th>" for a in agents)
     body = []
     for task in tasks:
@@ -104,15 +115,9 @@ def html_page(outcomes: Sequence[Outcome], title: str = "ReactBench results",
                        f'data-verdict="{verdict}"><b>{"" if mean is None else f"{mean:.2f}"}</b>'
                        + "".join(parts) + "</td>")
         body.append(f"<tr><th>{html.escape(task)}</th>{''.join(tds)}</tr>")
-    board = []
-    rank = 0
-    for agent in agents:
-        s = scores[agent]
-        rank += s.ranked
-        board.append(f"<tr><td>{rank if s.ranked else 'unranked'}</td><td>{html.escape(agent)}</td>"
-                     f"<td>{_pct(s.score)}</td><td>{_ci(s)}</td><td>{_pct(s.pass_at_1)}</td>"
-                     f"<td>{_pct(s.pass_at_k)} (k={s.k})</td><td>{len(s.per_task)}/{len(tasks)}</td>"
-                     f"<td>{s.errors}/{s.trials}</td></tr>")
+    leaderboard = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                          for row in board.rows())
+    columns = "".join(f"<th>{html.escape(c)}</th>" for c in BOARD_COLUMNS)
     legend = " ".join(f'<span class=key style="background:{c}">{v}</span>' for v, c in COLOURS.items())
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
@@ -125,8 +130,7 @@ td[data-verdict] a {{ color: #fff; }}
 .t {{ margin-top: 4px; }} .key {{ color: #fff; padding: 2px 8px; margin-right: 6px; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
-<table id="leaderboard"><tr><th>rank</th><th>agent</th><th>score</th><th>95% CI</th><th>pass@1</th>
-<th>pass@k</th><th>tasks</th><th>errors</th></tr>{''.join(board)}</table>
+<table id="leaderboard"><tr>{columns}</tr>{leaderboard}</table>
 <p>{legend}</p>
 <table id="matrix"><tr><th>task</th>{head}</tr>{''.join(body)}</table>
 <p>Scores average the valid attempts (passed or failed) of each task, then weigh tasks

@@ -25,6 +25,18 @@ def proxy_env(url: str) -> dict[str, str]:
             "NO_PROXY": "localhost,127.0.0.1", "no_proxy": "localhost,127.0.0.1"}
 
 
+def tar_of(files: Mapping[str, bytes], mode: int = 0o644) -> bytes:
+    """A tar stream of in-memory files."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = mode
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
 class SandboxError(Exception):
     """The sandbox or its engine broke: a harness error, never the agent's fault."""
 
@@ -131,13 +143,7 @@ class Sandbox(ABC):
     def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
         raw = data.encode() if isinstance(data, str) else data
         parent, _, name = path.rstrip("/").rpartition("/")
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            info = tarfile.TarInfo(name)
-            info.size = len(raw)
-            info.mode = mode
-            tar.addfile(info, io.BytesIO(raw))
-        self.put_archive(parent or "/", buffer.getvalue())
+        self.put_archive(parent or "/", tar_of({name: raw}, mode))
 
     def __enter__(self) -> Sandbox:
         return self

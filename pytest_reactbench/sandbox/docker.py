@@ -11,13 +11,11 @@ run, task, role and owner; a later run removes what a dead one left.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import re
 import shutil
 import socket
 import subprocess
-import tarfile
 import tempfile
 import threading
 import time
@@ -41,6 +39,7 @@ from pytest_reactbench.sandbox.base import (
     Sandbox,
     SandboxError,
     proxy_env,
+    tar_of,
 )
 from pytest_reactbench.sandbox.local import file_lock, tls_hint
 from pytest_reactbench.sandbox.recipes import (
@@ -72,17 +71,6 @@ def _docker() -> Any:
     except ImportError as exc:  # pragma: no cover - docker is a dependency
         raise SandboxError("the docker backend needs the `docker` package") from exc
     return docker
-
-
-def _tar(files: Mapping[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            info.mode = 0o644
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
 def _replace_if_changed(path: Path, data: bytes) -> None:
@@ -461,7 +449,7 @@ class DockerBackend(Backend):
                 system.ref, ["node", "/egress.cjs", "proxy", str(EGRESS_PORT), ",".join(hosts)],
                 name=name, labels=dict(labels), network_mode="bridge", init=True)
             gate = EgressGate(network, proxy)
-            proxy.put_archive("/", _tar({"egress.cjs": EGRESS_SCRIPT.read_bytes()}))
+            proxy.put_archive("/", tar_of({"egress.cjs": EGRESS_SCRIPT.read_bytes()}))
             network.connect(proxy, aliases=["egress"])
             proxy.start()
         except errors.DockerException as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -82,7 +83,13 @@ def test_docker_egress_reaches_only_the_declared_hosts(tmp_path: Path) -> None:
         # A model host stand-in inside the proxy's own network namespace.
         gate.proxy.exec_run(["node", "-e", "require('http').createServer((q, r) => "
                              "r.end('model says hi')).listen(8080, '127.0.0.1')"], detach=True)
-        assert fetch(box, "http://127.0.0.1:8080/").endswith("model says hi")
+        # The stand-in starts in the background: give it a few seconds to listen.
+        deadline = time.monotonic() + 15
+        answer = fetch(box, "http://127.0.0.1:8080/")
+        while not answer.endswith("model says hi") and time.monotonic() < deadline:
+            time.sleep(0.3)
+            answer = fetch(box, "http://127.0.0.1:8080/")
+        assert answer.endswith("model says hi"), answer
         assert fetch(box, "http://not-allowed.example/") == (
             "403 egress to not-allowed.example is not allowed")
         # The agent's only network is internal: the engine routes nothing out of it.

@@ -327,11 +327,15 @@ function cleanRoom(config) {
   const present = new Set(walk(APP));
   const refused = [];
   const restore = [];
+  const admitted = [];
   for (const file of present) {
     const known = tree.get(file);
     if (known && known.id === blobId(path.join(APP, file))) continue;
     const reason = refusal(file, config, tree, present);
-    if (!reason) continue;
+    if (!reason) {
+      admitted.push(file);
+      continue;
+    }
     refused.push({ path: file, reason });
     fs.rmSync(path.join(APP, file), { force: true, recursive: true });
     if (known) restore.push(file);
@@ -343,7 +347,6 @@ function cleanRoom(config) {
   restoreFromBase(base, restore);
   // With the base's ignore rules back, an admitted file they ignore would be skipped
   // by the scan (React Doctor lists files the way git does): refuse it.
-  const admitted = [...present].filter((f) => fs.existsSync(path.join(APP, f)) && tree.get(f)?.id !== blobId(path.join(APP, f)));
   const ignored = run("git", ["check-ignore", "--no-index", "-z", "--stdin"], { input: admitted.join("\0") });
   const hidden = ignored.stdout.split("\0").filter(Boolean);
   for (const file of hidden) {
