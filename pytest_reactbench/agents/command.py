@@ -15,7 +15,7 @@ from pathlib import Path
 from pytest_reactbench.agents.base import Agent, AgentConfigError, AgentContext, AgentOutcome, shell_outcome
 from pytest_reactbench.tasks import Task
 
-INSTRUCTION_FILE = "/tmp/reactbench/instruction.md"
+INSTRUCTION_FILE = "/logs/agent/input/instruction.md"
 PRESETS_FILE = Path(__file__).with_name("presets.toml")
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from pytest_reactbench.agents.base import Agent, AgentContext, AgentOutcome, shell_outcome
 from pytest_reactbench.tasks import Task
 
-PATCH_PATH = "/tmp/reactbench/agent.patch"
+PATCH_PATH = "/logs/agent/input/agent.patch"
 # `git apply` refuses what does not apply cleanly and says why; that message is the
 # agent's failure.
 APPLY = f"cd /app && git apply --verbose --whitespace=nowarn {PATCH_PATH}"

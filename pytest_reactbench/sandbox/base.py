@@ -66,10 +66,15 @@ class ExecResult:
         return self.stderr.decode("utf-8", "replace")
 
 
+#: Processes a sandbox may hold at once: a fork bomb stops here on both backends.
+PIDS_LIMIT = 2048
+
+
 @dataclass(frozen=True)
 class Limits:
     cpus: float = 1.0
     memory_mb: int = 2048
+    #: The size of the sandbox's `/tmp` (a tmpfs, so it also counts as memory).
     storage_mb: int = 10240
 
 

@@ -29,6 +29,7 @@ from pytest_reactbench.sandbox import dockerfile as df
 from pytest_reactbench.sandbox.base import (
     EGRESS_PORT,
     EGRESS_SCRIPT,
+    PIDS_LIMIT,
     Backend,
     BakeError,
     ExecResult,
@@ -54,7 +55,6 @@ from pytest_reactbench.sandbox.recipes import (
 #: Bumped whenever the way images are built changes, so old tags are not reused.
 BUILD_VERSION = "1"
 ROOT_IMAGE = "reactbench/debian-root:bookworm"
-PIDS_LIMIT = 2048
 LABEL = "reactbench.owner"
 # Kills every process in the container but init (pid 1) and the container's main
 # process ($1, noted at boot): a timed-out command's whole tree goes, orphans that
@@ -419,6 +419,8 @@ class DockerBackend(Backend):
             "memswap_limit": f"{limits.memory_mb}m",
             # A fork bomb stops at this many processes instead of taking the engine down.
             "pids_limit": PIDS_LIMIT,
+            # /tmp is bounded; filling it ends in ENOSPC, not in a full host disk.
+            "tmpfs": {"/tmp": f"size={limits.storage_mb}m,mode=1777"},
             "labels": tags,
             "name": f"reactbench-{uuid.uuid4().hex[:12]}",
         }

@@ -2,11 +2,13 @@
 
 An image is a stack of overlay layers holding the writable roots (`/app`, `/opt`,
 `/tests`, `/logs`, `/tmp`, `/root`, `/solution`); the host's `/usr` and `/etc` stand
-for the system layer. Each exec mounts the sandbox's overlay in a private mount
-namespace that dies with it, so a killed run leaves no mount behind, only a
-directory that the next run's sweep removes. Baking replays the Dockerfile's
-ARG/ENV/WORKDIR/COPY/ADD/RUN/LABEL steps into a new layer, published by an atomic
-rename under a file lock so that xdist workers and concurrent sessions share it.
+for the system layer. A booted sandbox's `/tmp` is a tmpfs of the task's storage size
+and its processes live in a cgroup with the task's limits (see cgroups.py). Each exec
+mounts the sandbox's overlay in a private mount namespace that dies with it, so a
+killed run leaves no mount behind, only a directory that the next run's sweep
+removes. Baking replays the Dockerfile's ARG/ENV/WORKDIR/COPY/ADD/RUN/LABEL steps
+into a new layer, published by an atomic rename under a file lock so that xdist
+workers and concurrent sessions share it.
 
 Verdicts from this backend are not formal: it is a development backend.
 """
@@ -25,6 +27,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,6 +48,7 @@ from pytest_reactbench.sandbox.base import (
     SandboxError,
     proxy_env,
 )
+from pytest_reactbench.sandbox.cgroups import ResourceGroup, UnenforcedLimits, stale_groups
 from pytest_reactbench.sandbox.recipes import (
     SYSTEM_IMAGE,
     declare_arg,
@@ -120,8 +124,12 @@ class LocalSandbox(Sandbox):
         upper: Path | None = None,
         ro_binds: Mapping[str, Path] | None = None,
         egress: subprocess.Popen[bytes] | None = None,
+        limits: Limits | None = None,
+        group: ResourceGroup | None = None,
     ) -> None:
         self.root = root
+        self.limits = limits
+        self.group = group
         self.egress = egress
         self.layers = list(layers)
         self.network = network
@@ -170,14 +178,21 @@ class LocalSandbox(Sandbox):
         if not self.network:
             bwrap.append("--unshare-net")
         for name in ROOTS:
-            bwrap += ["--bind", str(merged / name), f"/{name}"]
+            if name == "tmp" and self.limits is not None:
+                # A bake's /tmp is a layer (steps share it, as in a Docker build); a
+                # booted sandbox's is bounded scratch space, as the docker backend's.
+                size = str(self.limits.storage_mb * 1024 * 1024)
+                bwrap += ["--size", size, "--perms", "1777", "--tmpfs", "/tmp"]
+            else:
+                bwrap += ["--bind", str(merged / name), f"/{name}"]
         for target, source in self.ro_binds.items():
             bwrap += ["--ro-bind", str(source), target]
         bwrap += ["--chdir", cwd, "--clearenv"]
         for key, value in env.items():
             bwrap += ["--setenv", key, value]
         script = 'mount -t overlay overlay -o "$1" "$2" && shift 2 && exec "$@"'
-        return [*ns, "sh", "-c", script, "sandbox", options, str(merged), *bwrap, "--", *argv]
+        full = [*ns, "sh", "-c", script, "sandbox", options, str(merged), *bwrap, "--", *argv]
+        return self.group.wrap(full) if self.group else full
 
     def exec(
         self,
@@ -258,6 +273,8 @@ class LocalSandbox(Sandbox):
         if self.egress is not None:
             self.egress.kill()
             self.egress.wait()
+        if self.group is not None:
+            self.group.remove()
         _rmtree(self.root)
 
 
@@ -284,6 +301,7 @@ class LocalBackend(Backend):
         # A recipe that failed once fails again at once in this session, rather
         # than costing every item that needs it a full rebuild.
         self._failed: dict[str, BakeError] = {}
+        self._warned_unlimited = False
         missing = missing_host_tools()
         if missing:
             raise SandboxError(
@@ -539,6 +557,13 @@ class LocalBackend(Backend):
             proxy = self._start_egress(root / "egress.sock", egress)
             binds = {EGRESS_MOUNT: EGRESS_SCRIPT, EGRESS_SOCKET: root / "egress.sock"}
             env.update(proxy_env(f"http://127.0.0.1:{EGRESS_PORT}"))
+        group = ResourceGroup.create(root.name, limits)
+        if group is None and not self._warned_unlimited:
+            self._warned_unlimited = True
+            warnings.warn(UnenforcedLimits(
+                "the local backend cannot create cgroup v1 memory/pids/cpu groups here: "
+                "sandboxes run without memory, process and CPU limits (use the docker backend)"
+            ), stacklevel=2)
         return LocalSandbox(
             root,
             list(reversed(self._layers(image.ref))),
@@ -547,6 +572,8 @@ class LocalBackend(Backend):
             workdir=str(meta["workdir"]),
             ro_binds=binds,
             egress=proxy,
+            limits=limits,
+            group=group,
         )
 
     def _start_egress(self, socket_path: Path, hosts: Sequence[str]) -> subprocess.Popen[bytes]:
@@ -582,6 +609,9 @@ class LocalBackend(Backend):
             if not pid_alive(pid):
                 _rmtree(entry)
                 removed += 1
+        for group in stale_groups():
+            group.remove()
+            removed += 1
         return removed
 
 
