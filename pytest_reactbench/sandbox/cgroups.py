@@ -37,7 +37,7 @@ class UnenforcedLimits(UserWarning):
     """The host gives no way to enforce a sandbox's limits."""
 
 
-def _own_parents(root: Path = CGROUP_ROOT) -> dict[str, Path] | None:
+def own_parents(root: Path = CGROUP_ROOT) -> dict[str, Path] | None:
     """The cgroup v1 directory of each controller this process is in, when writable."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
@@ -64,7 +64,7 @@ class ResourceGroup:
 
     @classmethod
     def create(cls, name: str, limits: Limits) -> ResourceGroup | None:
-        parents = _own_parents()
+        parents = own_parents()
         if parents is None:
             return None
         group = cls([parent / f"{PREFIX}{os.getpid()}-{name}" for parent in parents.values()])
@@ -110,7 +110,7 @@ class ResourceGroup:
 
 def stale_groups() -> Iterator[ResourceGroup]:
     """Groups left by processes that are gone (a killed run)."""
-    parents = _own_parents()
+    parents = own_parents()
     if parents is None:
         return
     by_name: dict[str, list[Path]] = {}

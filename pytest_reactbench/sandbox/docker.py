@@ -65,6 +65,18 @@ KILL_ALL = (
 )
 
 
+STEP = re.compile(r"Step (\d+)/\d+ : ")
+EXIT_CODE = re.compile(r"returned a non-zero code: (\d+)")
+
+
+def _step_location(dockerfile: Path, number: int) -> str:
+    """`Dockerfile:line` of the engine's step `number` (it counts instructions)."""
+    try:
+        return f"{dockerfile}:{df.parse(dockerfile)[number - 1].line}"
+    except (df.DockerfileError, IndexError):
+        return str(dockerfile)
+
+
 def _docker() -> Any:
     try:
         import docker
@@ -326,16 +338,20 @@ class DockerBackend(Backend):
                 decode=True,
                 labels={"reactbench.recipe": recipe.name},
             )
+            where = str(recipe.dockerfile)
             for chunk in stream:
                 text = str(chunk.get("stream", "")).rstrip()
                 if text:
                     tail = (tail + text.splitlines())[-15:]
-                    if text.startswith("Step "):
+                    if step := STEP.match(text):
                         progress(f"{recipe.name}: {text[:100]}")
+                        where = _step_location(recipe.dockerfile, int(step.group(1)))
                 if "error" in chunk:
+                    error = str(chunk["error"]).strip()
+                    code = EXIT_CODE.search(error)
+                    what = f"step failed with exit code {code.group(1)}" if code else error
                     raise BakeError(
-                        f"{recipe.dockerfile}: the build failed: {chunk['error'].strip()}\n  "
-                        + "\n  ".join(tail) + tls_hint("\n".join(tail))
+                        f"{where}: {what}\n  " + "\n  ".join(tail) + tls_hint("\n".join(tail))
                     )
                 if time.monotonic() > deadline:
                     raise BakeError(f"{recipe.dockerfile}: build_timeout_sec ran out")

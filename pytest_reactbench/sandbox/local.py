@@ -256,7 +256,8 @@ class LocalSandbox(Sandbox):
         stdout, stderr = out_path.read_bytes(), err_path.read_bytes()
         out_path.unlink(missing_ok=True)
         err_path.unlink(missing_ok=True)
-        code = proc.returncode if not timed_out else 124
+        # Killed by a signal: the shell's convention (128 + signal), as docker reports it.
+        code = 124 if timed_out else proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
         return ExecResult(code, stdout, stderr, duration, timed_out)
 
     def put_archive(self, dest: str, data: bytes) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,10 @@ class VerifierTimeoutError(VerifierError):
 
 class RewardFileNotFoundError(VerifierError):
     pass
+
+
+class VerifierKilledError(VerifierError):
+    """test.sh died by a signal (killed from outside, out of memory) before a reward."""
 
 
 class RewardFileError(VerifierError):
@@ -102,7 +107,16 @@ def grade(sandbox: Sandbox, transfers: list[Transfer], timeout: float, logs_dir:
         raise VerifierTimeoutError(
             f"tests/test.sh did not finish within [verifier].timeout_sec = {timeout:g} s"
         )
-    reward = read_reward(logs_dir)
+    try:
+        reward = read_reward(logs_dir)
+    except RewardFileNotFoundError:
+        if result.exit_code > 128:
+            number = result.exit_code - 128
+            name = signal.Signals(number).name if number in signal.valid_signals() else "?"
+            raise VerifierKilledError(
+                f"tests/test.sh was killed by signal {number} ({name}) before it wrote a reward"
+            ) from None
+        raise
     details: dict[str, Any] = {}
     details_path = logs_dir / DETAILS_FILE
     if details_path.is_file():

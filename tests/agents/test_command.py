@@ -33,7 +33,7 @@ def test_presets_produce_the_exact_invocation(tmp_path: Path, preset: str, comma
     agent = CommandAgent(load_presets()[preset], environ=ENV)
     got_command, got_env = agent.invocation(task)
     assert got_command == command
-    assert got_env == {**env, "REACTBENCH_INSTRUCTION_FILE": "/tmp/reactbench/instruction.md",
+    assert got_env == {**env, "REACTBENCH_INSTRUCTION_FILE": "/logs/agent/input/instruction.md",
                        "REACTBENCH_INSTRUCTION": "Write hello to /app/out.txt\n",
                        "REACTBENCH_TASK_ID": "alpha"}
     assert agent.model_hosts == hosts and agent.name == preset

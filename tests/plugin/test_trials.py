@@ -87,49 +87,6 @@ def test_pass_and_fail_with_junit_properties(suite: pytest.Pytester, bake_cache:
     assert leftover_sandboxes(bake_cache) == []
 
 
-@pytest.mark.parametrize(
-    ("test_sh", "failure", "message"),
-    [
-        ("#!/bin/bash\necho no reward\n", "RewardFileNotFoundError", "neither"),
-        ("#!/bin/bash\necho '{bad' > /logs/verifier/reward.json\n", "RewardFileError",
-         "is not valid JSON"),
-        ("#!/bin/bash\n: > /logs/verifier/reward.json\n", "RewardFileError", "file is empty"),
-        ('#!/bin/bash\necho \'{"reward": 1, "tests": 0}\' > /logs/verifier/reward.json\n',
-         "RewardFileError", "reward is 1 while a gate failed"),
-        ("#!/bin/bash\nsleep 600 & sleep 600\n", "VerifierTimeoutError", "did not finish within"),
-    ],
-)
-def test_verifier_breakdowns_are_errors(suite: pytest.Pytester, bake_cache: Path, test_sh: str,
-                                        failure: str, message: str) -> None:
-    write_task(suite.path / "tasks", "alpha", test_sh=test_sh, verifier_timeout=2)
-    result = suite.runpytest("--reactbench-agent=oracle", "--junitxml=r.xml")
-    result.stdout.fnmatch_lines([f"*ERROR ({failure}): *{message}*",
-                                 "*No score*", "*1 error in*"])
-    assert result.ret == 1
-    (props,) = properties(suite.path / "r.xml").values()
-    assert props["reactbench.verdict"] == "error" and props["reactbench.failure"] == failure
-    assert props["reactbench.reward"] == ""
-    (status,) = statuses(suite).values()
-    assert status["verdict"] == "error" and status["status"] == "complete"
-    assert leftover_sandboxes(bake_cache) == []
-
-
-def test_bake_failure_is_an_error_with_the_step(suite: pytest.Pytester, bake_cache: Path) -> None:
-    write_task(suite.path / "tasks", "alpha",
-               environment="FROM reactbench/system\nRUN echo broken step && exit 3\n")
-    result = suite.runpytest("--reactbench-agent=oracle,nop", "--junitxml=r.xml")
-    result.stdout.fnmatch_lines([
-        "*ERROR (BakeError): *environment/Dockerfile:2: step failed with exit code 3*",
-        "*broken step*",
-    ])
-    result.assert_outcomes(errors=2)
-    for props in properties(suite.path / "r.xml").values():
-        assert props["reactbench.verdict"] == "error"
-        assert props["reactbench.failure"] == "BakeError"
-    assert {s["verdict"] for s in statuses(suite).values()} == {"error"}
-    assert leftover_sandboxes(bake_cache) == []
-
-
 def test_timed_out_and_crashed_agents_are_still_graded(suite: pytest.Pytester,
                                                        bake_cache: Path) -> None:
     suite.makeconftest(SLEEPER_CONFTEST)

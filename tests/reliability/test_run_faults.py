@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_task
+from tests.reliability.faults import leftovers
 
 KILLER_CONFTEST = """
 import os, signal
@@ -32,17 +33,20 @@ def pytest_reactbench_agents():
 """
 
 
-def test_a_killed_worker_is_an_error_and_the_run_completes(suite: pytest.Pytester,
-                                                            bake_cache: Path) -> None:
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_a_killed_worker_is_an_error_and_the_run_completes(suite: pytest.Pytester, bake_cache: Path,
+                                                            backend: str) -> None:
     suite.makeconftest(KILLER_CONFTEST)
     for name in ("alpha", "beta"):
         write_task(suite.path / "tasks", name)
-    result = suite.runpytest_subprocess("--reactbench-agent=killer,oracle", "-n", "2")
+    result = suite.runpytest_subprocess("--reactbench-agent=killer,oracle", "-n", "2",
+                                        f"--reactbench-sandbox={backend}")
     result.stdout.fnmatch_lines(["*worker*crashed while running*killer*", "killer*0/2*2/2*unranked*"])
     assert "2 failed, 2 passed" in result.stdout.lines[-1]
     statuses = [json.loads(p.read_text()) for p in (suite.path / "records").glob("*/*killer*/status.json")]
     assert statuses and {s["status"] for s in statuses} == {"incomplete"}
-    assert list((bake_cache / "local" / "sandboxes").iterdir()) == []
+    # The dead workers' sandboxes (containers, directories, cgroups) were swept.
+    assert leftovers(suite.path / "records", bake_cache) == []
 
 
 def test_more_workers_than_cores(suite: pytest.Pytester) -> None:
@@ -50,6 +54,9 @@ def test_more_workers_than_cores(suite: pytest.Pytester) -> None:
         write_task(suite.path / "tasks", name)
     result = suite.runpytest_subprocess("--reactbench-agent=oracle,nop", "-n", "4")
     result.assert_outcomes(passed=4, failed=4)
+    # Eight concurrent trials, eight records of their own, all complete.
+    statuses = [json.loads(p.read_text()) for p in (suite.path / "records").glob("*/*/status.json")]
+    assert len(statuses) == 8 and {s["status"] for s in statuses} == {"complete"}
 
 
 def test_two_sessions_share_one_bake_cache(tmp_path: Path) -> None:
