@@ -54,6 +54,50 @@ def write_task(
     return task
 
 
+def suite_leftovers(basetemp: Path) -> list[str]:
+    """What the whole test session left on this machine: containers and networks of
+    dead owners, local sandbox directories, cgroups of dead processes, and sandbox
+    processes still running from the session's temporary directories."""
+    import docker
+
+    from pytest_reactbench.results import pid_alive
+    from pytest_reactbench.sandbox.cgroups import stale_groups
+    from tests.reliability.faults import pids_with
+
+    def dead(owner: str) -> bool:
+        pid = owner.rpartition(":")[2]
+        return pid.isdigit() and not pid_alive(int(pid))
+
+    client = docker.from_env()
+    label = {"label": "reactbench.owner"}
+    found = [f"container {c.name}" for c in client.containers.list(all=True, filters=label)
+             if dead(c.labels.get("reactbench.owner", ""))]
+    found += [f"network {n.name}" for n in client.networks.list(filters=label)
+              if dead((n.attrs.get("Labels") or {}).get("reactbench.owner", ""))]
+    found += [f"sandbox dir {p}" for p in basetemp.glob("**/local/sandboxes/*")]
+    found += [f"cgroup {d}" for group in stale_groups() for d in group.dirs]
+    found += [f"process {pid}" for pid in pids_with(f"{basetemp}/")]
+    return found
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The suite's own gate: after every fault it injected, nothing may be left."""
+    config = session.config
+    if hasattr(config, "workerinput") or not hasattr(config, "_tmp_path_factory"):
+        return
+    # The basetemp of the whole session (xdist workers make theirs beneath it).
+    basetemp = config._tmp_path_factory.getbasetemp()  # private: pytest has no public accessor
+    found = suite_leftovers(basetemp)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.ensure_newline()
+        reporter.write_line(f"reactbench leftovers after the suite: {len(found)}")
+        for item in found:
+            reporter.write_line(f"  left behind: {item}")
+    if found and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 @pytest.fixture(scope="session")
 def bake_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One bake cache for the test session, as a user's machine has."""

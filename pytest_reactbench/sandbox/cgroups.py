@@ -108,16 +108,23 @@ class ResourceGroup:
                 path.rmdir()
 
 
-def stale_groups() -> Iterator[ResourceGroup]:
-    """Groups left by processes that are gone (a killed run)."""
-    parents = own_parents()
-    if parents is None:
-        return
+def _groups() -> dict[str, list[Path]]:
     by_name: dict[str, list[Path]] = {}
-    for parent in parents.values():
+    for parent in (own_parents() or {}).values():
         for path in parent.glob(f"{PREFIX}*"):
             by_name.setdefault(path.name, []).append(path)
-    for name, dirs in by_name.items():
+    return by_name
+
+
+def group_of(sandbox: str) -> ResourceGroup | None:
+    """The group made for the sandbox directory named `sandbox`, by any process."""
+    dirs = [d for name, found in _groups().items() if name.endswith(f"-{sandbox}") for d in found]
+    return ResourceGroup(dirs) if dirs else None
+
+
+def stale_groups() -> Iterator[ResourceGroup]:
+    """Groups left by processes that are gone (a killed run)."""
+    for name, dirs in _groups().items():
         try:
             pid = int(name[len(PREFIX):].split("-", 1)[0])
         except ValueError:

@@ -48,7 +48,7 @@ from pytest_reactbench.sandbox.base import (
     SandboxError,
     proxy_env,
 )
-from pytest_reactbench.sandbox.cgroups import ResourceGroup, UnenforcedLimits, stale_groups
+from pytest_reactbench.sandbox.cgroups import ResourceGroup, UnenforcedLimits, group_of, stale_groups
 from pytest_reactbench.sandbox.recipes import (
     SYSTEM_IMAGE,
     declare_arg,
@@ -603,6 +603,8 @@ class LocalBackend(Backend):
                 pid = -1
             if pid == os.getpid() or (pid > 0 and pid_alive(pid)):
                 continue
+            if group := group_of(entry.name):
+                group.remove()
             _rmtree(entry)
             removed += 1
         for entry in list(self.images.glob("*.tmp-*")):
@@ -610,9 +612,9 @@ class LocalBackend(Backend):
             if not pid_alive(pid):
                 _rmtree(entry)
                 removed += 1
+        # Groups of dead runs whose directories are already gone: part of the above.
         for group in stale_groups():
             group.remove()
-            removed += 1
         return removed
 
 
