@@ -37,7 +37,7 @@ from pytest_reactbench.mining.runners import (
     detect_runners,
     package_manager,
     source_roots,
-    test_command,
+    verifier_command,
 )
 from pytest_reactbench.mining.writer import TaskPlan, write_task
 
@@ -129,7 +129,11 @@ def describe(request: Request, base: str, head: str) -> tuple[str, str, str]:
 
 
 def _listed(messages: list[str]) -> str:
-    return "\n\n".join("- " + m.replace("\n", "\n  ") for m in messages)
+    """The commit messages as a Markdown list, in the order they were made."""
+    def item(message: str) -> str:
+        first, *rest = message.splitlines()
+        return "- " + first + "".join("\n" + ("  " + line if line.strip() else "") for line in rest)
+    return "\n\n".join(item(m) for m in messages)
 
 
 def early_refusals(changes: list[Change], specs: list[str], runners: tuple[str, ...]) -> list[str]:
@@ -244,7 +248,7 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
     plan = TaskPlan(
         task_id=task_id, repo=repo, base=base, head=head, title=title, body=body,
         changes=tuple(changes), manager=manager, runners=runners, specs=tuple(specs),
-        sources=tuple(source_roots(sources, root)), test_cmd=test_command(specs, runners, manager),
+        sources=tuple(source_roots(sources, root)), test_cmd=verifier_command(specs, runners, manager),
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     # Written and checked under its own name in a scratch folder beside the target: a

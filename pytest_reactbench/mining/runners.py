@@ -124,7 +124,7 @@ def detect_runners(manifest_text: str | None, root_files: Collection[str],
     return Runners(tuple(found), e2e_dir)
 
 
-def test_command(specs: Sequence[str], runners: Runners, manager: PackageManager) -> str:
+def verifier_command(specs: Sequence[str], runners: Runners, manager: PackageManager) -> str:
     """The verifier's command: each runner on exactly its changed spec files, with the
     JSON reports the verifier reads failing spec names from."""
     groups: dict[str, list[str]] = {}

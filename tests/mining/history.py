@@ -4,8 +4,9 @@ Its manifest and lockfile are the scaffold's (images/react-bench-base), so a min
 task installs nothing new at bake.
 
     base      a counter app with one spec
-    feature   decrement + a Decrement button, format.ts renamed to display.ts,
-              legacy.ts deleted, a binary asset changed and one added, the README
+    feature   a merged pull request of two commits: decrement + a Decrement button,
+              format.ts renamed to display.ts, legacy.ts deleted, a binary asset
+              changed and one added, a script added to package.json, the README
               touched, a spec changed and one added: a valid task
     covered   a spec that already passes at base, plus a comment in the source
     docs      the README only
@@ -183,22 +184,33 @@ def build_history(repo: Path) -> History:
         "src/counter.spec.ts": COUNTER_SPEC_BASE,
         "src/assets/logo.png": LOGO,
     })
-    run_git(repo, "mv", "src/format.ts", "src/display.ts")
-    feature = commit(repo, (
-        "Add a Decrement button that stops at zero\n\n"
-        "The counter only goes up. Add `decrement(count)` to `src/counter.ts` (it never goes\n"
-        "below zero) and a **Decrement** button after **Increment** in `src/App.tsx`.\n\n"
-        "While at it, move `src/format.ts` to `src/display.ts` (same export) and delete the\n"
-        "unused `src/legacy.ts`."), {
+    # The feature, on a branch of two commits merged as a pull request is on GitHub.
+    run_git(repo, "checkout", "-q", "-b", "decrement")
+    manifest = (repo / "package.json").read_text()
+    commit(repo, "Add decrement(), which stops at zero", {
         "src/counter.ts": COUNTER_FEATURE,
+        "src/counter.spec.ts": COUNTER_SPEC_FEATURE,
+        # A manifest change (a script): the environment's at bake, not the agent's job.
+        "package.json": manifest.replace('"test": "vitest run",',
+                                         '"test": "vitest run",\n    "test:watch": "vitest",'),
+    })
+    run_git(repo, "mv", "src/format.ts", "src/display.ts")
+    commit(repo, (
+        "Add a Decrement button after Increment\n\n"
+        "It calls `decrement` from `src/counter.ts`. While at it, `src/format.ts` moves to\n"
+        "`src/display.ts` (same export) and the unused `src/legacy.ts` goes."), {
         "src/App.tsx": APP_FEATURE,
         "src/legacy.ts": None,
         "src/assets/logo.png": LOGO_FEATURE,
         "src/assets/badge.png": BADGE,
-        "src/counter.spec.ts": COUNTER_SPEC_FEATURE,
         "src/App.spec.tsx": APP_SPEC,
         "README.md": "# Counter\n\nUp and down, never below zero.\n",
     })
+    run_git(repo, "checkout", "-q", "main")
+    run_git(repo, "-c", "user.email=dev@example.com", "-c", "user.name=Dev", "merge", "-q", "--no-ff",
+            "-m", "Merge pull request #7 from dev/decrement",
+            "-m", "Add a Decrement button that stops at zero", "decrement")
+    feature = run_git(repo, "rev-parse", "HEAD")
     covered = commit(repo, "Cover increment from large numbers", {
         "src/counter.more.spec.ts": MORE_SPEC,
         "src/counter.ts": "// Pure helpers of the counter.\n" + COUNTER_FEATURE,
