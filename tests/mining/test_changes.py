@@ -1,9 +1,11 @@
 """Reading and classifying a commit range: real git, no sandbox."""
 
+import json
 from pathlib import Path
 
 import pytest
 
+from pytest_reactbench.controls import ControlRun
 from pytest_reactbench.mining.changes import (
     Change,
     Kind,
@@ -15,7 +17,7 @@ from pytest_reactbench.mining.changes import (
     read_changes,
     resolve,
 )
-from pytest_reactbench.mining.mine import Request, describe, early_refusals
+from pytest_reactbench.mining.mine import Request, control_refusals, describe, early_refusals
 from tests.mining.history import commit, run_git
 
 
@@ -146,3 +148,36 @@ def test_describe_from_a_merge_a_range_and_the_user(tmp_path: Path) -> None:
     assert (title, body, origin) == ("First step", "Why the first step.", "commit message")
     given = Request(repo=repo, title="Mine", body="The body", pull_request="https://example.invalid/1")
     assert describe(given, base, head) == ("Mine", "The body", "given")
+
+
+def controls(tmp_path: Path, nop: dict[str, str], oracle: dict[str, str],
+             grade: dict[str, object] | None = None) -> ControlRun:
+    record = tmp_path / "record"
+    (record / "verifier").mkdir(parents=True, exist_ok=True)
+    (record / "verifier" / "grade.json").write_text(json.dumps(grade or {}))
+    props = {agent: {f"reactbench.{k}": v for k, v in values.items()} | {"reactbench.record": str(record)}
+             for agent, values in (("nop", nop), ("oracle", oracle))}
+    return ControlRun({("t", agent): p for agent, p in props.items()}, "")
+
+
+PASS = {"verdict": "passed", "gate.tests": "1", "gate.react_doctor": "1"}
+FAIL_TESTS = {"verdict": "failed", "gate.tests": "0", "gate.react_doctor": "1", "failure": "tests"}
+
+
+def test_control_refusals_say_which_control_and_gate(tmp_path: Path) -> None:
+    assert control_refusals(controls(tmp_path, FAIL_TESTS, PASS), "t") == []
+    assert control_refusals(controls(tmp_path, PASS, PASS), "t") == [
+        "its tests already pass at the base revision (nop scored 1)"]
+    failing = controls(tmp_path, FAIL_TESTS, FAIL_TESTS,
+                       {"tests": {"failing": ["src/a.spec.ts > adds"]}})
+    assert control_refusals(failing, "t") == [
+        "its tests do not pass with the reference change (oracle: tests gate 0): src/a.spec.ts > adds"]
+    doctor = controls(tmp_path, FAIL_TESTS,
+                      {"verdict": "failed", "gate.tests": "1", "gate.react_doctor": "0"},
+                      {"react_doctor": {"new": [{"rule": "no-array-index-as-key", "file": "src/L.tsx",
+                                                 "line": 7}]}})
+    assert control_refusals(doctor, "t") == [
+        "the reference change introduces React Doctor findings (oracle: react_doctor gate 0): "
+        "no-array-index-as-key src/L.tsx:7"]
+    broken = controls(tmp_path, {"verdict": "error", "failure": "BakeError"}, PASS)
+    assert control_refusals(broken, "t") == ["the nop control ended in error BakeError"]
