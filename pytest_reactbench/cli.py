@@ -174,7 +174,7 @@ def _mine(args: argparse.Namespace) -> int:
     if outcome.task is not None:
         state = "kept anyway (the reasons are in mining.json)" if outcome.reasons else "accepted"
         print(f"{state}: {outcome.task}")
-    return 1 if outcome.reasons else 0
+    return 0 if outcome.accepted else 1
 
 
 def main(argv: list[str] | None = None) -> int:

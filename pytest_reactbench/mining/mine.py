@@ -106,11 +106,15 @@ def describe(request: Request, base: str, head: str) -> tuple[str, str, str]:
     if request.title:
         return request.title, request.body or "", "given"
     if request.pull_request and shutil.which("gh"):
-        proc = subprocess.run(["gh", "pr", "view", request.pull_request, "--json", "title,body"],
-                              cwd=request.repo, capture_output=True, text=True, timeout=60)
-        if proc.returncode == 0:
-            loaded = json.loads(proc.stdout)
-            return str(loaded["title"]), str(loaded.get("body") or ""), "pull request"
+        # Optional: without the GitHub CLI, or offline, the commits tell the story.
+        try:
+            proc = subprocess.run(["gh", "pr", "view", request.pull_request, "--json", "title,body"],
+                                  cwd=request.repo, capture_output=True, text=True, timeout=60)
+            if proc.returncode == 0:
+                loaded = json.loads(proc.stdout)
+                return str(loaded["title"]), str(loaded.get("body") or ""), "pull request"
+        except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError):
+            pass
     messages = [m.strip() for m in git(request.repo, "log", "--reverse", "--no-merges", "-z",
                                        "--format=%B", f"{base}..{head}").decode().split("\0")
                 if m.strip()]
@@ -243,6 +247,8 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
         echo(f"  {change.status} {change.kind.value:10} {moved}{change.path}"
              + ("  (binary)" if change.binary else ""))
     if reasons and not (request.keep_anyway and specs and runners.names):
+        if request.keep_anyway:
+            echo("  not kept: without a spec and a test runner there is no verifier to write")
         return Outcome(None, reasons)
     sources = [p for c in of_kind(changes, Kind.SOURCE) for p in c.paths]
     plan = TaskPlan(

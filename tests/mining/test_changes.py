@@ -181,3 +181,24 @@ def test_control_refusals_say_which_control_and_gate(tmp_path: Path) -> None:
         "no-array-index-as-key src/L.tsx:7"]
     broken = controls(tmp_path, {"verdict": "error", "failure": "BakeError"}, PASS)
     assert control_refusals(broken, "t") == ["the nop control ended in error BakeError"]
+
+
+def test_a_pull_request_describes_itself_when_the_github_cli_can(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    run_git(repo, "init", "-q", "-b", "main")
+    base = commit(repo, "base", {"a.txt": "a\n"})
+    head = commit(repo, "Terse subject", {"a.txt": "b\n"})
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    gh = bin_dir / "gh"
+    gh.write_text('#!/bin/sh\n[ "$3" = https://github.com/o/r/pull/5 ] || exit 1\n'
+                  'echo \'{"title": "Cart totals", "body": "Why and how."}\'\n')
+    gh.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{Path('/usr/bin')}:{Path('/bin')}")
+    request = Request(repo=repo, pull_request="https://github.com/o/r/pull/5")
+    assert describe(request, base, head) == ("Cart totals", "Why and how.", "pull request")
+    # gh fails (offline, not logged in): the commits tell the story.
+    unknown = Request(repo=repo, pull_request="https://github.com/o/r/pull/6")
+    assert describe(unknown, base, head) == ("Terse subject", "", "commit message")
