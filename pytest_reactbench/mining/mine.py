@@ -214,20 +214,37 @@ def _read_at(repo: Path, rev: str) -> Callable[[str], str | None]:
     return read
 
 
-def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
-    """Mine one change into a task directory; refuse it with the reasons."""
-    repo = request.repo.resolve()
-    git(repo, "rev-parse", "--git-dir")
+def _revisions(repo: Path, request: Request) -> tuple[str, str]:
+    """(base, head) as commit ids."""
+    try:
+        git(repo, "rev-parse", "--git-dir")
+    except MiningError:
+        raise MiningError(f"{repo} is not a git repository") from None
     if request.merge:
         head = resolve(repo, request.merge)
         try:
-            base = resolve(repo, f"{head}^1")
+            return resolve(repo, f"{head}^1"), head
         except MiningError:
             raise MiningError(f"{request.merge} has no parent to mine against") from None
-    elif request.base and request.head:
-        base, head = resolve(repo, request.base), resolve(repo, request.head)
-    else:
-        raise MiningError("name the change: --base and --head, or --merge")
+    if request.base and request.head:
+        return resolve(repo, request.base), resolve(repo, request.head)
+    raise MiningError("name the change: --base and --head, or --merge")
+
+
+def _summary(controls: ControlRun, task_id: str, records_kept: bool) -> dict[str, dict[str, str]]:
+    """Each control's verdict, gates and failure (and record, when records are kept)."""
+    wanted = ("reactbench.verdict", "reactbench.gate", "reactbench.failure",
+              *(("reactbench.record",) if records_kept else ()))
+    return {agent: {k.removeprefix("reactbench."): v
+                    for k, v in controls.properties.get((task_id, agent), {}).items()
+                    if k.startswith(wanted)}
+            for agent in ("oracle", "nop")}
+
+
+def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
+    """Mine one change into a task directory; refuse it with the reasons."""
+    repo = request.repo.resolve()
+    base, head = _revisions(repo, request)
     changes = read_changes(repo, base, head)
     root = _root_entries(repo, head)
     read = _read_at(repo, head)
@@ -266,12 +283,7 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
         records = request.records or Path(scratch) / "records"
         controls = run_controls([draft], sandbox=request.sandbox, records=records, echo=echo)
         reasons += control_refusals(controls, task_id)
-        results = {agent: controls.properties.get((task_id, agent), {}) for agent in ("oracle", "nop")}
-        outcome = Outcome(None, reasons, {
-            agent: {k.removeprefix("reactbench."): v for k, v in props.items()
-                    if k.startswith(("reactbench.verdict", "reactbench.gate", "reactbench.failure",
-                                     "reactbench.record"))}
-            for agent, props in results.items()})
+        outcome = Outcome(None, reasons, _summary(controls, task_id, request.records is not None))
         for agent, props in outcome.controls.items():
             echo(f"  {agent}: {props.get('verdict', 'not run')} (tests {props.get('gate.tests', '-')}, "
                  f"react_doctor {props.get('gate.react_doctor', '-')})")

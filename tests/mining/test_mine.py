@@ -98,8 +98,17 @@ def test_a_docs_only_change_is_refused_before_any_sandbox(
     assert not (tmp_path / "docs").exists()
 
 
-def test_bad_input_is_a_usage_error(history: History, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input_is_a_usage_error(history: History, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mine", "--repo", str(tmp_path), "--merge", "HEAD"]) == 2
+    assert "is not a git repository" in capsys.readouterr().err
     assert main(["mine", "--repo", str(history.repo), "--base", "nosuch", "--head", "HEAD"]) == 2
     assert "nosuch" in capsys.readouterr().err
     assert main(["mine", "--repo", str(history.repo), "--head", "HEAD"]) == 2
     assert "--merge" in capsys.readouterr().err
+    assert main(["mine", "--repo", str(history.repo), "--merge", history.base]) == 2
+    assert "has no parent" in capsys.readouterr().err
+    (tmp_path / "taken").mkdir()
+    assert main(["mine", "--repo", str(history.repo), "--merge", history.feature,
+                 "--out", str(tmp_path / "taken")]) == 2
+    assert "already exists" in capsys.readouterr().err
