@@ -5,6 +5,7 @@
     reactbench report RUN... [--out DIR]           Markdown and HTML leaderboard
     reactbench compare BASE NEW                    the regression gate (exit 1 on a regression)
     reactbench replay RECORD                       run one recorded trial again
+    reactbench mine --repo R --base A --head B     a task from a change of a repository's history
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import argparse
 import json
 import subprocess
 import sys
-import tempfile
 import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from pytest_reactbench.controls import CONTROLS, run_controls
+from pytest_reactbench.mining import MiningError, Request, mine
 from pytest_reactbench.plugin import pytest_reactbench_sandbox_backends
 from pytest_reactbench.plugin.settings import Settings, default_ca_bundle, default_cache
 from pytest_reactbench.results.compare import ALPHA, compare
@@ -28,9 +29,6 @@ from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP, parse_image_map
 from pytest_reactbench.tasks import TaskError, load_task
 from pytest_reactbench.tasks.load import parse_json
 from pytest_reactbench.tasks.models import TestsConfig
-
-#: What each control agent must score on a valid task.
-CONTROLS = {"oracle": "passed", "nop": "failed"}
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -52,32 +50,18 @@ def _validate(args: argparse.Namespace) -> int:
         tasks.append(task)
     if not tasks:
         return 1
-    with tempfile.TemporaryDirectory(prefix="reactbench-validate-") as tmp:
-        xml = Path(tmp, "controls.xml")
-        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                   "--reactbench-agent=" + ",".join(CONTROLS), f"--reactbench-sandbox={args.sandbox}",
-                   f"--reactbench-records={args.records or Path(tmp, 'records')}",
-                   f"--junitxml={xml}", f"--rootdir={tmp}", *(str(t.path) for t in tasks)]
-        if args.n:
-            command += ["-n", str(args.n)]
-        print("controls: " + " ".join(command[3:]), flush=True)
-        proc = subprocess.run(command, cwd=tmp, capture_output=True, text=True)
-        verdicts: dict[tuple[str, str], str] = {}
-        if xml.exists():
-            for case in ET.parse(xml).getroot().iter("testcase"):
-                props = {p.get("name"): p.get("value") for p in case.iter("property")}
-                if "reactbench.task" in props:
-                    key = (str(props["reactbench.task"]), str(props["reactbench.agent"]))
-                    verdicts[key] = str(props["reactbench.verdict"])
+    controls = run_controls([t.path for t in tasks], sandbox=args.sandbox,
+                            records=Path(args.records) if args.records else None, workers=args.n,
+                            echo=lambda line: print(line, flush=True))
     for task in tasks:
         for agent, expected in CONTROLS.items():
-            got = verdicts.get((task.id, agent), "not run")
+            got = controls.verdict(task.id, agent)
             ok = got == expected
             problems += not ok
             print(f"{'ok     ' if ok else 'WRONG  '} {task.id}: {agent} {got}"
                   + ("" if ok else f" (must be {expected})"))
     if problems:
-        print(proc.stdout[-6000:])
+        print(controls.output[-6000:])
     return 1 if problems else 0
 
 
@@ -168,6 +152,31 @@ def _replay(args: argparse.Namespace) -> int:
     return subprocess.run(command, cwd=Path(manifest["task_path"]).parent).returncode
 
 
+def _mine(args: argparse.Namespace) -> int:
+    try:
+        body = Path(args.body_file).read_text() if args.body_file else None
+    except OSError as exc:
+        print(f"reactbench mine: {exc}", file=sys.stderr)
+        return 2
+    request = Request(
+        repo=Path(args.repo), base=args.base, head=args.head, merge=args.merge,
+        out=Path(args.out) if args.out else None, title=args.title, body=body,
+        pull_request=args.pr, keep_anyway=args.keep_anyway, sandbox=args.sandbox,
+        records=Path(args.records) if args.records else None,
+    )
+    try:
+        outcome = mine(request, echo=lambda line: print(line, flush=True))
+    except MiningError as exc:
+        print(f"reactbench mine: {exc}", file=sys.stderr)
+        return 2
+    for reason in outcome.reasons:
+        print(f"REFUSED  {reason}")
+    if outcome.task is not None:
+        state = "kept anyway (the reasons are in mining.json)" if outcome.reasons else "accepted"
+        print(f"{state}: {outcome.task}")
+    return 0 if outcome.accepted else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="reactbench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -202,6 +211,20 @@ def main(argv: list[str] | None = None) -> int:
     replay.add_argument("--records", help="where the replay's records go")
     replay.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     replay.set_defaults(run=_replay)
+    mining = commands.add_parser("mine", help="make a task of a change in a repository's history")
+    mining.add_argument("--repo", required=True, help="the local git repository")
+    mining.add_argument("--base", help="the revision the agent starts from")
+    mining.add_argument("--head", help="the revision whose change is the task")
+    mining.add_argument("--merge", help="a merge commit: base is its first parent")
+    mining.add_argument("--out", help="the task directory to write (default tasks/<repo>-<head>)")
+    mining.add_argument("--title", help="the instruction's title (default: from the commits)")
+    mining.add_argument("--body-file", help="the instruction's description, Markdown")
+    mining.add_argument("--pr", help="a pull request URL: title and body from the GitHub CLI, if present")
+    mining.add_argument("--keep-anyway", action="store_true",
+                        help="write a refused change too, the reasons recorded in mining.json")
+    mining.add_argument("--sandbox", default="local", help="backend for the controls (default local)")
+    mining.add_argument("--records", help="keep the controls' run records here")
+    mining.set_defaults(run=_mine)
     args = parser.parse_args(argv)
     return int(args.run(args))
 

@@ -1,0 +1,204 @@
+"""Reading and classifying a commit range: real git, no sandbox."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_reactbench.controls import ControlRun
+from pytest_reactbench.mining.changes import (
+    Change,
+    Kind,
+    MiningError,
+    classify,
+    is_spec,
+    parse_binary_paths,
+    parse_name_status,
+    read_changes,
+    resolve,
+)
+from pytest_reactbench.mining.mine import Request, control_refusals, describe, early_refusals
+from tests.mining.history import commit, run_git
+
+
+@pytest.mark.parametrize(("path", "kind"), [
+    ("src/App.tsx", Kind.SOURCE),
+    ("src/assets/logo.png", Kind.SOURCE),
+    ("index.html", Kind.SOURCE),
+    ("src/App.spec.tsx", Kind.TEST),
+    ("src/counter.test.ts", Kind.TEST),
+    ("src/__tests__/helpers.ts", Kind.TEST),
+    ("src/__fixtures__/user.json", Kind.TEST),
+    ("src/__mocks__/api.ts", Kind.TEST),
+    ("src/__snapshots__/App.spec.tsx.snap", Kind.TEST),
+    ("e2e/home.spec.ts", Kind.TEST),
+    ("tests/fixtures/big.bin", Kind.TEST),
+    ("src/setupTests.ts", Kind.TEST),
+    ("package.json", Kind.DEPENDENCY),
+    ("pnpm-lock.yaml", Kind.DEPENDENCY),
+    ("yarn.lock", Kind.DEPENDENCY),
+    ("package-lock.json", Kind.DEPENDENCY),
+    ("bun.lockb", Kind.DEPENDENCY),
+    (".npmrc", Kind.DEPENDENCY),
+    ("vite.config.ts", Kind.CONFIG),
+    ("vitest.config.mts", Kind.CONFIG),
+    ("playwright.config.ts", Kind.CONFIG),
+    ("tsconfig.app.json", Kind.CONFIG),
+    ("README.md", Kind.DOCS),
+    ("docs/guide/intro.mdx", Kind.DOCS),
+    ("docs/diagram.png", Kind.DOCS),
+    (".github/workflows/ci.yml", Kind.DOCS),
+    ("LICENSE", Kind.DOCS),
+])
+def test_classify(path: str, kind: Kind) -> None:
+    assert classify(path) is kind
+
+
+def test_specs_are_the_files_a_runner_runs() -> None:
+    assert is_spec("src/App.spec.tsx") and is_spec("e2e/home.spec.ts") and is_spec("src/__tests__/x.ts")
+    assert not is_spec("src/__fixtures__/user.json") and not is_spec("src/setupTests.ts")
+
+
+def test_parse_name_status_and_numstat() -> None:
+    raw = b"M\0src/a.ts\0R087\0src/old.ts\0src/new.ts\0D\0src/gone.ts\0A\0img.png\0"
+    assert parse_name_status(raw) == [("M", "src/a.ts", None), ("R", "src/new.ts", "src/old.ts"),
+                                      ("D", "src/gone.ts", None), ("A", "img.png", None)]
+    numstat = b"1\t1\tsrc/a.ts\0-\t-\t\0old.png\0new.png\0-\t-\timg.png\0"
+    assert parse_binary_paths(numstat) == {"old.png", "new.png", "img.png"}
+
+
+def test_read_changes_sees_binaries_renames_deletions_and_lockfiles(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    run_git(repo, "init", "-q", "-b", "main")
+    long_text = "".join(f"export const line{i} = {i};\n" for i in range(40))
+    base = commit(repo, "base", {
+        "package.json": '{"devDependencies": {"vitest": "4.1.12"}}\n',
+        "package-lock.json": "{}\n",
+        "src/old name.ts": long_text,
+        "src/gone.ts": "export {};\n",
+        "src/logo.png": b"\x89PNG\0\0\x01",
+    })
+    run_git(repo, "mv", "src/old name.ts", "src/new name.ts")
+    head = commit(repo, "head", {
+        "src/new name.ts": long_text + "export const extra = 1;\n",
+        "src/gone.ts": None,
+        "src/logo.png": b"\x89PNG\0\0\x02",
+        "package-lock.json": None,
+        "pnpm-lock.yaml": "lockfileVersion: '9.0'\n",
+        "package.json": '{"devDependencies": {"vitest": "4.1.12", "zod": "4.0.0"}}\n',
+    })
+    changes = {c.path: c for c in read_changes(repo, base, head)}
+    assert changes["src/new name.ts"] == Change("R", "src/new name.ts", "src/old name.ts", False)
+    assert changes["src/gone.ts"].deleted and changes["src/gone.ts"].kind is Kind.SOURCE
+    assert changes["src/logo.png"].binary and changes["src/logo.png"].status == "M"
+    assert changes["package-lock.json"].deleted and changes["package-lock.json"].kind is Kind.DEPENDENCY
+    assert changes["pnpm-lock.yaml"].status == "A"
+    assert changes["package.json"].kind is Kind.DEPENDENCY
+    assert changes["src/new name.ts"].paths == ("src/old name.ts", "src/new name.ts")
+    with pytest.raises(MiningError, match="nosuchrev"):
+        resolve(repo, "nosuchrev")
+
+
+def change(path: str, status: str = "M") -> Change:
+    return Change(status, path)
+
+
+@pytest.mark.parametrize(("changes", "specs", "runners", "expected"), [
+    ([change("src/a.spec.ts")], ["src/a.spec.ts"], ("vitest",), "only tests"),
+    ([change("README.md"), change("docs/x.md")], [], ("vitest",), "only docs"),
+    ([change("package.json"), change("src/a.spec.ts")], ["src/a.spec.ts"], ("vitest",),
+     "changes no source (only dependency, test)"),
+    ([change("src/a.ts")], [], ("vitest",), "no spec file"),
+    ([change("src/a.ts"), change("src/a.spec.ts", "D")], [], ("vitest",), "no spec file"),
+    ([change("src/a.ts"), change("src/a.spec.ts")], ["src/a.spec.ts"], (), "no test runner"),
+    ([], [], ("vitest",), "changes nothing"),
+])
+def test_early_refusals(changes: list[Change], specs: list[str], runners: tuple[str, ...],
+                        expected: str) -> None:
+    reasons = early_refusals(changes, specs, runners)
+    assert any(expected in r for r in reasons), reasons
+
+
+def test_a_source_change_with_a_spec_is_not_refused_early() -> None:
+    changes = [change("src/a.ts"), change("src/a.spec.ts", "A"), change("README.md"),
+               change("pnpm-lock.yaml")]
+    assert early_refusals(changes, ["src/a.spec.ts"], ("vitest",)) == []
+
+
+def test_describe_from_a_merge_a_range_and_the_user(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    run_git(repo, "init", "-q", "-b", "main")
+    base = commit(repo, "base", {"a.txt": "a\n"})
+    run_git(repo, "checkout", "-q", "-b", "topic")
+    commit(repo, "First step\n\nWhy the first step.", {"b.txt": "b\n"})
+    head = commit(repo, "Second step", {"c.txt": "c\n"})
+    run_git(repo, "checkout", "-q", "main")
+    run_git(repo, "-c", "user.email=d@e", "-c", "user.name=D", "merge", "-q", "--no-ff",
+            "-m", "Merge pull request #3 from dev/topic", "-m", "Do both steps", "topic")
+    merge = run_git(repo, "rev-parse", "HEAD")
+
+    title, body, origin = describe(Request(repo=repo, merge=merge), base, merge)
+    assert (title, origin) == ("Do both steps", "merge commit")
+    assert body == "- First step\n\n  Why the first step.\n\n- Second step"
+    title, body, origin = describe(Request(repo=repo), base, head)
+    assert (title, origin) == ("Second step", "commit messages") and body.startswith("- First step")
+    title, body, origin = describe(Request(repo=repo), base, run_git(repo, "rev-parse", "topic~1"))
+    assert (title, body, origin) == ("First step", "Why the first step.", "commit message")
+    given = Request(repo=repo, title="Mine", body="The body", pull_request="https://example.invalid/1")
+    assert describe(given, base, head) == ("Mine", "The body", "given")
+
+
+def controls(tmp_path: Path, nop: dict[str, str], oracle: dict[str, str],
+             grade: dict[str, object] | None = None) -> ControlRun:
+    record = tmp_path / "record"
+    (record / "verifier").mkdir(parents=True, exist_ok=True)
+    (record / "verifier" / "grade.json").write_text(json.dumps(grade or {}))
+    props = {agent: {f"reactbench.{k}": v for k, v in values.items()} | {"reactbench.record": str(record)}
+             for agent, values in (("nop", nop), ("oracle", oracle))}
+    return ControlRun({("t", agent): p for agent, p in props.items()}, "")
+
+
+PASS = {"verdict": "passed", "gate.tests": "1", "gate.react_doctor": "1"}
+FAIL_TESTS = {"verdict": "failed", "gate.tests": "0", "gate.react_doctor": "1", "failure": "tests"}
+
+
+def test_control_refusals_say_which_control_and_gate(tmp_path: Path) -> None:
+    assert control_refusals(controls(tmp_path, FAIL_TESTS, PASS), "t") == []
+    assert control_refusals(controls(tmp_path, PASS, PASS), "t") == [
+        "its tests already pass at the base revision (nop scored 1)"]
+    failing = controls(tmp_path, FAIL_TESTS, FAIL_TESTS,
+                       {"tests": {"failing": ["src/a.spec.ts > adds"]}})
+    assert control_refusals(failing, "t") == [
+        "its tests do not pass with the reference change (oracle: tests gate 0): src/a.spec.ts > adds"]
+    doctor = controls(tmp_path, FAIL_TESTS,
+                      {"verdict": "failed", "gate.tests": "1", "gate.react_doctor": "0"},
+                      {"react_doctor": {"new": [{"rule": "no-array-index-as-key", "file": "src/L.tsx",
+                                                 "line": 7}]}})
+    assert control_refusals(doctor, "t") == [
+        "the reference change introduces React Doctor findings (oracle: react_doctor gate 0): "
+        "no-array-index-as-key src/L.tsx:7"]
+    broken = controls(tmp_path, {"verdict": "error", "failure": "BakeError"}, PASS)
+    assert control_refusals(broken, "t") == ["the nop control ended in error BakeError"]
+
+
+def test_a_pull_request_describes_itself_when_the_github_cli_can(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    run_git(repo, "init", "-q", "-b", "main")
+    base = commit(repo, "base", {"a.txt": "a\n"})
+    head = commit(repo, "Terse subject", {"a.txt": "b\n"})
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    gh = bin_dir / "gh"
+    gh.write_text('#!/bin/sh\n[ "$3" = https://github.com/o/r/pull/5 ] || exit 1\n'
+                  'echo \'{"title": "Cart totals", "body": "Why and how."}\'\n')
+    gh.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{Path('/usr/bin')}:{Path('/bin')}")
+    request = Request(repo=repo, pull_request="https://github.com/o/r/pull/5")
+    assert describe(request, base, head) == ("Cart totals", "Why and how.", "pull request")
+    # gh fails (offline, not logged in): the commits tell the story.
+    unknown = Request(repo=repo, pull_request="https://github.com/o/r/pull/6")
+    assert describe(unknown, base, head) == ("Terse subject", "", "commit message")

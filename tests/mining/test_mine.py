@@ -1,0 +1,114 @@
+"""`reactbench mine` for real: a React repository with a real git history, its
+changes mined into tasks whose controls run on the local backend (bubblewrap, pnpm,
+Vitest, React Doctor), and the mined task run through the plugin."""
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from pytest_reactbench.cli import main
+from pytest_reactbench.tasks import load_task
+from tests.mining.history import History, build_history
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> History:
+    return build_history(tmp_path / "counter")
+
+
+def mine(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = main(["mine", *args])
+    return code, capsys.readouterr().out
+
+
+def test_a_merged_pull_request_becomes_a_task_the_plugin_runs(
+        history: History, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tasks = tmp_path / "tasks"
+    code, out = mine(capsys, "--repo", str(history.repo), "--merge", history.feature,
+                     "--out", str(tasks / "counter-decrement"))
+    assert code == 0, out
+    assert "oracle: passed (tests 1, react_doctor 1)" in out
+    assert "nop: failed (tests 0, react_doctor 1)" in out
+    task = tasks / "counter-decrement"
+    assert sorted(p.name for p in tasks.iterdir()) == ["counter-decrement"]  # no scratch left
+    record = json.loads((task / "mining.json").read_text())
+    assert record["accepted"] and record["refused_because"] == []
+    assert record["base"] == subprocess.run(
+        ["git", "-C", str(history.repo), "rev-parse", f"{history.feature}^1"],
+        capture_output=True, text=True, check=True).stdout.strip()
+    kinds = {c["path"]: (c["status"], c["kind"], c["binary"]) for c in record["changes"]}
+    assert kinds["src/display.ts"] == ("R", "source", False)
+    assert kinds["src/legacy.ts"] == ("D", "source", False)
+    assert kinds["src/assets/badge.png"] == ("A", "source", True)
+    assert kinds["package.json"] == ("M", "dependency", False)
+    assert kinds["README.md"] == ("M", "docs", False)
+    instruction = (task / "instruction.md").read_text()
+    assert instruction.startswith("# Add a Decrement button that stops at zero\n")
+    assert "- Add decrement(), which stops at zero" in instruction  # the commits, as no PR body
+    assert load_task(task).id == "counter-decrement"
+
+    # The mined task, run through the plugin like any other.
+    xml = tmp_path / "controls.xml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--reactbench-agent=oracle,nop",
+         f"--reactbench-records={tmp_path / 'records'}", f"--junitxml={xml}", f"--rootdir={tmp_path}",
+         str(task)], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    verdicts = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        verdicts[props["reactbench.agent"]] = props
+    assert verdicts["oracle"]["reactbench.verdict"] == "passed", proc.stdout[-3000:]
+    assert verdicts["nop"]["reactbench.verdict"] == "failed", proc.stdout[-3000:]
+    assert verdicts["nop"]["reactbench.gate.tests"] == "0"
+    assert proc.returncode == 1  # nop fails, as it must
+    # The oracle's graded submission carried the rename, the deletion and the binaries.
+    grade = json.loads(Path(verdicts["oracle"]["reactbench.record"], "verifier", "grade.json").read_text())
+    assert {"src/display.ts", "src/legacy.ts", "src/assets/badge.png", "src/assets/logo.png"} \
+        <= set(grade["submission"]["changed"])
+
+
+def test_a_change_whose_tests_already_pass_is_refused_or_kept_with_the_reason(
+        history: History, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_dir = tmp_path / "tasks" / "covered"
+    code, out = mine(capsys, "--repo", str(history.repo), "--base", f"{history.covered}~1",
+                     "--head", history.covered, "--out", str(out_dir))
+    assert code == 1
+    assert "REFUSED  its tests already pass at the base revision (nop scored 1)" in out
+    assert not out_dir.exists() and list(out_dir.parent.iterdir()) == []
+
+    code, out = mine(capsys, "--repo", str(history.repo), "--base", f"{history.covered}~1",
+                     "--head", history.covered, "--out", str(out_dir), "--keep-anyway")
+    assert code == 1 and "kept anyway" in out
+    record = json.loads((out_dir / "mining.json").read_text())
+    assert not record["accepted"]
+    assert record["refused_because"] == ["its tests already pass at the base revision (nop scored 1)"]
+    assert record["controls"]["nop"]["verdict"] == "passed"
+
+
+def test_a_docs_only_change_is_refused_before_any_sandbox(
+        history: History, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = mine(capsys, "--repo", str(history.repo), "--base", f"{history.docs}~1",
+                     "--head", history.docs, "--out", str(tmp_path / "docs"))
+    assert code == 1
+    assert "REFUSED  it touches only docs" in out and "controls:" not in out
+    assert not (tmp_path / "docs").exists()
+
+
+def test_bad_input_is_a_usage_error(history: History, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mine", "--repo", str(tmp_path), "--merge", "HEAD"]) == 2
+    assert "is not a git repository" in capsys.readouterr().err
+    assert main(["mine", "--repo", str(history.repo), "--base", "nosuch", "--head", "HEAD"]) == 2
+    assert "nosuch" in capsys.readouterr().err
+    assert main(["mine", "--repo", str(history.repo), "--head", "HEAD"]) == 2
+    assert "--merge" in capsys.readouterr().err
+    assert main(["mine", "--repo", str(history.repo), "--merge", history.base]) == 2
+    assert "has no parent" in capsys.readouterr().err
+    (tmp_path / "taken").mkdir()
+    assert main(["mine", "--repo", str(history.repo), "--merge", history.feature,
+                 "--out", str(tmp_path / "taken")]) == 2
+    assert "already exists" in capsys.readouterr().err

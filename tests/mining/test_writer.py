@@ -1,0 +1,158 @@
+"""The task a change is written into, without a sandbox: the starting state, the
+environment half, the hidden specs, and a reference patch that real `git apply`
+turns into the head's source (binaries, renames, deletions, modes)."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from pytest_reactbench.mining.changes import Kind, read_changes
+from pytest_reactbench.mining.runners import (
+    Runners,
+    detect_runners,
+    package_manager,
+    source_roots,
+    verifier_command,
+)
+from pytest_reactbench.mining.writer import TaskPlan, write_task
+from pytest_reactbench.tasks import load_task
+from pytest_reactbench.tasks.load import parse_json
+from pytest_reactbench.tasks.models import TestsConfig
+from tests.mining.history import commit, run_git
+
+LONG = "".join(f"export const v{i} = {i};\n" for i in range(30))
+
+
+def files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and ".git" not in p.relative_to(root).parts}
+
+
+def at(repo: Path, rev: str, path: str) -> bytes:
+    return subprocess.run(["git", "-C", str(repo), "cat-file", "blob", f"{rev}:{path}"],
+                          check=True, capture_output=True).stdout
+
+
+def make_plan(tmp_path: Path) -> TaskPlan:
+    repo = tmp_path / "shop"
+    repo.mkdir()
+    run_git(repo, "init", "-q", "-b", "main")
+    base = commit(repo, "base", {
+        "package.json": '{"devDependencies": {"vitest": "4.1.12"}}\n',
+        "package-lock.json": '{"lockfileVersion": 3}\n',
+        "vite.config.ts": "export default {};\n",
+        "src/cart.ts": "export const total = 0;\n",
+        "src/old.ts": LONG,
+        "src/gone.ts": "export const gone = true;\n",
+        "src/logo.png": b"\x89PNG\r\n\x1a\n\0\0base",
+        "src/cart.test.ts": "// base spec\n",
+        "scripts/build.sh": "#!/bin/sh\necho base\n",
+        "docs/guide.md": "# Guide\n",
+    })
+    run_git(repo, "mv", "src/old.ts", "src/renamed.ts")
+    run_git(repo, "mv", "vite.config.ts", "vitest.config.ts")
+    head = commit(repo, "head", {
+        "package.json": '{"devDependencies": {"vitest": "4.1.12", "zod": "4.0.0"}}\n',
+        "package-lock.json": None,
+        "pnpm-lock.yaml": "lockfileVersion: '9.0'\n",
+        "vitest.config.ts": "export default { test: {} };\n",
+        "src/cart.ts": "export const total = 1;\n",
+        "src/renamed.ts": LONG + "export const more = 1;\n",
+        "src/gone.ts": None,
+        "src/logo.png": b"\x89PNG\r\n\x1a\n\0\0head\xff",
+        "src/badge.webp": b"RIFF\0\0\0\0WEBP\xfe",
+        "src/cart.test.ts": "// head spec\n",
+        "src/checkout.spec.ts": "// new spec\n",
+        "src/__fixtures__/order.bin": b"\0\x01\x02",
+        "scripts/build.sh": "#!/bin/sh\necho head\n",
+        "docs/guide.md": "# Guide\n\nMore.\n",
+    })
+    (repo / "scripts/build.sh").chmod(0o755)
+    run_git(repo, "add", "-A")
+    run_git(repo, "-c", "user.email=d@e", "-c", "user.name=D", "commit", "-qm", "make it executable")
+    head = run_git(repo, "rev-parse", "HEAD")
+    changes = read_changes(repo, base, head)
+    root = set(run_git(repo, "ls-tree", "--name-only", head).split("\n"))
+    manager = package_manager(root)
+    runners = detect_runners(at(repo, head, "package.json").decode(), root, lambda _: None)
+    specs = ("src/cart.test.ts", "src/checkout.spec.ts")
+    sources = [p for c in changes if c.kind is Kind.SOURCE for p in c.paths]
+    return TaskPlan(task_id="shop-1", repo=repo, base=base, head=head, title="Totals", body="Count them.",
+                    changes=tuple(changes), manager=manager, runners=runners, specs=specs,
+                    sources=tuple(source_roots(sources, root)),
+                    test_cmd=verifier_command(specs, runners, manager))
+
+
+def test_the_task_layout(tmp_path: Path) -> None:
+    plan = make_plan(tmp_path)
+    task = tmp_path / "tasks" / "shop-1"
+    write_task(plan, task)
+    loaded = load_task(task)
+    assert loaded.config.task is not None and loaded.config.task.description == "Totals"
+    assert loaded.config.agent.timeout_sec > 0 and loaded.config.artifacts[0].source == "/app"
+    assert (task / "instruction.md").read_text() == "# Totals\n\nCount them.\n"
+    config = parse_json(task / "tests" / "config.json", TestsConfig)
+    assert config.rd.scan_root == "/app"
+    assert json.loads((task / "tests" / "config.json").read_text())["sources"] == ["scripts", "src"]
+    assert config.test.cmd.endswith("src/cart.test.ts src/checkout.spec.ts")
+    for script in ("tests/test.sh", "solution/solve.sh"):
+        assert (task / script).stat().st_mode & 0o111
+    # The head's lockfile decides the install, at bake, in both images.
+    for dockerfile in ("environment/Dockerfile", "tests/Dockerfile"):
+        assert "pnpm install --frozen-lockfile" in (task / dockerfile).read_text()
+    assert "react-bench-base" in (task / "environment/Dockerfile").read_text()
+    assert "react-bench-verifier-base" in (task / "tests/Dockerfile").read_text()
+
+
+def test_the_starting_state_is_the_base_with_the_environment_half_of_the_head(tmp_path: Path) -> None:
+    plan = make_plan(tmp_path)
+    task = tmp_path / "shop-1"
+    write_task(plan, task)
+    app = files(task / "environment" / "app")
+    assert app == files(task / "tests" / "app")
+    # Dependencies and configs as at head: the manifest, the new lockfile, the renamed config.
+    for name in ("package.json", "pnpm-lock.yaml", "vitest.config.ts"):
+        assert app[name] == at(plan.repo, plan.head, name), name
+    assert "package-lock.json" not in app and "vite.config.ts" not in app
+    # Source, tests and docs as at base.
+    for name in ("src/cart.ts", "src/old.ts", "src/gone.ts", "src/logo.png", "src/cart.test.ts",
+                 "docs/guide.md"):
+        assert app[name] == at(plan.repo, plan.base, name), name
+    assert "src/renamed.ts" not in app and "src/checkout.spec.ts" not in app
+    # The hidden specs: the test half at head, fixtures included, by exact path.
+    specs = files(task / "tests" / "specs")
+    assert set(specs) == {"src/cart.test.ts", "src/checkout.spec.ts", "src/__fixtures__/order.bin"}
+    assert specs["src/__fixtures__/order.bin"] == b"\0\x01\x02"
+
+
+def test_the_reference_patch_gives_the_head_source(tmp_path: Path) -> None:
+    plan = make_plan(tmp_path)
+    task = tmp_path / "shop-1"
+    write_task(plan, task)
+    work = tmp_path / "work"
+    shutil.copytree(task / "environment" / "app", work)
+    run_git(work, "init", "-q")
+    run_git(work, "add", "-A")
+    run_git(work, "-c", "user.email=d@e", "-c", "user.name=D", "commit", "-qm", "task base")
+    patch = task / "solution" / "source.patch"
+    assert b"GIT binary patch" in patch.read_bytes()
+    run_git(work, "apply", "--whitespace=nowarn", str(patch))
+    after = files(work)
+    for name in ("src/cart.ts", "src/renamed.ts", "src/logo.png", "src/badge.webp", "scripts/build.sh"):
+        assert after[name] == at(plan.repo, plan.head, name), name
+    assert "src/old.ts" not in after and "src/gone.ts" not in after
+    assert (work / "scripts/build.sh").stat().st_mode & 0o111
+    # Tests, docs and the environment half are not the reference's to change.
+    for name in ("src/cart.test.ts", "docs/guide.md", "package.json", "pnpm-lock.yaml"):
+        assert after[name] == files(task / "environment" / "app")[name], name
+
+
+def test_playwright_specs_bake_on_the_playwright_verifier(tmp_path: Path) -> None:
+    plan = make_plan(tmp_path)
+    e2e = TaskPlan(**{**plan.__dict__, "runners": Runners(("vitest", "playwright")),
+                      "specs": ("e2e/home.spec.ts",)})
+    task = tmp_path / "e2e-task"
+    write_task(e2e, task)
+    assert "react-bench-verifier-playwright" in (task / "tests" / "Dockerfile").read_text()
+    assert 'tags = ["mined", "playwright"]' in (task / "task.toml").read_text()
