@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -130,35 +131,43 @@ def _boot(request: pytest.FixtureRequest, backend: Backend, image: Image, *,
         labels={"run": session.records.run_id, "task": request.node.task.id, "role": role,
                 "worker": session.worker},
     )
-    _timed_stage(request, "boot", started)
+    _timed_stage(request, "boot" if role == "agent" else "verifier_boot", started)
     return sandbox
+
+
+@contextmanager
+def _torn_down(sandbox: Sandbox, record: TrialRecord, role: str) -> Iterator[Sandbox]:
+    """Yields the sandbox; closes it whatever happened and records how long that took."""
+    try:
+        yield sandbox
+    finally:
+        started = time.monotonic()
+        sandbox.close()
+        record.event("teardown", role=role, seconds=round(time.monotonic() - started, 3))
 
 
 @pytest.fixture
 def reactbench_agent_sandbox(request: pytest.FixtureRequest, reactbench_backend: Backend,
                              reactbench_agent_image: Image, reactbench_task: Task,
-                             reactbench_agent: Agent) -> Iterator[Sandbox]:
+                             reactbench_agent: Agent, reactbench_record: TrialRecord) -> Iterator[Sandbox]:
     """The agent's sandbox: offline, but for the model hosts the agent declares."""
     sandbox = _boot(request, reactbench_backend, reactbench_agent_image,
                     egress=reactbench_agent.model_hosts,
                     env=reactbench_task.config.environment, role="agent")
-    try:
+    with _torn_down(sandbox, reactbench_record, "agent"):
         yield sandbox
-    finally:
-        sandbox.close()
 
 
 @pytest.fixture
 def reactbench_verifier_sandbox(request: pytest.FixtureRequest, reactbench_backend: Backend,
                                 reactbench_verifier_image: Image,
-                                reactbench_task: Task) -> Iterator[Sandbox]:
+                                reactbench_task: Task,
+                                reactbench_record: TrialRecord) -> Iterator[Sandbox]:
     """A fresh verifier sandbox the agent never touched; always offline."""
     sandbox = _boot(request, reactbench_backend, reactbench_verifier_image,
                     env=reactbench_task.config.verifier_environment, role="verifier")
-    try:
+    with _torn_down(sandbox, reactbench_record, "verifier"):
         yield sandbox
-    finally:
-        sandbox.close()
 
 
 @pytest.fixture

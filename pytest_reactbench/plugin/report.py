@@ -80,7 +80,7 @@ def junit_properties(result: TrialResult, backend: str, attempt: int = 1) -> lis
         ("reactbench.agent_ending", result.agent_ending or ""),
         ("reactbench.backend", backend),
     ]
-    for phase in ("bake", "boot", "agent", "artifacts", "verify"):
+    for phase in ("bake", "boot", "agent", "artifacts", "verifier_boot", "verify", "test_command", "scan"):
         if phase in result.durations:
             props.append((f"reactbench.duration.{phase}", f"{result.durations[phase]:.3f}"))
     if result.retries:

@@ -114,6 +114,12 @@ def run_trial(
                           + f"{len(findings)} file(s) that can fool a grader: " + "; ".join(findings[:10]))
         with _timed(durations, "verify", record):
             graded = grade(verifier_sandbox, transfers, task.config.verifier.timeout_sec, logs_dir)
+        # Our verifier times its parts: the task's test command and the React Doctor scan.
+        timings = graded.details.get("timings")
+        if isinstance(timings, dict):
+            for phase in ("test_command", "scan"):
+                if isinstance(timings.get(phase), int | float):
+                    durations[phase] = float(timings[phase])
     except SubmissionRefused as exc:
         return finish(Verdict.FAILED, "submission", str(exc))
     except (SandboxError, VerifierError) as exc:

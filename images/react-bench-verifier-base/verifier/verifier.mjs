@@ -450,6 +450,8 @@ function grade() {
   fs.writeFileSync(path.join(LOGS, "rd-before.json"), JSON.stringify(before));
   // Scanned before the hidden specs are applied, so that they are never findings.
   let doctor;
+  const timings = {};
+  const scanStarted = performance.now();
   try {
     // An unchanged tree is the base commit: its scan is the baked baseline.
     const after = submission.changed.length ? scan(config, { afterSubmission: true }) : before;
@@ -464,13 +466,16 @@ function grade() {
   log(`react doctor: ${doctor.ok ? "pass" : "FAIL"} (${doctor.new.length} new, ${doctor.remaining_targets.length} targets left)`);
   for (const f of doctor.new) log(`  new ${f.rule} ${f.file}:${f.line ?? ""} ${f.title}`);
   for (const f of doctor.unscanned ?? []) log(`  changed but not scanned: ${f}`);
+  timings.scan = (performance.now() - scanStarted) / 1000;
   applySpecs();
+  const testStarted = performance.now();
   const tests = testGate(config);
+  timings.test_command = (performance.now() - testStarted) / 1000;
   log(`tests: ${tests.ok ? "pass" : "FAIL"}`);
   const reward = tests.ok && doctor.ok ? 1 : 0;
   fs.writeFileSync(
     path.join(LOGS, "grade.json"),
-    JSON.stringify({ reward, tests, react_doctor: doctor, submission }, null, 2),
+    JSON.stringify({ reward, tests, react_doctor: doctor, submission, timings }, null, 2),
   );
   fs.writeFileSync(
     path.join(LOGS, "reward.json"),
