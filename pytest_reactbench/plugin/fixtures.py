@@ -16,7 +16,7 @@ from pytest_reactbench.plugin.items import RECORD
 from pytest_reactbench.plugin.progress import progress_printer
 from pytest_reactbench.plugin.session import SESSION_KEY
 from pytest_reactbench.results import TrialRecord
-from pytest_reactbench.sandbox.base import Backend, Image, ImageRecipe, Limits, Sandbox
+from pytest_reactbench.sandbox.base import Backend, BootingSandbox, Image, ImageRecipe, Limits, Sandbox
 from pytest_reactbench.tasks import EnvironmentConfig, Task
 from pytest_reactbench.trial import TrialResult, Verdict, run_trial
 
@@ -122,16 +122,24 @@ def reactbench_verifier_image(request: pytest.FixtureRequest, reactbench_backend
 def _boot(request: pytest.FixtureRequest, backend: Backend, image: Image, *,
           env: EnvironmentConfig, role: str, egress: tuple[str, ...] = ()) -> Sandbox:
     session = request.config.stash[SESSION_KEY]
+
+    def boot() -> Sandbox:
+        return backend.boot(
+            image,
+            network=False,
+            egress=egress,
+            limits=_limits(env),
+            labels={"run": session.records.run_id, "task": request.node.task.id, "role": role,
+                    "worker": session.worker},
+        )
+
+    if role == "verifier":
+        # The verifier boots while the agent's sandbox boots and the agent works; the
+        # trial records only the time it waits for it (run_trial, "verifier_boot").
+        return BootingSandbox(boot, "verifier")
     started = time.monotonic()
-    sandbox = backend.boot(
-        image,
-        network=False,
-        egress=egress,
-        limits=_limits(env),
-        labels={"run": session.records.run_id, "task": request.node.task.id, "role": role,
-                "worker": session.worker},
-    )
-    _timed_stage(request, "boot" if role == "agent" else "verifier_boot", started)
+    sandbox = boot()
+    _timed_stage(request, "boot", started)
     return sandbox
 
 
@@ -173,8 +181,8 @@ def reactbench_verifier_sandbox(request: pytest.FixtureRequest, reactbench_backe
 @pytest.fixture
 def reactbench_trial(request: pytest.FixtureRequest, reactbench_task: Task,
                      reactbench_agent: Agent, reactbench_record: TrialRecord,
-                     reactbench_agent_sandbox: Sandbox,
-                     reactbench_verifier_sandbox: Sandbox) -> TrialResult:
+                     reactbench_verifier_sandbox: Sandbox,
+                     reactbench_agent_sandbox: Sandbox) -> TrialResult:
     """The trial's verdict: the agent acts, the verifier grades. A trial that ends in
     an error (never a pass or a fail) is retried in fresh sandboxes, with a record of
     its own, up to --reactbench-retries times."""

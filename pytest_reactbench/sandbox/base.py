@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 import tarfile
+import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -134,6 +136,10 @@ class Sandbox(ABC):
     def close(self) -> None:
         """Tear the sandbox down; safe to call twice and after a failure."""
 
+    def ready(self) -> float:
+        """Block until the sandbox can run commands; the seconds it waited."""
+        return 0.0
+
     def put_path(self, local: Path, dest: str) -> None:
         """Copy a host directory's contents (or one file) into the sandbox at `dest`."""
         buffer = io.BytesIO()
@@ -155,6 +161,59 @@ class Sandbox(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class BootingSandbox(Sandbox):
+    """A sandbox booting in the background (`boot` runs in a thread), so that its boot
+    overlaps other work; every call waits for it, and `close()` always closes it."""
+
+    def __init__(self, boot: Callable[[], Sandbox], what: str) -> None:
+        self._sandbox: Sandbox | None = None
+        self._error: BaseException | None = None
+        self._what = what
+        self._thread = threading.Thread(target=self._boot, args=(boot,), name=f"boot {what}", daemon=True)
+        self._thread.start()
+
+    def _boot(self, boot: Callable[[], Sandbox]) -> None:
+        try:
+            self._sandbox = boot()
+        except BaseException as exc:  # handed to the caller's thread by ready()
+            self._error = exc
+
+    def ready(self) -> float:
+        started = time.monotonic()
+        self._thread.join()
+        waited = time.monotonic() - started
+        if isinstance(self._error, SandboxError):
+            raise self._error
+        if self._error is not None or self._sandbox is None:
+            raise SandboxError(f"booting the {self._what} sandbox failed: {self._error!r}")
+        return waited
+
+    @property
+    def sandbox(self) -> Sandbox:
+        self.ready()
+        assert self._sandbox is not None
+        return self._sandbox
+
+    @property
+    def backend(self) -> str:  # type: ignore[override]
+        return self.sandbox.backend
+
+    def exec(self, cmd: str | Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None,
+             timeout: float | None = None, user: str | None = None) -> ExecResult:
+        return self.sandbox.exec(cmd, cwd=cwd, env=env, timeout=timeout, user=user)
+
+    def put_archive(self, dest: str, data: bytes) -> None:
+        self.sandbox.put_archive(dest, data)
+
+    def get_archive(self, src: str, exclude: Sequence[str] = ()) -> bytes:
+        return self.sandbox.get_archive(src, exclude)
+
+    def close(self) -> None:
+        self._thread.join()
+        if self._sandbox is not None:
+            self._sandbox.close()
 
 
 class Backend(ABC):

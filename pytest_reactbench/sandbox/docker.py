@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -186,23 +187,24 @@ class DockerSandbox(Sandbox):
         )
 
     def put_archive(self, dest: str, data: bytes) -> None:
-        made = self.exec(["mkdir", "-p", dest], cwd="/")
-        if not made.ok:
-            raise SandboxError(f"could not create {dest}: {made.error_text.strip()}")
+        errors = self._errors()
         try:
+            # Most destinations exist: a mkdir only when the engine says it does not.
+            with contextlib.suppress(errors.NotFound):
+                self.container.put_archive(dest, data)
+                return
+            made = self.exec(["mkdir", "-p", dest], cwd="/")
+            if not made.ok:
+                raise SandboxError(f"could not create {dest}: {made.error_text.strip()}")
             self.container.put_archive(dest, data)
-        except self._errors().DockerException as exc:
+        except errors.DockerException as exc:
             raise SandboxError(f"could not unpack into {dest}: {exc}") from None
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        with contextlib.suppress(self._errors().NotFound):
-            self.container.remove(force=True, v=True)
-        self._on_close(self.container.id)
-        if self.gate is not None:
-            self.gate.close()
+        self._on_close(self.container, self.gate)
 
 
 class DockerBackend(Backend):
@@ -234,6 +236,10 @@ class DockerBackend(Backend):
         self.ca_bundle = ca_bundle
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         self._live: set[str] = set()
+        # Removing a container takes the engine a few hundred milliseconds: it happens
+        # here, off the trial's path; close() (and drain()) wait for every removal.
+        self._teardown = ThreadPoolExecutor(max_workers=4, thread_name_prefix="reactbench-teardown")
+        self._removals: list[Future[None]] = []
         self._failed: dict[str, BakeError] = {}
         self._engine_cpus = int(self.client.info().get("NCPU") or 1)
 
@@ -447,7 +453,7 @@ class DockerBackend(Backend):
                 gate.close()
             raise SandboxError(f"cannot start a container from {image.ref}: {exc}") from None
         self._live.add(container.id)
-        sandbox = DockerSandbox(container, self.api, self._live.discard, gate)
+        sandbox = DockerSandbox(container, self.api, self._remove_later, gate)
         made = sandbox.exec(
             ["sh", "-c", "mkdir -p /logs/agent /logs/verifier && cat /proc/1/task/1/children"], cwd="/"
         )
@@ -495,7 +501,26 @@ class DockerBackend(Backend):
                     removed += 1
         return removed
 
+    def _remove_later(self, container: Any, gate: EgressGate | None) -> None:
+        self._removals.append(self._teardown.submit(self._remove, container, gate))
+
+    def _remove(self, container: Any, gate: EgressGate | None) -> None:
+        errors = _docker().errors
+        with contextlib.suppress(errors.NotFound):
+            container.remove(force=True, v=True)
+        self._live.discard(container.id)
+        if gate is not None:
+            gate.close()
+
+    def drain(self) -> None:
+        """Wait until every closed sandbox's container is removed."""
+        while self._removals:
+            with contextlib.suppress(Exception):  # what failed is retried by close()
+                self._removals.pop().result()
+
     def close(self) -> None:
+        self.drain()
+        self._teardown.shutdown(wait=True)
         for container_id in list(self._live):
             with contextlib.suppress(_docker().errors.DockerException):
                 self.client.containers.get(container_id).remove(force=True, v=True)

@@ -112,6 +112,8 @@ def run_trial(
         if strict and findings:
             return finish(Verdict.FAILED, "audit", "--reactbench-strict: the submission touches "
                           + f"{len(findings)} file(s) that can fool a grader: " + "; ".join(findings[:10]))
+        waited = verifier_sandbox.ready()
+        durations["verifier_boot"] = durations.get("verifier_boot", 0.0) + waited
         with _timed(durations, "verify", record):
             graded = grade(verifier_sandbox, transfers, task.config.verifier.timeout_sec, logs_dir)
         # Our verifier times its parts: the task's test command and the React Doctor scan.

@@ -19,7 +19,8 @@ from pytest_reactbench.tasks.load import describe_validation
 from pytest_reactbench.verifier.artifacts import Transfer, deliver
 
 VERIFIER_LOGS = "/logs/verifier"
-TEST_COMMAND = f"chmod +x /tests/test.sh && (/tests/test.sh) > {VERIFIER_LOGS}/test-stdout.txt 2>&1"
+TEST_COMMAND = (f"mkdir -p {VERIFIER_LOGS} && chmod +x /tests/test.sh "
+                f"&& (/tests/test.sh) > {VERIFIER_LOGS}/test-stdout.txt 2>&1")
 #: Gate details our verifier writes beside reward.json (which stays a flat dict of
 #: numbers, as Harbor requires).
 DETAILS_FILE = "grade.json"
@@ -100,7 +101,6 @@ def _unpack_logs(data: bytes, into: Path) -> None:
 def grade(sandbox: Sandbox, transfers: list[Transfer], timeout: float, logs_dir: Path) -> Grade:
     """Deliver the artifacts, run test.sh, keep `/logs/verifier` in `logs_dir`."""
     deliver(sandbox, transfers)
-    sandbox.exec(["mkdir", "-p", VERIFIER_LOGS], cwd="/")
     result = sandbox.exec(TEST_COMMAND, timeout=timeout)
     _unpack_logs(sandbox.get_archive(VERIFIER_LOGS), logs_dir)
     if result.timed_out:

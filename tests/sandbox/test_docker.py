@@ -74,6 +74,7 @@ def test_sandbox_limits_network_labels_and_teardown(tmp_path: Path,
         assert box.exec("cd /tests/copy && find . -type f").text.split() == ["./src/a.ts"]
     finally:
         box.close()
+    backend.drain()
     assert ours(backend) == []
 
 
