@@ -58,12 +58,16 @@ BUILD_VERSION = "1"
 ROOT_IMAGE = "reactbench/debian-root:bookworm"
 LABEL = "reactbench.owner"
 # Kills every process in the container but init (pid 1) and the container's main
-# process ($1, noted at boot): a timed-out command's whole tree goes, orphans that
-# setsid'd away and were reparented to init included.
+# process: a timed-out command's whole tree goes, orphans that setsid'd away and were
+# reparented to init included. The main process is init's oldest child: the kernel
+# appends children, reparented orphans included, at the end of the list.
 KILL_ALL = (
-    'for p in /proc/[0-9]*; do p=${p#/proc/}; case " 1 $1 $$ " in *" $p "*) ;; '
+    'read main _ < /proc/1/task/1/children; '
+    'for p in /proc/[0-9]*; do p=${p#/proc/}; case " 1 $main $$ " in *" $p "*) ;; '
     '*) kill -9 "$p" 2>/dev/null;; esac; done; true'
 )
+#: The container's main process: it makes the log directories and then idles.
+MAIN = ["sh", "-c", "mkdir -p /logs/agent /logs/verifier && exec sleep infinity"]
 
 
 STEP = re.compile(r"Step (\d+)/\d+ : ")
@@ -129,7 +133,6 @@ class DockerSandbox(Sandbox):
         self.gate = gate
         self._on_close = on_close
         self._closed = False
-        self.main_pid = ""
 
     def _errors(self) -> Any:
         return _docker().errors
@@ -168,7 +171,7 @@ class DockerSandbox(Sandbox):
         timed_out = worker.is_alive()
         if timed_out:
             with contextlib.suppress(errors.DockerException):
-                killer = ["sh", "-c", KILL_ALL, "kill-all", self.main_pid]
+                killer = ["sh", "-c", KILL_ALL]
                 self.api.exec_start(self.api.exec_create(self.container.id, killer)["Id"])
             worker.join(30)
         if "error" in output:
@@ -241,15 +244,21 @@ class DockerBackend(Backend):
         self._teardown = ThreadPoolExecutor(max_workers=4, thread_name_prefix="reactbench-teardown")
         self._removals: list[Future[None]] = []
         self._failed: dict[str, BakeError] = {}
+        self._parents: dict[str, str] = {}
+        self._parent_ids: dict[str, str] = {}
         self._engine_cpus = int(self.client.info().get("NCPU") or 1)
 
     # -- images ---------------------------------------------------------------------
 
-    def _image_id(self, tag: str) -> str | None:
+    def _image(self, tag: str) -> Any:
         try:
-            return str(self.client.images.get(tag).id)
+            return self.client.images.get(tag)
         except _docker().errors.ImageNotFound:
             return None
+
+    def _image_id(self, tag: str) -> str | None:
+        image = self._image(tag)
+        return None if image is None else str(image.id)
 
     def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:
         return self._bake(recipe, progress, time.monotonic() + recipe.timeout, depth=0)
@@ -274,7 +283,7 @@ class DockerBackend(Backend):
                 self._alias(parent, ref.image)
         key = recipe_key(
             BUILD_VERSION,
-            *(self._image_id(p) or p for p in parents),
+            *(self._parent_ids.get(p) or self._image_id(p) or p for p in parents),
             recipe.dockerfile.read_text(),
             repr(sorted(build_args.items())),
             context=recipe.context,
@@ -282,7 +291,8 @@ class DockerBackend(Backend):
         tag = f"reactbench/{_safe_name(recipe.name)}:{key}"
         if key in self._failed:
             raise self._failed[key]
-        cached = self._image_id(tag) is not None
+        image = self._image(tag)
+        cached = image is not None
         if not cached:
             with file_lock(self.cache_dir / "locks" / f"{key}.lock"):
                 if self._image_id(tag) is None:
@@ -297,7 +307,8 @@ class DockerBackend(Backend):
             progress(f"{recipe.name}: reusing baked image {key[:12]}")
         for alias in aliases:
             self._alias(tag, alias)
-        image = self.client.images.get(tag)
+        if image is None:
+            image = self.client.images.get(tag)
         return Image(tag, str(image.id), self.name, cached=cached,
                      labels=dict(image.labels or {}))
 
@@ -307,6 +318,17 @@ class DockerBackend(Backend):
 
     def _parent(self, ref: str, recipe: ImageRecipe, progress: Progress, deadline: float,
                 depth: int) -> str:
+        # The stand-ins and the system layer come from this package's own recipes, which
+        # do not change during a session: each is resolved (hashed, looked up) once.
+        if ref not in self._parents:
+            parent = self._resolve_parent(ref, recipe, progress, deadline, depth)
+            self._parents[ref] = parent
+            if (parent_id := self._image_id(parent)) is not None:
+                self._parent_ids[parent] = parent_id
+        return self._parents[ref]
+
+    def _resolve_parent(self, ref: str, recipe: ImageRecipe, progress: Progress, deadline: float,
+                        depth: int) -> str:
         mapped = map_image(ref, self.image_map)
         if mapped == SYSTEM_IMAGE:
             return self._system(progress, deadline).ref
@@ -431,7 +453,7 @@ class DockerBackend(Backend):
         # the engine refuses that, so the limit is the engine's size.
         cpus = min(limits.cpus, float(self._engine_cpus))
         options: dict[str, Any] = {
-            "entrypoint": ["sleep", "infinity"],
+            "entrypoint": MAIN,
             "detach": True,
             "init": True,
             "network_mode": gate.network.name if gate else ("bridge" if network else "none"),
@@ -453,15 +475,7 @@ class DockerBackend(Backend):
                 gate.close()
             raise SandboxError(f"cannot start a container from {image.ref}: {exc}") from None
         self._live.add(container.id)
-        sandbox = DockerSandbox(container, self.api, self._remove_later, gate)
-        made = sandbox.exec(
-            ["sh", "-c", "mkdir -p /logs/agent /logs/verifier && cat /proc/1/task/1/children"], cwd="/"
-        )
-        if not made.ok:
-            sandbox.close()
-            raise SandboxError(f"cannot prepare {container.name}: {made.error_text.strip()}")
-        sandbox.main_pid = made.text.strip()
-        return sandbox
+        return DockerSandbox(container, self.api, self._remove_later, gate)
 
     def _egress(self, hosts: Sequence[str], labels: Mapping[str, str]) -> EgressGate:
         errors = _docker().errors
