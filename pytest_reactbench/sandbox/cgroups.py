@@ -4,7 +4,8 @@ The docker backend gets its limits from the engine. The local backend makes the
 group itself, under the cgroup v1 memory, pids and cpu controllers the current
 process already belongs to, and every command of the sandbox enters it before it
 execs bubblewrap. A memory hog is then killed by the kernel inside the group, a
-fork bomb stops at the pids limit, and teardown kills whatever is left in the group.
+fork bomb stops at the pids limit, CPUs are shared by weight, and teardown kills
+whatever is left in the group.
 
 Where those controllers are not writable (a cgroup v2-only host, no root), the
 sandbox runs without limits and says so once: the limits are recorded, not enforced.
@@ -25,7 +26,8 @@ from pytest_reactbench.sandbox.base import PIDS_LIMIT, Limits
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CONTROLLERS = ("memory", "pids", "cpu")
 PREFIX = "reactbench-"
-CPU_PERIOD_US = 100_000
+#: The kernel's weight of one CPU's worth of a cgroup v1 `cpu.shares`.
+CPU_SHARES = 1024
 #: Enters every group given before `--`, then execs the rest.
 ENTER = (
     'p=$$; while [ "$1" != -- ]; do echo "$p" > "$1/cgroup.procs" || exit 125; shift; done; '
@@ -78,8 +80,11 @@ class ResourceGroup:
             with contextlib.suppress(FileNotFoundError):
                 (memory / "memory.memsw.limit_in_bytes").write_text(limit)
             (pids / "pids.max").write_text(str(PIDS_LIMIT))
-            (cpu / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
-            (cpu / "cpu.cfs_quota_us").write_text(str(max(1000, int(limits.cpus * CPU_PERIOD_US))))
+            # A weight, not a quota: under contention each sandbox gets its `cpus`
+            # share, and cores nobody uses are not left idle. A hard quota throttled a
+            # React build's bursts so that one trial took 1.2x as long alone and two
+            # side by side left a quarter of the machine idle (benchmarks/scaling.py).
+            (cpu / "cpu.shares").write_text(str(max(2, int(limits.cpus * CPU_SHARES))))
         except OSError:
             group.remove()
             return None
