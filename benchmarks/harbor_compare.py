@@ -22,7 +22,11 @@ DOCKER_CONFIG used only for Harbor's commands.
 Both frameworks run warm: an untimed first pass builds every image (ours bakes, and tags
 the stand-in base images under their public names, which Harbor's builds need; Harbor
 builds each task once per configuration). Every container, network and temporary
-directory either framework creates is removed on every exit path.
+directory either framework creates is removed on every exit path (--keep keeps the run
+directory: records, Harbor's jobs, logs).
+
+Exit status: 0 when every target is met, 1 when one is not, 2 when the run could not be
+made, 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -90,6 +94,8 @@ class Tools:
         # LiteLLM (imported by Harbor) otherwise fetches a price list from GitHub at
         # start-up, with retries, on every command; that is not Harbor's trial cost.
         env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+        # No usage events from benchmark runs (and no helper processes left behind).
+        env["HARBOR_TELEMETRY"] = "0"
         env.setdefault("NO_COLOR", "1")
         return env
 
@@ -477,6 +483,30 @@ def terminate_on_signals() -> Iterator[None]:
 # -- report --------------------------------------------------------------------------
 
 
+def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int) -> None:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i < left else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    print(line(header))
+    print(line(["-" * w for w in widths]))
+    for row in rows:
+        print(line(row))
+
+
+def phase_split(trial: Trial) -> list[float | None]:
+    """start / agent / verify / rest of the recorded trial / outside it."""
+    p = trial.phases
+    start = p.get("bake", 0.0) + p.get("boot", 0.0) if trial.config == OURS else p.get("setup", 0.0)
+    agent, verify = p.get("agent", 0.0), p.get("verify", 0.0)
+    recorded = trial.recorded
+    rest = None if recorded is None else recorded - start - agent - verify
+    outside = None if recorded is None else trial.wall - recorded
+    return [start, agent, verify, rest, outside]
+
+
 def _fmt(value: float | None, pattern: str = "{:.1f}") -> str:
     return "-" if value is None or value != value else pattern.format(value)
 
@@ -521,26 +551,35 @@ def report(trials: Sequence[Trial], agents: Sequence[str], task_names: Sequence[
                              _fmt(rec), "1.0x" if config == OURS else _fmt(rec_ratio, "{:.1f}x")])
     header = ["task", "agent", "framework / config", "reward", "wall s/trial", "vs ours",
               "trial s (recorded)", "vs ours"]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) if i < 3 else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
-
     print(f"Side by side with Harbor: {len(task_names)} task(s) x {len(agents)} agent(s), "
           f"{repeat} timed trial(s) each, one trial per command, sequential; medians.")
     print("All tasks run as copies with allow_internet = true in [environment] and "
           "[verifier.environment] (Harbor's no-network mode needs images that cannot be pulled here).")
     print()
-    print(line(header))
-    print(line(["-" * w for w in widths]))
-    for row in rows:
-        print(line(row))
+    print_table(header, rows, left=3)
     print()
     print("wall s/trial: the whole command (`pytest ... <task>` / `harbor run -p <task>`) for one trial, "
           "start-up and teardown included.")
     print("trial s (recorded): the framework's own per-trial figure (JUnit testcase time / "
           "result.json started_at..finished_at).")
+    phase_rows: list[list[str]] = []
+    for task in task_names:
+        for agent in agents:
+            for config in CONFIGS:
+                splits = [phase_split(t) for t in cell(task, agent, config)]
+                phase_rows.append([task, agent, config, *(
+                    _fmt(_median([s[i] for s in splits])) for i in range(5))])
+    print()
+    print("Where the time goes (s, medians):")
+    print_table(["task", "agent", "framework / config", "start", "agent", "verify", "rest of trial",
+                 "outside trial"], phase_rows, left=3)
+    print("start: ours = bake check + boot of both sandboxes; Harbor = environment setup (compose build "
+          "and up of the agent's environment).")
+    print("verify: ours = grading in the verifier sandbox; Harbor = verifier phase (its separate "
+          "environment's build and start, the upload and the grading).")
+    print("rest of trial: the rest of the recorded trial (artifacts, stopping the agent's environment...); "
+          "outside trial: the command's wall time beyond it (start-up, collection, teardown, reports).")
+    print()
     print(f"total wall, all timed trials: ours {totals[OURS]:.1f} s, Harbor defaults {totals[HARBOR]:.1f} s "
           f"({totals[HARBOR] / totals[OURS]:.1f}x), Harbor tuned {totals[TUNED]:.1f} s "
           f"({totals[TUNED] / totals[OURS]:.1f}x)")
@@ -578,6 +617,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-setup", action="store_true",
                         help="use the venv and Compose already under --work; install nothing")
     parser.add_argument("--repeat", type=int, default=1, help="timed trials per task, agent and config")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the run directory under --work (records, Harbor jobs, logs)")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -664,7 +705,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             removed = sweeper.sweep(runner.pytest_pids)
             if removed:
                 say(f"removed {removed} leftover container(s)/network(s)")
-        shutil.rmtree(tmp, ignore_errors=True)
+        if args.keep:
+            say(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _slug(config: str) -> str:
