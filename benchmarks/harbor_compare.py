@@ -419,7 +419,7 @@ def run_harbor(runner: Runner, task: Path, agent: str, config: str, tmp: Path, n
 
 
 class Sweeper:
-    """Removes the containers and networks of this run's trials: ours by the owner label
+    """Removes the containers, networks and images of this run's trials: ours by the owner label
     (host:pid of each pytest we started), Harbor's by their compose project, named after
     the trial (`<task>__...`), and by its compose files living in our venv."""
 
@@ -431,6 +431,7 @@ class Sweeper:
         self.prefixes = tuple(f"{name.lower()}__" for name in task_names)
         self.before = {c.id for c in self.client.containers.list(all=True)}
         self.networks_before = {n.id for n in self.client.networks.list()}
+        self.images_before = {tag for i in self.client.images.list() for tag in i.tags}
 
     def _harbors(self, labels: dict[str, str]) -> bool:
         project = labels.get(PROJECT_LABEL, "")
@@ -462,6 +463,14 @@ class Sweeper:
                 with contextlib.suppress(DockerException):
                     network.remove()
                     removed += 1
+        # Harbor names each trial's images after its compose project and removes them
+        # at teardown; an interrupted trial leaves them behind.
+        for image in self.client.images.list():
+            for tag in image.tags:
+                if tag.startswith(self.prefixes) and tag not in self.images_before:
+                    with contextlib.suppress(DockerException):
+                        self.client.images.remove(tag)
+                        removed += 1
         return removed
 
 
@@ -704,7 +713,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if sweeper is not None:
             removed = sweeper.sweep(runner.pytest_pids)
             if removed:
-                say(f"removed {removed} leftover container(s)/network(s)")
+                say(f"removed {removed} leftover container(s), network(s) and image(s)")
         if args.keep:
             say(f"kept {tmp}")
         else:
