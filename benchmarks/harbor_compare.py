@@ -317,21 +317,27 @@ class Runner:
         self.current: subprocess.Popen[bytes] | None = None
 
     def run(self, command: Sequence[str], log_name: str, env: dict[str, str] | None = None,
-            cwd: Path | None = None, timeout: float = 3600) -> tuple[int, float, int]:
+            cwd: Path | None = None, timeout: float = 3600, pytest: bool = False) -> tuple[int, float]:
         log = self.logs / f"{log_name}.log"
         started = time.monotonic()
         with log.open("wb") as out:
             proc = subprocess.Popen(list(command), stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
                                     start_new_session=True)
             self.current = proc
+            if pytest:
+                # Our sandboxes are labelled with this pid: the sweep finds them by it.
+                self.pytest_pids.append(proc.pid)
             try:
                 code = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.stop(proc)
+                raise BenchError(f"{log_name}: no result after {timeout:g} s") from None
             except BaseException:
                 self.stop(proc)
                 raise
             finally:
                 self.current = None
-        return code, time.monotonic() - started, proc.pid
+        return code, time.monotonic() - started
 
     @staticmethod
     def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -359,8 +365,7 @@ def run_ours(runner: Runner, tasks: Sequence[Path], agents: Sequence[str], tmp: 
         f"--reactbench-records={records}", f"--junitxml={junit}", f"--rootdir={tmp}",
         *map(str, tasks),
     ]
-    code, wall, pid = runner.run(command, name, cwd=tmp)
-    runner.pytest_pids.append(pid)
+    code, wall = runner.run(command, name, cwd=tmp, pytest=True)
     if not junit.is_file():
         raise BenchError(f"pytest wrote no JUnit report (exit {code}):\n{runner.tail(name)}")
     trials: list[Trial] = []
@@ -395,8 +400,8 @@ def run_harbor(runner: Runner, task: Path, agent: str, config: str, tmp: Path, n
     jobs = tmp / "jobs"
     command = [str(runner.tools.harbor), "run", "-p", str(task), "-a", agent, "-o", str(jobs),
                "--job-name", name, "-n", "1", "-q", "-y"]
-    code, wall, _ = runner.run(command, name, env=runner.tools.env(), cwd=tmp)
-    results = [p for p in (jobs / name).glob("*/result.json")]
+    code, wall = runner.run(command, name, env=runner.tools.env(), cwd=tmp)
+    results = list((jobs / name).glob("*/result.json"))
     if len(results) != 1:
         raise BenchError(f"harbor run ({name}, exit {code}) left {len(results)} trial results:\n"
                          f"{runner.tail(name)}")
