@@ -4,6 +4,7 @@ subprocess, and reading the run records it writes."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -32,8 +33,10 @@ def run_suite(*, cache: Path, records: Path, backend: str, agents: str, workers:
     ]
     if workers:
         command += ["-n", str(workers)]
+    # Python's default: compiled modules are cached (some machines turn that off).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     started = time.monotonic()
-    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
     seconds = time.monotonic() - started
     lines = proc.stdout.strip().splitlines() or ["(no output)"]
     if proc.returncode not in (0, 1):

@@ -658,6 +658,9 @@ def reproduce_command(args: argparse.Namespace) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Python's default: compiled modules are cached. A machine that turns that off
+    # (PYTHONDONTWRITEBYTECODE) makes every command of either framework recompile at start.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     args = parse_args(argv)
     started = time.monotonic()
     timings: dict[str, float] = {}
