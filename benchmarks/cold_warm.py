@@ -11,28 +11,10 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def run_suite(cache: Path, records: Path, args: argparse.Namespace) -> tuple[float, str]:
-    command = [
-        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-        f"--reactbench-agent={args.agents}", f"--reactbench-sandbox={args.backend}",
-        f"--reactbench-cache={cache}", f"--reactbench-records={records}",
-    ]
-    if args.n:
-        command += ["-n", str(args.n)]
-    started = time.monotonic()
-    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    elapsed = time.monotonic() - started
-    summary = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
-    return elapsed, summary + "\n" + proc.stderr
+from common import run_suite
 
 
 def clear_docker_images() -> int:
@@ -53,7 +35,8 @@ def clear_docker_images() -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default="local")
     parser.add_argument("--agents", default="oracle,nop")
     parser.add_argument("-n", type=int, default=0, help="xdist workers (0: none)")
@@ -61,17 +44,17 @@ def main() -> None:
     if args.backend == "docker":
         print(f"removed {clear_docker_images()} images the plugin had built")
     with tempfile.TemporaryDirectory(prefix="reactbench-bench-") as tmp:
-        cache, records = Path(tmp, "cache"), Path(tmp, "records")
-        cold, cold_out = run_suite(cache, records, args)
-        warm, warm_out = run_suite(cache, records, args)
-    reused = len(re.findall(r"reusing baked image", warm_out))
-    rebuilt = len(re.findall(r": baking ", warm_out))
+        cache = Path(tmp, "cache")
+        cold, warm = (run_suite(cache=cache, records=Path(tmp, name), backend=args.backend,
+                                agents=args.agents, workers=args.n) for name in ("cold", "warm"))
+    reused = len(re.findall(r"reusing baked image", warm.output))
+    rebuilt = len(re.findall(r": baking |: building ", warm.output))
     print(f"command: python benchmarks/cold_warm.py --backend {args.backend} "
           f"--agents {args.agents}" + (f" -n {args.n}" if args.n else ""))
-    print(f"cold run: {cold:7.1f} s   {cold_out.splitlines()[0]}")
-    print(f"warm run: {warm:7.1f} s   {warm_out.splitlines()[0]}")
+    print(f"cold run: {cold.seconds:7.1f} s   {cold.summary}")
+    print(f"warm run: {warm.seconds:7.1f} s   {warm.summary}")
     print(f"warm run reused {reused} baked images and rebuilt {rebuilt}")
-    print(f"cold / warm: {cold / warm:.1f}x")
+    print(f"cold / warm: {cold.seconds / warm.seconds:.1f}x")
 
 
 if __name__ == "__main__":
