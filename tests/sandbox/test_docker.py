@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+import uuid
 from pathlib import Path
 
 import docker
@@ -114,3 +117,26 @@ def test_sweep_removes_containers_of_dead_owners(tmp_path: Path, backend: Docker
     assert backend.sweep() >= 1
     with pytest.raises(docker.errors.NotFound):
         client.containers.get(leftover.id)
+
+
+def test_a_bake_killed_half_way_is_never_reused(tmp_path: Path, backend: DockerBackend) -> None:
+    token = uuid.uuid4().hex
+    r = recipe(tmp_path, f"FROM reactbench/system\nRUN echo {token} > /token\nRUN sleep 4\n", timeout=600)
+    cache = str(backend.cache_dir.parent)
+    script = (f"from pathlib import Path\nfrom pytest_reactbench.sandbox.base import ImageRecipe\n"
+              f"from pytest_reactbench.sandbox.docker import DockerBackend\n"
+              f"from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP\n"
+              f"DockerBackend(Path({cache!r}), DEFAULT_IMAGE_MAP).bake(ImageRecipe('t', "
+              f"Path({str(r.dockerfile)!r}), Path({str(r.context)!r})), print)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "RUN sleep" in line:
+            break
+    time.sleep(0.5)
+    proc.kill()
+    proc.wait()
+    # The engine tags an image only when its build finished: the next bake builds it.
+    image = backend.bake(r, lambda _: None)
+    assert image.cached is False
+    assert backend.bake(r, lambda _: None).cached is True
