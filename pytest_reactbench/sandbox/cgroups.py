@@ -17,6 +17,7 @@ import contextlib
 import os
 import signal
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -109,8 +110,18 @@ class ResourceGroup:
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.02)
         for path in self.dirs:
-            with contextlib.suppress(FileNotFoundError):
-                path.rmdir()
+            # A process still exiting keeps the group busy for a moment.
+            while True:
+                try:
+                    path.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        warnings.warn(f"reactbench: could not remove the cgroup {path}", stacklevel=2)
+                        break
+                    time.sleep(0.05)
 
 
 def _groups() -> dict[str, list[Path]]:

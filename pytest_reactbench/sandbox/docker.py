@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -190,6 +191,19 @@ class DockerSandbox(Sandbox):
         )
 
     def put_archive(self, dest: str, data: bytes) -> None:
+        if dest.rstrip("/") == "/tmp" or dest.startswith("/tmp/"):
+            # The engine's archive API writes under a tmpfs mount, not into it: stage
+            # the files on the container's own filesystem and copy them in.
+            stage = f"/.reactbench-put-{uuid.uuid4().hex[:8]}"
+            self._unpack(stage, data)
+            moved = self.exec(["sh", "-c", 'mkdir -p "$2" && cp -a "$1"/. "$2"/ && rm -rf "$1"',
+                               "put", stage, dest], cwd="/")
+            if not moved.ok:
+                raise SandboxError(f"could not unpack into {dest}: {moved.error_text.strip()}")
+            return
+        self._unpack(dest, data)
+
+    def _unpack(self, dest: str, data: bytes) -> None:
         errors = self._errors()
         try:
             # Most destinations exist: a mkdir only when the engine says it does not.
@@ -243,6 +257,7 @@ class DockerBackend(Backend):
         # here, off the trial's path; close() (and drain()) wait for every removal.
         self._teardown = ThreadPoolExecutor(max_workers=4, thread_name_prefix="reactbench-teardown")
         self._removals: list[Future[None]] = []
+        self._gates: list[EgressGate] = []
         self._failed: dict[str, BakeError] = {}
         self._parents: dict[str, str] = {}
         self._parent_ids: dict[str, str] = {}
@@ -464,7 +479,8 @@ class DockerBackend(Backend):
             # A fork bomb stops at this many processes instead of taking the engine down.
             "pids_limit": PIDS_LIMIT,
             # /tmp is bounded; filling it ends in ENOSPC, not in a full host disk.
-            "tmpfs": {"/tmp": f"size={limits.storage_mb}m,mode=1777"},
+            # (`exec`: the engine's default for a tmpfs is noexec, the local backend's is not.)
+            "tmpfs": {"/tmp": f"size={limits.storage_mb}m,mode=1777,exec"},
             "labels": tags,
             "name": f"reactbench-{uuid.uuid4().hex[:12]}",
         }
@@ -520,21 +536,34 @@ class DockerBackend(Backend):
 
     def _remove(self, container: Any, gate: EgressGate | None) -> None:
         errors = _docker().errors
-        with contextlib.suppress(errors.NotFound):
-            container.remove(force=True, v=True)
-        self._live.discard(container.id)
-        if gate is not None:
-            gate.close()
+        try:
+            with contextlib.suppress(errors.NotFound):
+                container.remove(force=True, v=True)
+            # Left in _live when the engine refused: close() tries again.
+            self._live.discard(container.id)
+        finally:
+            if gate is not None:
+                try:
+                    gate.close()
+                except errors.DockerException:
+                    self._gates.append(gate)
+                    raise
 
     def drain(self) -> None:
         """Wait until every closed sandbox's container is removed."""
         while self._removals:
-            with contextlib.suppress(Exception):  # what failed is retried by close()
+            try:
                 self._removals.pop().result()
+            except Exception as exc:  # what failed is retried by close()
+                warnings.warn(f"reactbench: removing a container failed, retrying at the end: {exc}",
+                              stacklevel=2)
 
     def close(self) -> None:
         self.drain()
         self._teardown.shutdown(wait=True)
+        for gate in self._gates:
+            with contextlib.suppress(_docker().errors.DockerException):
+                gate.close()
         for container_id in list(self._live):
             with contextlib.suppress(_docker().errors.DockerException):
                 self.client.containers.get(container_id).remove(force=True, v=True)

@@ -20,6 +20,7 @@ import fcntl
 import glob
 import json
 import os
+import select
 import shlex
 import shutil
 import signal
@@ -110,6 +111,26 @@ def missing_host_tools(tools: Sequence[str] = REQUIRED_TOOLS) -> list[str]:
     return [tool for tool in tools if shutil.which(tool) is None]
 
 
+def _tmp_holder(tmp: Path, size_mb: int, group: ResourceGroup) -> subprocess.Popen[bytes]:
+    """A process in the sandbox's group that holds a mount namespace with a tmpfs of
+    `size_mb` at `tmp`; the tmpfs goes when the namespace's last process does."""
+    tmp.mkdir()
+    script = 'mount -t tmpfs -o "size=$1m,mode=1777" tmpfs "$2" && echo ready && exec sleep infinity'
+    holder = subprocess.Popen(
+        group.wrap(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "tmp",
+                    str(size_mb), str(tmp)]),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    assert holder.stdout is not None and holder.stderr is not None
+    ready, _, _ = select.select([holder.stdout], [], [], 10)
+    if not ready or holder.stdout.readline().strip() != b"ready":
+        holder.kill()
+        _, err = holder.communicate()
+        raise SandboxError(f"cannot mount the sandbox's /tmp: {err.decode(errors='replace').strip()}")
+    holder.stdout.close()
+    holder.stderr.close()
+    return holder
+
+
 class LocalSandbox(Sandbox):
     backend = "local"
 
@@ -126,10 +147,12 @@ class LocalSandbox(Sandbox):
         egress: subprocess.Popen[bytes] | None = None,
         limits: Limits | None = None,
         group: ResourceGroup | None = None,
+        tmp_holder: subprocess.Popen[bytes] | None = None,
     ) -> None:
         self.root = root
         self.limits = limits
         self.group = group
+        self.tmp_holder = tmp_holder
         self.egress = egress
         self.layers = list(layers)
         self.network = network
@@ -165,6 +188,10 @@ class LocalSandbox(Sandbox):
         ns = ["unshare", "--mount", "--propagation", "private"]
         if os.geteuid() != 0:
             ns[1:1] = ["--user", "--map-root-user"]
+        if self.tmp_holder is not None:
+            # The sandbox's /tmp is a tmpfs in the holder's mount namespace: every
+            # command starts there, so /tmp lasts as long as the sandbox.
+            ns = ["nsenter", f"--target={self.tmp_holder.pid}", "--mount", "--", *ns]
         bwrap = [
             "bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--hostname", "sandbox",
@@ -178,11 +205,10 @@ class LocalSandbox(Sandbox):
         if not self.network:
             bwrap.append("--unshare-net")
         for name in ROOTS:
-            if name == "tmp" and self.limits is not None:
+            if name == "tmp" and self.tmp_holder is not None:
                 # A bake's /tmp is a layer (steps share it, as in a Docker build); a
                 # booted sandbox's is bounded scratch space, as the docker backend's.
-                size = str(self.limits.storage_mb * 1024 * 1024)
-                bwrap += ["--size", size, "--perms", "1777", "--tmpfs", "/tmp"]
+                bwrap += ["--bind", str(self.root / "tmp"), "/tmp"]
             else:
                 bwrap += ["--bind", str(merged / name), f"/{name}"]
         for target, source in self.ro_binds.items():
@@ -221,6 +247,8 @@ class LocalSandbox(Sandbox):
     ) -> ExecResult:
         if self._closed:
             raise SandboxError(f"sandbox {self.root.name} is closed")
+        if self.tmp_holder is not None and self.tmp_holder.poll() is not None:
+            raise SandboxError(f"sandbox {self.root.name} lost its /tmp (its holder process was killed)")
         full_env = {**self.env, **(env or {})}
         io_dir = self.root / "io"
         token = uuid.uuid4().hex[:8]
@@ -271,12 +299,15 @@ class LocalSandbox(Sandbox):
         if self._closed:
             return
         self._closed = True
-        if self.egress is not None:
-            self.egress.kill()
-            self.egress.wait()
-        if self.group is not None:
-            self.group.remove()
-        _rmtree(self.root)
+        for process in (self.egress, self.tmp_holder):
+            if process is not None:
+                process.kill()
+                process.wait()
+        try:
+            if self.group is not None:
+                self.group.remove()
+        finally:
+            _rmtree(self.root)
 
 
 class LocalBackend(Backend):
@@ -563,19 +594,35 @@ class LocalBackend(Backend):
             self._warned_unlimited = True
             warnings.warn(UnenforcedLimits(
                 "the local backend cannot create cgroup v1 memory/pids/cpu groups here: "
-                "sandboxes run without memory, process and CPU limits (use the docker backend)"
+                "sandboxes run without memory, process and CPU limits and /tmp is not bounded "
+                "(use the docker backend)"
             ), stacklevel=2)
-        return LocalSandbox(
-            root,
-            list(reversed(self._layers(image.ref))),
-            network=network,
-            env=env,
-            workdir=str(meta["workdir"]),
-            ro_binds=binds,
-            egress=proxy,
-            limits=limits,
-            group=group,
-        )
+        holder = None
+        try:
+            # Without a group nothing would stop a holder outliving a killed run.
+            if group is not None:
+                holder = _tmp_holder(root / "tmp", limits.storage_mb, group)
+            return LocalSandbox(
+                root,
+                list(reversed(self._layers(image.ref))),
+                network=network,
+                env=env,
+                workdir=str(meta["workdir"]),
+                ro_binds=binds,
+                egress=proxy,
+                limits=limits,
+                group=group,
+                tmp_holder=holder,
+            )
+        except BaseException:
+            for process in (proxy, holder):
+                if process is not None:
+                    process.kill()
+                    process.wait()
+            if group is not None:
+                group.remove()
+            _rmtree(root)
+            raise
 
     def _start_egress(self, socket_path: Path, hosts: Sequence[str]) -> subprocess.Popen[bytes]:
         log = (socket_path.parent / "egress.log").open("wb")

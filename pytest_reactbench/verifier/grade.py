@@ -112,9 +112,13 @@ def grade(sandbox: Sandbox, transfers: list[Transfer], timeout: float, logs_dir:
     except RewardFileNotFoundError:
         if result.exit_code > 128:
             number = result.exit_code - 128
-            name = signal.Signals(number).name if number in signal.valid_signals() else "?"
+            try:
+                name = signal.Signals(number).name
+            except ValueError:  # a real-time signal, or a script's own exit code
+                name = "no named signal"
             raise VerifierKilledError(
-                f"tests/test.sh was killed by signal {number} ({name}) before it wrote a reward"
+                f"tests/test.sh was killed by signal {number} ({name}; exit code {result.exit_code}) "
+                "before it wrote a reward"
             ) from None
         raise
     details: dict[str, Any] = {}

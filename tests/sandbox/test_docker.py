@@ -140,3 +140,15 @@ def test_a_bake_killed_half_way_is_never_reused(tmp_path: Path, backend: DockerB
     image = backend.bake(r, lambda _: None)
     assert image.cached is False
     assert backend.bake(r, lambda _: None).cached is True
+
+
+def test_tmp_is_bounded_and_executable(tmp_path: Path, backend: DockerBackend) -> None:
+    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
+    box = backend.boot(image, network=False, limits=Limits(storage_mb=64), labels={})
+    try:
+        assert box.exec("printf '#!/bin/sh\\necho ran\\n' > /tmp/tool && chmod +x /tmp/tool").ok
+        box.write_file("/tmp/from-host.txt", "put")
+        assert box.exec("/tmp/tool && cat /tmp/from-host.txt").text == "ran\nput"
+        assert "64M" in box.exec("df -h /tmp").text
+    finally:
+        box.close()

@@ -214,3 +214,18 @@ def test_a_bake_killed_half_way_is_never_reused(tmp_path: Path) -> None:
     assert [p for p in backend.images.iterdir() if p.is_dir() and ".tmp-" not in p.name] == []
     assert backend.sweep() >= 1
     assert not list(backend.images.glob("*.tmp-*"))
+
+
+def test_tmp_is_bounded_and_lasts_as_long_as_the_sandbox(tmp_path: Path, backend: LocalBackend) -> None:
+    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
+    box = backend.boot(image, network=False, limits=Limits(storage_mb=64), labels={})
+    try:
+        assert box.exec("printf '#!/bin/sh\\necho ran\\n' > /tmp/tool && chmod +x /tmp/tool").ok
+        box.write_file("/tmp/from-host.txt", "put")
+        assert box.exec("/tmp/tool && cat /tmp/from-host.txt").text == "ran\nput"
+        assert "64M" in box.exec("df -h /tmp").text
+        holder = box.tmp_holder
+        assert holder is not None
+    finally:
+        box.close()
+    assert holder.poll() is not None and not box.root.exists()
