@@ -537,9 +537,15 @@ class DockerBackend(Backend):
     def _remove(self, container: Any, gate: EgressGate | None) -> None:
         errors = _docker().errors
         try:
-            with contextlib.suppress(errors.NotFound):
+            try:
                 container.remove(force=True, v=True)
-            # Left in _live when the engine refused: close() tries again.
+            except errors.NotFound:
+                pass
+            except errors.APIError as exc:
+                # 409: someone else is removing it already (a container removed from
+                # outside); anything else stays in _live and close() tries again.
+                if exc.status_code != 409:
+                    raise
             self._live.discard(container.id)
         finally:
             if gate is not None:
