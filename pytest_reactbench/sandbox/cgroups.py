@@ -14,6 +14,7 @@ sandbox runs without limits and says so once: the limits are recorded, not enfor
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import time
@@ -40,8 +41,10 @@ class UnenforcedLimits(UserWarning):
     """The host gives no way to enforce a sandbox's limits."""
 
 
+@functools.cache
 def own_parents(root: Path = CGROUP_ROOT) -> dict[str, Path] | None:
-    """The cgroup v1 directory of each controller this process is in, when writable."""
+    """The cgroup v1 directory of each controller this process is in, when writable
+    (read once: a process does not move between groups on its own)."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:

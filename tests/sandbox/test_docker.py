@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -14,7 +12,7 @@ import pytest
 from pytest_reactbench.sandbox.base import BakeError, Limits
 from pytest_reactbench.sandbox.docker import LABEL, DockerBackend
 from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP
-from tests.sandbox.test_local import recipe
+from tests.sandbox.test_local import assert_tmp_is_usable_scratch, kill_a_bake_half_way, recipe
 
 
 @pytest.fixture(scope="module")
@@ -122,20 +120,7 @@ def test_sweep_removes_containers_of_dead_owners(tmp_path: Path, backend: Docker
 def test_a_bake_killed_half_way_is_never_reused(tmp_path: Path, backend: DockerBackend) -> None:
     token = uuid.uuid4().hex
     r = recipe(tmp_path, f"FROM reactbench/system\nRUN echo {token} > /token\nRUN sleep 4\n", timeout=600)
-    cache = str(backend.cache_dir.parent)
-    script = (f"from pathlib import Path\nfrom pytest_reactbench.sandbox.base import ImageRecipe\n"
-              f"from pytest_reactbench.sandbox.docker import DockerBackend\n"
-              f"from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP\n"
-              f"DockerBackend(Path({cache!r}), DEFAULT_IMAGE_MAP).bake(ImageRecipe('t', "
-              f"Path({str(r.dockerfile)!r}), Path({str(r.context)!r})), print)\n")
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if "RUN sleep" in line:
-            break
-    time.sleep(0.5)
-    proc.kill()
-    proc.wait()
+    kill_a_bake_half_way("docker", backend.cache_dir.parent, r)
     # The engine tags an image only when its build finished: the next bake builds it.
     image = backend.bake(r, lambda _: None)
     assert image.cached is False
@@ -146,9 +131,6 @@ def test_tmp_is_bounded_and_executable(tmp_path: Path, backend: DockerBackend) -
     image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
     box = backend.boot(image, network=False, limits=Limits(storage_mb=64), labels={})
     try:
-        assert box.exec("printf '#!/bin/sh\\necho ran\\n' > /tmp/tool && chmod +x /tmp/tool").ok
-        box.write_file("/tmp/from-host.txt", "put")
-        assert box.exec("/tmp/tool && cat /tmp/from-host.txt").text == "ran\nput"
-        assert "64M" in box.exec("df -h /tmp").text
+        assert_tmp_is_usable_scratch(box)
     finally:
         box.close()

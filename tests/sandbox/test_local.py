@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.sandbox.base import BakeError, ImageRecipe, Limits
+from pytest_reactbench.sandbox.base import BakeError, ImageRecipe, Limits, Sandbox
 from pytest_reactbench.sandbox.local import LocalBackend
 
 
@@ -194,11 +194,13 @@ def test_missing_host_tools_are_listed(tmp_path: Path, monkeypatch: pytest.Monke
         LocalBackend(tmp_path / "cache", {})
 
 
-def test_a_bake_killed_half_way_is_never_reused(tmp_path: Path) -> None:
-    r = recipe(tmp_path, "FROM reactbench/system\nRUN echo one > /app/one\nRUN sleep 60\n")
+def kill_a_bake_half_way(backend: str, cache: Path, r: ImageRecipe) -> None:
+    """Bakes `r` on `backend` in another process, SIGKILLed during its `RUN sleep` step."""
+    cls = {"local": "LocalBackend", "docker": "DockerBackend"}[backend]
     script = (f"from pathlib import Path\nfrom pytest_reactbench.sandbox.base import ImageRecipe\n"
-              f"from pytest_reactbench.sandbox.local import LocalBackend\n"
-              f"LocalBackend(Path({str(tmp_path / 'cache')!r}), {{}}).bake(ImageRecipe('t', "
+              f"from pytest_reactbench.sandbox.{backend} import {cls}\n"
+              f"from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP\n"
+              f"{cls}(Path({str(cache)!r}), DEFAULT_IMAGE_MAP).bake(ImageRecipe('t', "
               f"Path({str(r.dockerfile)!r}), Path({str(r.context)!r})), print)\n")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
@@ -208,6 +210,20 @@ def test_a_bake_killed_half_way_is_never_reused(tmp_path: Path) -> None:
     time.sleep(0.5)
     proc.kill()
     proc.wait()
+
+
+def assert_tmp_is_usable_scratch(box: Sandbox) -> None:
+    """/tmp keeps files between commands, runs programs, takes files from the host,
+    and is the task's 64 MiB."""
+    assert box.exec("printf '#!/bin/sh\\necho ran\\n' > /tmp/tool && chmod +x /tmp/tool").ok
+    box.write_file("/tmp/from-host.txt", "put")
+    assert box.exec("/tmp/tool && cat /tmp/from-host.txt").text == "ran\nput"
+    assert "64M" in box.exec("df -h /tmp").text
+
+
+def test_a_bake_killed_half_way_is_never_reused(tmp_path: Path) -> None:
+    r = recipe(tmp_path, "FROM reactbench/system\nRUN echo one > /app/one\nRUN sleep 60\n")
+    kill_a_bake_half_way("local", tmp_path / "cache", r)
     backend = LocalBackend(tmp_path / "cache", {})
     # Only a temporary folder exists: nothing was published under the recipe's key.
     assert list(backend.images.glob("*.tmp-*"))
@@ -220,10 +236,7 @@ def test_tmp_is_bounded_and_lasts_as_long_as_the_sandbox(tmp_path: Path, backend
     image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
     box = backend.boot(image, network=False, limits=Limits(storage_mb=64), labels={})
     try:
-        assert box.exec("printf '#!/bin/sh\\necho ran\\n' > /tmp/tool && chmod +x /tmp/tool").ok
-        box.write_file("/tmp/from-host.txt", "put")
-        assert box.exec("/tmp/tool && cat /tmp/from-host.txt").text == "ran\nput"
-        assert "64M" in box.exec("df -h /tmp").text
+        assert_tmp_is_usable_scratch(box)
         holder = box.tmp_holder
         assert holder is not None
     finally:
