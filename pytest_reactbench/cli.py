@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pytest_reactbench.controls import CONTROLS, run_controls
 from pytest_reactbench.mining import MiningError, Request, mine
-from pytest_reactbench.plugin import pytest_reactbench_sandbox_backends
+from pytest_reactbench.plugin.builtins import pytest_reactbench_sandbox_backends
 from pytest_reactbench.plugin.settings import Settings, default_ca_bundle, default_cache
 from pytest_reactbench.results.compare import ALPHA, compare
 from pytest_reactbench.results.load import ResultsError, load_outcomes

@@ -10,10 +10,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from pytest_reactbench.results import TrialResult
+from pytest_reactbench.results.load import from_junit
 
 #: What each control agent must score on a valid task.
 CONTROLS = {"oracle": "passed", "nop": "failed"}
@@ -21,20 +23,25 @@ CONTROLS = {"oracle": "passed", "nop": "failed"}
 
 @dataclass(frozen=True)
 class ControlRun:
-    """The JUnit properties of each (task id, agent) item, and the run's output."""
+    """The result of each (task id, agent) item, and the run's output."""
 
-    properties: dict[tuple[str, str], dict[str, str]]
+    results: dict[tuple[str, str], TrialResult]
     output: str
 
+    def result(self, task: str, agent: str) -> TrialResult | None:
+        return self.results.get((task, agent))
+
     def verdict(self, task: str, agent: str) -> str:
-        return self.properties.get((task, agent), {}).get("reactbench.verdict", "not run")
+        result = self.result(task, agent)
+        return "not run" if result is None else result.verdict.value
 
-    def gate(self, task: str, agent: str, gate: str) -> str:
-        """"1", "0", or "" when the trial ended before the gate was read."""
-        return self.properties.get((task, agent), {}).get(f"reactbench.gate.{gate}", "")
-
-    def failure(self, task: str, agent: str) -> str:
-        return self.properties.get((task, agent), {}).get("reactbench.failure", "")
+    def reason(self, task: str, agent: str) -> str:
+        """Why the control ended as it did, in one line."""
+        result = self.result(task, agent)
+        if result is None:
+            return "the item did not run (see the output)"
+        first = result.message.splitlines()[0] if result.message else ""
+        return f"{result.failure}: {first}" if first else result.failure
 
 
 def run_controls(
@@ -56,10 +63,5 @@ def run_controls(
             command += ["-n", str(workers)]
         echo("controls: " + " ".join(command[3:]))
         proc = subprocess.run(command, cwd=tmp, capture_output=True, text=True)
-        properties: dict[tuple[str, str], dict[str, str]] = {}
-        if xml.exists():
-            for case in ET.parse(xml).getroot().iter("testcase"):
-                props = {str(p.get("name")): str(p.get("value")) for p in case.iter("property")}
-                if "reactbench.task" in props:
-                    properties[(props["reactbench.task"], props["reactbench.agent"])] = props
-    return ControlRun(properties, proc.stdout + proc.stderr)
+        results = {(r.task, r.agent): r for r in (from_junit(xml) if xml.exists() else [])}
+    return ControlRun(results, proc.stdout + proc.stderr)

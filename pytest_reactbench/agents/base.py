@@ -55,6 +55,10 @@ class Agent(ABC):
         """Why this agent has nothing for the task (reported as not attempted), or None."""
         return None
 
+    def check_tasks(self, task_ids: set[str]) -> None:
+        """Raise AgentConfigError when the agent's own input names tasks that are not
+        among `task_ids` (every task under the collected roots)."""
+
     @abstractmethod
     def run(self, ctx: AgentContext) -> AgentOutcome:
         """Act in `ctx.sandbox` on the task, within `ctx.timeout` seconds."""

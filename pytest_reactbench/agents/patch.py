@@ -18,7 +18,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_reactbench.agents.base import Agent, AgentContext, AgentOutcome, shell_outcome
+from pytest_reactbench.agents.base import (
+    Agent,
+    AgentConfigError,
+    AgentContext,
+    AgentOutcome,
+    shell_outcome,
+)
 from pytest_reactbench.tasks import Task
 
 PATCH_PATH = "/logs/agent/input/agent.patch"
@@ -133,6 +139,13 @@ class PatchAgent(Agent):
         if self.prediction(task) is None:
             return f"no patch for task {task.id!r} in {self.source}"
         return None
+
+    def check_tasks(self, task_ids: set[str]) -> None:
+        unknown = sorted(set(self.predictions) - task_ids - {"*"})
+        if unknown:
+            more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+            raise AgentConfigError(
+                f"{self.predictions[unknown[0]].source}: task_id {unknown[0]!r} is not a task here{more}")
 
     def run(self, ctx: AgentContext) -> AgentOutcome:
         prediction = self.prediction(ctx.task)

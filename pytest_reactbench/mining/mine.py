@@ -40,6 +40,7 @@ from pytest_reactbench.mining.runners import (
     verifier_command,
 )
 from pytest_reactbench.mining.writer import TaskPlan, write_task
+from pytest_reactbench.results import Gate
 
 MERGE_SUBJECT = re.compile(r"^Merge (pull request|branch) ")
 
@@ -169,36 +170,24 @@ def control_refusals(controls: ControlRun, task_id: str) -> list[str]:
     if nop == "passed":
         reasons.append("its tests already pass at the base revision (nop scored 1)")
     elif nop != "failed":
-        reasons.append(f"the nop control ended in {nop} {controls.failure(task_id, 'nop')}".strip())
-    if oracle == "failed":
-        details = _grade_details(controls, task_id)
-        if controls.gate(task_id, "oracle", "tests") == "0":
+        reasons.append(f"the nop control ended in {nop} {controls.reason(task_id, 'nop')}".strip())
+    result = controls.result(task_id, "oracle")
+    if oracle == "failed" and result is not None:
+        failed = result.failed_gates
+        if Gate.TESTS in failed:
+            failing = "; ".join(result.failing_specs[:5])
             reasons.append("its tests do not pass with the reference change (oracle: tests gate 0)"
-                           + details.get("tests", ""))
-        if controls.gate(task_id, "oracle", "react_doctor") == "0":
+                           + (f": {failing}" if failing else ""))
+        if Gate.REACT_DOCTOR in failed:
+            findings = "; ".join(map(str, result.findings[:5]))
             reasons.append("the reference change introduces React Doctor findings (oracle: "
-                           "react_doctor gate 0)" + details.get("react_doctor", ""))
-        if "0" not in (controls.gate(task_id, "oracle", "tests"),
-                       controls.gate(task_id, "oracle", "react_doctor")):
-            reasons.append(f"the oracle control failed: {controls.failure(task_id, 'oracle')}")
+                           "react_doctor gate 0)" + (f": {findings}" if findings else ""))
+        if not failed:
+            reasons.append(f"the oracle control failed: {result.failure}")
     elif oracle != "passed":
-        reasons.append(f"the oracle control ended in {oracle} {controls.failure(task_id, 'oracle')}"
+        reasons.append(f"the oracle control ended in {oracle} {controls.reason(task_id, 'oracle')}"
                        .strip())
     return reasons
-
-
-def _grade_details(controls: ControlRun, task_id: str) -> dict[str, str]:
-    """The failing specs and new findings of the oracle's grade, from its run record."""
-    record = controls.properties.get((task_id, "oracle"), {}).get("reactbench.record", "")
-    try:
-        grade = json.loads(Path(record, "verifier", "grade.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    failing = [str(f) for f in grade.get("tests", {}).get("failing", [])][:5]
-    findings = [f"{f.get('rule')} {f.get('file')}:{f.get('line') or ''}"
-                for f in grade.get("react_doctor", {}).get("new", [])][:5]
-    return {"tests": f": {'; '.join(failing)}" if failing else "",
-            "react_doctor": f": {'; '.join(findings)}" if findings else ""}
 
 
 def _root_entries(repo: Path, rev: str) -> set[str]:
@@ -233,12 +222,17 @@ def _revisions(repo: Path, request: Request) -> tuple[str, str]:
 
 def _summary(controls: ControlRun, task_id: str, records_kept: bool) -> dict[str, dict[str, str]]:
     """Each control's verdict, gates and failure (and record, when records are kept)."""
-    wanted = ("reactbench.verdict", "reactbench.gate", "reactbench.failure",
-              *(("reactbench.record",) if records_kept else ()))
-    return {agent: {k.removeprefix("reactbench."): v
-                    for k, v in controls.properties.get((task_id, agent), {}).items()
-                    if k.startswith(wanted)}
-            for agent in ("oracle", "nop")}
+    summary: dict[str, dict[str, str]] = {}
+    for agent in ("oracle", "nop"):
+        result = controls.result(task_id, agent)
+        if result is None:
+            summary[agent] = {"verdict": "not run"}
+            continue
+        summary[agent] = {"verdict": result.verdict.value, "failure": result.failure,
+                          **{f"gate.{g.value}": "" if v is None else str(int(v))
+                             for g, v in result.gates.items()},
+                          **({"record": result.record} if records_kept else {})}
+    return summary
 
 
 def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
@@ -288,7 +282,7 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
             echo(f"  {agent}: {props.get('verdict', 'not run')} (tests {props.get('gate.tests', '-')}, "
                  f"react_doctor {props.get('gate.react_doctor', '-')})")
         if reasons and not request.keep_anyway:
-            if not controls.properties:
+            if not controls.results:
                 echo(controls.output[-4000:])
             return outcome
         record = MiningRecord(

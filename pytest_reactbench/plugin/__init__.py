@@ -5,121 +5,55 @@ plugin collects nothing and changes nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_reactbench import __version__
-from pytest_reactbench.agents import (
-    Agent,
-    AgentConfigError,
-    NopAgent,
-    OracleAgent,
-    PatchAgent,
-    PatchInputError,
-    load_agent_class,
-    load_predictions,
-)
-from pytest_reactbench.agents.command import load_presets
-from pytest_reactbench.plugin import hookspecs
+from pytest_reactbench.agents import AgentConfigError
+from pytest_reactbench.plugin import builtins, hookspecs
 from pytest_reactbench.plugin.fixtures import (
-    DURATIONS,
-    IMAGES,
     reactbench_agent,
-    reactbench_agent_image,
-    reactbench_agent_sandbox,
     reactbench_backend,
-    reactbench_record,
+    reactbench_stages,
     reactbench_task,
     reactbench_trial,
-    reactbench_verifier_image,
-    reactbench_verifier_sandbox,
 )
 from pytest_reactbench.plugin.items import (
     AGENTS_KEY,
-    NOT_ATTEMPTED,
-    RECORD,
     TaskDirectory,
     TrialErrored,
     TrialFailed,
     TrialItem,
 )
-from pytest_reactbench.plugin.report import describe_failure, junit_properties
-from pytest_reactbench.plugin.session import SESSION_KEY, ReactbenchSession, command_factory
-from pytest_reactbench.plugin.settings import Settings, addoption, read_settings
+from pytest_reactbench.plugin.report import describe_failure
+from pytest_reactbench.plugin.session import SESSION_KEY, ReactbenchSession
+from pytest_reactbench.plugin.settings import addoption, read_settings
 from pytest_reactbench.plugin.summary import ResultsSummary
-from pytest_reactbench.results import new_run_id
-from pytest_reactbench.sandbox.base import Backend, SandboxError
-from pytest_reactbench.sandbox.local import LocalBackend
+from pytest_reactbench.results import TrialResult, Verdict, new_run_id
+from pytest_reactbench.sandbox.base import SandboxError
 from pytest_reactbench.tasks import find_tasks
-from pytest_reactbench.trial import TrialResult, Verdict
 
 __all__ = [
     "reactbench_agent",
-    "reactbench_agent_image",
-    "reactbench_agent_sandbox",
     "reactbench_backend",
-    "reactbench_record",
+    "reactbench_stages",
     "reactbench_task",
     "reactbench_trial",
-    "reactbench_verifier_image",
-    "reactbench_verifier_sandbox",
 ]
 
-ERROR_KEY = "reactbench_error"
+VERDICT = "reactbench.verdict"
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspecs)
+    pluginmanager.register(builtins, "reactbench-builtins")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     addoption(parser)
-
-
-def _patch_agents(arg: str, settings: Settings) -> list[PatchAgent]:
-    if settings.patch is None:
-        raise pytest.UsageError("--reactbench-agent=patch needs --reactbench-patch=PATH")
-    try:
-        predictions = load_predictions(settings.patch)
-    except PatchInputError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    # An empty predictions file still makes an agent: every task is then not attempted.
-    predictions = predictions or {"patch": {}}
-    return [PatchAgent(name, by_task, settings.patch) for name, by_task in sorted(predictions.items())]
-
-
-def _python_agent(arg: str, settings: Settings) -> Agent:
-    try:
-        return load_agent_class(arg)
-    except AgentConfigError as exc:
-        raise pytest.UsageError(f"--reactbench-agent: {exc}") from None
-
-
-@pytest.hookimpl
-def pytest_reactbench_agents() -> Mapping[str, Any]:
-    return {
-        "oracle": lambda arg, settings: OracleAgent(),
-        "nop": lambda arg, settings: NopAgent(),
-        "patch": _patch_agents,
-        "python": _python_agent,
-        **{name: command_factory(spec) for name, spec in load_presets().items()},
-    }
-
-
-@pytest.hookimpl
-def pytest_reactbench_sandbox_backends() -> Mapping[str, Any]:
-    def local(settings: Settings) -> LocalBackend:
-        return LocalBackend(settings.cache, settings.image_map, ca_bundle=settings.ca_bundle)
-
-    def docker(settings: Settings) -> Backend:
-        from pytest_reactbench.sandbox.docker import DockerBackend
-
-        return DockerBackend(settings.cache, settings.image_map, ca_bundle=settings.ca_bundle)
-
-    return {"local": local, "docker": docker}
 
 
 class XdistHooks:
@@ -190,32 +124,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         if root.exists():
             known.update(p.name for p in find_tasks(root))
     for agent in state.agents.values():
-        if isinstance(agent, PatchAgent):
-            unknown = sorted(set(agent.predictions) - known - {"*"})
-            if unknown:
-                first = agent.predictions[unknown[0]].source
-                more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
-                raise pytest.UsageError(f"{first}: task_id {unknown[0]!r} is not a task here{more}")
-
-
-def _setup_error_result(item: TrialItem, exc: BaseException) -> TrialResult:
-    record = item.stash.get(RECORD, None)
-    result = TrialResult(
-        task_id=item.task.id,
-        agent=item.agent.name,
-        verdict=Verdict.ERROR,
-        reward=None,
-        gates={},
-        failure=type(exc).__name__,
-        message=str(exc),
-        agent_ending=None,
-        durations=item.stash.get(DURATIONS, {}),
-        record=record.path if record else None,
-        images=item.stash.get(IMAGES, {}),
-    )
-    if record is not None:
-        record.finish(result.status())
-    return result
+        try:
+            agent.check_tasks(known)
+        except AgentConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
 
 
 @pytest.hookimpl(wrapper=True)
@@ -225,41 +137,35 @@ def pytest_runtest_makereport(
     report = yield
     if not isinstance(item, TrialItem):
         return report
-    session = item.config.stash[SESSION_KEY]
     result: TrialResult | None = None
     if call.excinfo is not None and isinstance(call.excinfo.value, TrialFailed | TrialErrored):
         result = call.excinfo.value.result
+        if report.when == "setup":
+            # An error is explained, not traced back through the fixtures.
+            report.longrepr = describe_failure(result)
     elif report.when == "call" and report.passed:
         result = item.funcargs.get("reactbench_trial")  # type: ignore[assignment]
-    elif report.when == "setup" and report.skipped:
-        item.user_properties.extend([
-            ("reactbench.task", item.task.id), ("reactbench.agent", item.agent.name),
-            ("reactbench.attempt", str(item.attempt)),
-            ("reactbench.verdict", "not-attempted" if _not_attempted(report) else "skipped"),
-        ])
-        report.user_properties = list(item.user_properties)
+    elif report.when == "setup" and report.skipped and item.not_attempted:
+        result = TrialResult(task=item.task.id, agent=item.agent.name, attempt=item.attempt,
+                             verdict=Verdict.NOT_ATTEMPTED, message=item.not_attempted)
     elif report.when == "setup" and call.excinfo is not None:
-        result = _setup_error_result(item, call.excinfo.value)
-        session.trial_finished(result, item)
+        # A stage a conftest.py replaced broke before the trial began.
+        result = TrialResult.error(item.task.id, item.agent.name, item.attempt, call.excinfo.value)
+        item.config.stash[SESSION_KEY].trial_finished(result, item)
         if isinstance(call.excinfo.value, SandboxError):
-            # A bake or boot failure is explained, not traced back through fixtures.
-            report.longrepr = describe_failure(result)
+            report.longrepr = describe_failure(result)  # an engine that is down, say
     if result is not None:
-        item.user_properties.extend(junit_properties(result, session.settings.backend, item.attempt))
+        item.user_properties.extend(result.properties())
         report.user_properties = list(item.user_properties)
-        if result.verdict is Verdict.ERROR:
-            report.user_properties.append((ERROR_KEY, "1"))
     return report
 
 
-def _not_attempted(report: pytest.TestReport) -> bool:
-    return isinstance(report.longrepr, tuple) and NOT_ATTEMPTED in str(report.longrepr[2])
+def _verdict(report: pytest.TestReport) -> str | None:
+    return next((str(v) for k, v in report.user_properties if k == VERDICT), None)
 
 
 def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
-    if report.when == "call" and (ERROR_KEY, "1") in report.user_properties:
-        return "error", "E", "ERROR"
-    if report.skipped and _not_attempted(report):
+    if report.skipped and _verdict(report) == Verdict.NOT_ATTEMPTED:
         return "not attempted", "N", "NOT ATTEMPTED"
     return None
 

@@ -11,8 +11,8 @@ import pytest
 if TYPE_CHECKING:
     from pytest_reactbench.agents import Agent
     from pytest_reactbench.plugin.settings import Settings
+    from pytest_reactbench.results import TrialResult
     from pytest_reactbench.sandbox.base import Backend
-    from pytest_reactbench.trial import TrialResult
 
     #: Builds an agent from the text after its name (`python:pkg.mod:Cls` -> "pkg.mod:Cls").
     AgentFactory = Callable[[str, Settings], Agent]

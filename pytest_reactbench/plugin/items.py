@@ -10,13 +10,10 @@ import pytest
 
 from pytest_reactbench.agents import Agent, AgentConfigError
 from pytest_reactbench.plugin.session import SESSION_KEY
-from pytest_reactbench.results import TrialRecord
+from pytest_reactbench.results import TrialResult, Verdict
 from pytest_reactbench.tasks import Task, TaskError, load_task
-from pytest_reactbench.trial import TrialResult, Verdict
 
 AGENTS_KEY = pytest.StashKey[dict[str, Agent]]()
-RECORD = pytest.StashKey[TrialRecord]()
-NOT_ATTEMPTED = "not attempted:"
 
 
 class TrialFailed(Exception):
@@ -40,9 +37,8 @@ def marker_name(value: str) -> str:
 
 
 def _trial(reactbench_trial: TrialResult) -> None:
-    """The body of every item: the verdict comes from the reactbench_trial fixture."""
-    if reactbench_trial.verdict is Verdict.ERROR:
-        raise TrialErrored(reactbench_trial)
+    """The body of every item: the verdict comes from the reactbench_trial fixture
+    (which raises TrialErrored itself: an error is the item's setup error)."""
     if reactbench_trial.verdict is Verdict.FAILED:
         raise TrialFailed(reactbench_trial)
 
@@ -68,10 +64,10 @@ class TaskDirectory(pytest.Directory):
             for attempt in range(1, attempts + 1):
                 item = TrialItem.from_parent(
                     self, name=name if attempts == 1 else f"{name}#{attempt}", callobj=_trial,
-                    task=task, agent=agent, attempt=attempt)
+                    task=task, agent=agent, attempt=attempt, not_attempted=reason)
                 if reason:
                     # Reported apart (N, NOT ATTEMPTED): neither a pass nor a silent skip.
-                    item.add_marker(pytest.mark.skip(reason=f"{NOT_ATTEMPTED} {reason}"))
+                    item.add_marker(pytest.mark.skip(reason=f"not attempted: {reason}"))
                 items.append(item)
         return items
 
@@ -85,11 +81,14 @@ class TrialItem(pytest.Function):
     """One agent's attempt at one task. A `pytest.Function` so that its sandboxes,
     images and agent are ordinary fixtures a conftest.py can override."""
 
-    def __init__(self, *, task: Task, agent: Agent, attempt: int = 1, **kwargs: Any) -> None:
+    def __init__(self, *, task: Task, agent: Agent, attempt: int = 1, not_attempted: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.task = task
         self.agent = agent
         self.attempt = attempt
+        #: Why the agent has nothing for this task (the item is skipped), or None.
+        self.not_attempted = not_attempted
         for name in task.markers:
             marker = marker_name(name)
             self.config.addinivalue_line("markers", f"{marker}: task metadata")

@@ -7,15 +7,17 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_reactbench import __version__
 from pytest_reactbench.agents import Agent
 from pytest_reactbench.agents.command import CommandAgent, CommandSpec
 from pytest_reactbench.plugin.progress import progress_printer
 from pytest_reactbench.plugin.settings import Settings, UsageError
 from pytest_reactbench.results import RunRecords
 from pytest_reactbench.sandbox.base import Backend
+from pytest_reactbench.trial import TrialOptions
 
 if TYPE_CHECKING:
-    from pytest_reactbench.trial import TrialResult
+    from pytest_reactbench.results import TrialResult
 
 
 def _merge(name: str, parts: list[Mapping[str, object]]) -> dict[str, object]:
@@ -61,8 +63,14 @@ class ReactbenchSession:
         self.collected_tasks: set[str] = set()
         #: agent name -> the --reactbench-agent spec that made it (for replay)
         self.agent_specs: dict[str, str] = {}
-        #: Options a replay of one of this session's trials repeats.
-        self.replay_options = replay_options(settings)
+        self.trial_options = TrialOptions(
+            strict=settings.strict,
+            retries=settings.retries,
+            labels={"run": run_id, "worker": self.worker},
+            manifest={"plugin_version": __version__, "run_id": run_id,
+                      # What a replay of one of this session's trials repeats.
+                      "options": replay_options(settings)},
+        )
         self._backend: Backend | None = None
         self.agents = self._make_agents()
         backends = _merge("sandbox backend", self.config.hook.pytest_reactbench_sandbox_backends())

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.results.aggregate import Outcome, score_agents
+from pytest_reactbench.results import TrialResult, Verdict
+from pytest_reactbench.results.aggregate import score_agents
 from pytest_reactbench.results.compare import Comparison, compare
 from pytest_reactbench.results.load import ResultsError, load_outcomes
 from pytest_reactbench.results.records import RunRecords
@@ -18,38 +19,17 @@ from pytest_reactbench.results.render import html_page, markdown
 SHORT = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "not-attempted": "n/a"}
 
 
-def _float(value: str) -> float | None:
-    try:
-        return float(value) if value else None
-    except ValueError:
-        return None
-
-
-def outcome_of(report: pytest.TestReport) -> Outcome | None:
-    props = {str(k): str(v) for k, v in report.user_properties}
+def outcome_of(report: pytest.TestReport) -> TrialResult | None:
     # xdist reports with when "???", outside pytest's own literal type.
     if str(report.when) == "???" and "::" in report.nodeid:
         # xdist's report of an item whose worker died under it: a harness error.
         task, _, name = report.nodeid.rpartition("::")
         agent, _, attempt = name.partition("#")
-        return Outcome(task.rsplit("/", 1)[-1], agent, int(attempt or 1), "error",
-                       failure="WorkerCrashed")
-    if "reactbench.verdict" not in props:
-        return None
+        return TrialResult(task=task.rsplit("/", 1)[-1], agent=agent, attempt=int(attempt or 1),
+                           verdict=Verdict.ERROR, failure="WorkerCrashed")
     if not (report.when == "call" or (report.when == "setup" and not report.passed)):
         return None
-    return Outcome(
-        task=props["reactbench.task"],
-        agent=props["reactbench.agent"],
-        attempt=int(props.get("reactbench.attempt") or 1),
-        verdict=props["reactbench.verdict"],
-        reward=_float(props.get("reactbench.reward", "")),
-        failure=props.get("reactbench.failure", ""),
-        gates={g: props.get(f"reactbench.gate.{g}", "") for g in ("tests", "react_doctor")},
-        durations={k.removeprefix("reactbench.duration."): float(v) for k, v in props.items()
-                   if k.startswith("reactbench.duration.")},
-        record=props.get("reactbench.record", ""),
-    )
+    return TrialResult.from_properties({str(k): str(v) for k, v in report.user_properties})
 
 
 class ResultsSummary:
@@ -60,7 +40,7 @@ class ResultsSummary:
         self.records = records
         self.sweep = sweep
         self.baseline = baseline
-        self.outcomes: list[Outcome] = []
+        self.outcomes: list[TrialResult] = []
         self.comparison: Comparison | None = None
         self.baseline_error: str | None = None
 
@@ -118,7 +98,7 @@ class ResultsSummary:
                 if not rows:
                     cells.append(f"{'':>16}")
                     continue
-                verdicts = sorted({SHORT.get(o.verdict, o.verdict) for o in rows})
+                verdicts = sorted({SHORT[o.verdict.value] for o in rows})
                 mean = next((s.per_task.get(task) for s in scores if s.agent == agent), None)
                 text = "/".join(verdicts) + ("" if mean is None else f" {mean:.2f}")
                 cells.append(f"{text:>16}")

@@ -1,5 +1,28 @@
-"""Results: run records and the properties that go into JUnit XML."""
+"""Results: the one TrialResult model, run records, scores, reports and comparisons."""
 
 from pytest_reactbench.results.records import RunRecords, TrialRecord, new_run_id, pid_alive
+from pytest_reactbench.results.trial_result import (
+    BaseImage,
+    DiffStat,
+    Finding,
+    Gate,
+    Refusal,
+    TrialResult,
+    Verdict,
+    strip_ansi,
+)
 
-__all__ = ["RunRecords", "TrialRecord", "new_run_id", "pid_alive"]
+__all__ = [
+    "BaseImage",
+    "DiffStat",
+    "Finding",
+    "Gate",
+    "Refusal",
+    "RunRecords",
+    "TrialRecord",
+    "TrialResult",
+    "Verdict",
+    "new_run_id",
+    "pid_alive",
+    "strip_ansi",
+]

@@ -13,28 +13,9 @@ import math
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-VALID = ("passed", "failed")
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One trial as the results layer sees it (from a record or a JUnit testcase)."""
-
-    task: str
-    agent: str
-    attempt: int
-    verdict: str  # passed | failed | error | not-attempted
-    reward: float | None = None
-    failure: str = ""
-    gates: dict[str, str] = field(default_factory=dict, compare=False)
-    durations: dict[str, float] = field(default_factory=dict, compare=False)
-    record: str = ""
-
-    @property
-    def valid(self) -> bool:
-        return self.verdict in VALID
+from pytest_reactbench.results.trial_result import TrialResult, Verdict
 
 
 @dataclass
@@ -79,10 +60,10 @@ def bootstrap_ci(values: Sequence[float], iterations: int = 2000, level: float =
     return low, high
 
 
-def score_agents(outcomes: Iterable[Outcome], tasks: Sequence[str] | None = None) -> list[AgentScore]:
+def score_agents(outcomes: Iterable[TrialResult], tasks: Sequence[str] | None = None) -> list[AgentScore]:
     outcomes = list(outcomes)
     selected = sorted(set(tasks) if tasks is not None else {o.task for o in outcomes})
-    by_agent: dict[str, list[Outcome]] = defaultdict(list)
+    by_agent: dict[str, list[TrialResult]] = defaultdict(list)
     for outcome in outcomes:
         by_agent[outcome.agent].append(outcome)
     scores = []
@@ -92,7 +73,7 @@ def score_agents(outcomes: Iterable[Outcome], tasks: Sequence[str] | None = None
         for task in selected:
             valid = [o for o in rows if o.task == task and o.valid]
             if valid:
-                passes = sum(1 for o in valid if o.verdict == "passed")
+                passes = sum(1 for o in valid if o.passed)
                 per_task[task] = sum(o.reward or 0.0 for o in valid) / len(valid)
                 counts[task] = (len(valid), passes)
         missing = [t for t in selected if t not in per_task]
@@ -107,7 +88,7 @@ def score_agents(outcomes: Iterable[Outcome], tasks: Sequence[str] | None = None
             pass_at_1=_mean(pass_at_k(n, c, 1) for n, c in counts.values()),
             pass_at_k=_mean(pass_at_k(n, c, min(k, n)) for n, c in counts.values()),
             k=k,
-            errors=sum(1 for o in rows if o.verdict == "error"),
+            errors=sum(1 for o in rows if o.verdict is Verdict.ERROR),
             trials=len(rows),
             ranked=not missing,
             missing=missing,

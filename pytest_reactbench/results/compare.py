@@ -15,7 +15,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from pytest_reactbench.results.aggregate import Outcome
+from pytest_reactbench.results.trial_result import TrialResult
 
 ALPHA = 0.05
 
@@ -114,16 +114,16 @@ def sign_flip_p(diffs: list[float], iterations: int = 20000, seed: int = 0) -> f
     return (hits + 1) / (iterations + 1)
 
 
-def _counts(outcomes: list[Outcome]) -> dict[tuple[str, str], tuple[int, int]]:
+def _counts(outcomes: list[TrialResult]) -> dict[tuple[str, str], tuple[int, int]]:
     counts: dict[tuple[str, str], tuple[int, int]] = {}
     for o in outcomes:
         if o.valid:
             n, c = counts.get((o.task, o.agent), (0, 0))
-            counts[(o.task, o.agent)] = (n + 1, c + (o.verdict == "passed"))
+            counts[(o.task, o.agent)] = (n + 1, c + o.passed)
     return counts
 
 
-def compare(base: list[Outcome], new: list[Outcome], alpha: float = ALPHA) -> Comparison:
+def compare(base: list[TrialResult], new: list[TrialResult], alpha: float = ALPHA) -> Comparison:
     before, after = _counts(base), _counts(new)
     changes = []
     for key in sorted(set(before) & set(after)):

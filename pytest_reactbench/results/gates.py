@@ -4,47 +4,42 @@ that renders JUnit shows why one trial scored what it did, not only that it fail
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
+from pytest_reactbench.results.trial_result import Gate, TrialResult, Verdict
 
-def gate_report(task: str, agent: str, verdict: str, gates: dict[str, bool | None],
-                details: dict[str, Any], failure: str | None, message: str,
-                durations: dict[str, float]) -> str:
-    suite_name = f"{task}::{agent}"
+
+def _gate_case(result: TrialResult, gate: Gate, passed: bool | None, suite: str) -> TestCase:
+    case = TestCase(gate.value, classname=suite,
+                    elapsed_sec=result.durations.get("verify", 0.0) if gate is Gate.TESTS else 0.0)
+    if passed is not False:
+        return case
+    if gate is Gate.TESTS:
+        case.add_failure_info(message=f"{len(result.failing_specs)} failing spec(s)",
+                              output="\n".join(result.failing_specs))
+    else:
+        lines = [f"{f.file}:{f.line or ''} {f.rule} {f.message}".rstrip() for f in result.findings]
+        lines += [f"still present: {t}" for t in result.remaining_targets]
+        lines += [f"not analysed: {t}" for t in result.unscanned]
+        case.add_failure_info(message=f"{len(result.findings)} new finding(s)", output="\n".join(lines))
+    return case
+
+
+def gate_report(result: TrialResult) -> str:
+    suite = f"{result.task}::{result.agent}"
     cases = []
-    if verdict == "error":
-        case = TestCase("trial", classname=suite_name, elapsed_sec=sum(durations.values()))
-        case.add_error_info(message=f"{failure}: {message}", error_type=failure or "error")
+    if result.verdict is Verdict.ERROR:
+        case = TestCase("trial", classname=suite, elapsed_sec=sum(result.durations.values()))
+        case.add_error_info(message=f"{result.failure}: {result.message}",
+                            error_type=result.failure or "error")
         cases.append(case)
-    for gate, passed in gates.items():
-        case = TestCase(gate, classname=suite_name,
-                        elapsed_sec=durations.get("verify", 0.0) if gate == "tests" else 0.0)
-        if passed is False:
-            if gate == "tests":
-                failing = (details.get("tests") or {}).get("failing") or []
-                case.add_failure_info(message=f"{len(failing)} failing spec(s)", output="\n".join(failing))
-            else:
-                doctor = details.get("react_doctor") or {}
-                lines = [f"{f.get('file')}:{f.get('line') or ''} {f.get('rule')} {f.get('title', '')}"
-                         for f in doctor.get("new") or []]
-                lines += [f"still present: {t}" for t in doctor.get("remaining_targets") or []]
-                lines += [f"not analysed: {t}" for t in doctor.get("unscanned") or []]
-                case.add_failure_info(message=f"{len(doctor.get('new') or [])} new finding(s)",
-                                      output="\n".join(lines))
-        cases.append(case)
-    for spec in (details.get("tests") or {}).get("failing") or []:
-        case = TestCase(spec, classname=f"{suite_name}.specs")
+    cases += [_gate_case(result, gate, passed, suite) for gate, passed in result.gates.items()]
+    for spec in result.failing_specs:
+        case = TestCase(spec, classname=f"{suite}.specs")
         case.add_failure_info(message="failed")
         cases.append(case)
-    if verdict == "failed" and not gates:
-        case = TestCase("submission", classname=suite_name)
-        case.add_failure_info(message=f"{failure}: {message}")
+    if result.verdict is Verdict.FAILED and not result.gates:
+        case = TestCase("submission", classname=suite)
+        case.add_failure_info(message=f"{result.failure}: {result.message}")
         cases.append(case)
-    return str(to_xml_report_string([TestSuite(suite_name, cases)]))
-
-
-def write_gate_report(path: Path, **kwargs: Any) -> None:
-    path.write_text(gate_report(**kwargs), encoding="utf-8")
+    return str(to_xml_report_string([TestSuite(suite, cases)]))

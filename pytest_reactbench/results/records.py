@@ -14,6 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pytest_reactbench.results.gates import gate_report
+from pytest_reactbench.results.trial_result import TrialResult
+
 
 def new_run_id() -> str:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -52,8 +55,18 @@ class TrialRecord:
         with (self.path / "events.jsonl").open("a", encoding="utf-8") as f:
             f.write(line + "\n")
 
-    def finish(self, status: dict[str, Any], state: str = "complete") -> None:
-        self.write_json("status.json", {**status, "status": state, "finished_at": time.time()})
+    def finish(self, result: TrialResult) -> None:
+        """The trial's verdict: status.json complete, and the gate-level junit.xml."""
+        self.write_text("junit.xml", gate_report(result))
+        self._write_status({**result.status(), "status": "complete"})
+
+    def mark_incomplete(self, reason: str, status: dict[str, Any] | None = None) -> None:
+        """The trial never reached a verdict (an interrupted session, a dead worker)."""
+        self.event("incomplete", reason=reason)
+        self._write_status({**(status or {}), "reason": reason, "status": "incomplete"})
+
+    def _write_status(self, status: dict[str, Any]) -> None:
+        self.write_json("status.json", {**status, "finished_at": time.time()})
         if self._run is not None:
             self._run.open.discard(self)
 
@@ -92,8 +105,7 @@ class RunRecords:
     def close(self, reason: str) -> None:
         """Mark every trial still open as incomplete (an interrupted session)."""
         for record in list(self.open):
-            record.event("incomplete", reason=reason)
-            record.finish({"reason": reason}, state="incomplete")
+            record.mark_incomplete(reason)
 
     def close_orphans(self) -> int:
         """Mark incomplete the trials of this run whose process died (a crashed xdist
@@ -107,9 +119,7 @@ class RunRecords:
             pid = status.get("pid")
             if status.get("status") != "running" or not isinstance(pid, int) or pid_alive(pid):
                 continue
-            record = TrialRecord(status_file.parent)
-            record.event("incomplete", reason=f"its process ({pid}) died")
-            record.finish({**status, "reason": f"its process ({pid}) died"}, state="incomplete")
+            TrialRecord(status_file.parent).mark_incomplete(f"its process ({pid}) died", status)
             marked += 1
         return marked
 

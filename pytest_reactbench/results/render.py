@@ -9,7 +9,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_reactbench.results.aggregate import AgentScore, Outcome, score_agents
+from pytest_reactbench.results.aggregate import AgentScore, score_agents
+from pytest_reactbench.results.trial_result import TrialResult
 
 COLOURS = {"passed": "#2e7d32", "failed": "#c62828", "error": "#6d4c41",
            "not-attempted": "#9e9e9e", "mixed": "#ef6c00"}
@@ -23,11 +24,11 @@ def _ci(score: AgentScore) -> str:
     return "-" if score.ci is None else f"{100 * score.ci[0]:.0f}-{100 * score.ci[1]:.0f}%"
 
 
-def _cell_verdict(rows: list[Outcome]) -> str:
-    verdicts = {o.verdict for o in rows}
+def _cell_verdict(rows: list[TrialResult]) -> str:
+    verdicts = {o.verdict.value for o in rows}
     if len(verdicts) == 1:
         return verdicts.pop()
-    valid = {v for v in verdicts if v in ("passed", "failed")}
+    valid = {o.verdict.value for o in rows if o.valid}
     return valid.pop() if len(valid) == 1 else "mixed"
 
 
@@ -37,8 +38,8 @@ BOARD_COLUMNS = ("rank", "agent", "score", "95% CI", "pass@1", "pass@k", "tasks"
 class _Board:
     """What both renderings show: scores per agent (best first) and the cells."""
 
-    def __init__(self, outcomes: Sequence[Outcome]) -> None:
-        self.cells: dict[tuple[str, str], list[Outcome]] = defaultdict(list)
+    def __init__(self, outcomes: Sequence[TrialResult]) -> None:
+        self.cells: dict[tuple[str, str], list[TrialResult]] = defaultdict(list)
         for o in outcomes:
             self.cells[(o.task, o.agent)].append(o)
         self.tasks = sorted({o.task for o in outcomes})
@@ -58,7 +59,7 @@ class _Board:
         return out
 
 
-def markdown(outcomes: Sequence[Outcome], title: str = "ReactBench results") -> str:
+def markdown(outcomes: Sequence[TrialResult], title: str = "ReactBench results") -> str:
     board = _Board(outcomes)
     tasks, agents, cells, scores = board.tasks, board.agents, board.cells, board.scores
     lines = [f"# {title}", "", "| " + " | ".join(BOARD_COLUMNS) + " |",
@@ -87,7 +88,7 @@ def _link(record: str, base: Path | None) -> str:
     return f' <a href="{html.escape(target)}">record</a>'
 
 
-def html_page(outcomes: Sequence[Outcome], title: str = "ReactBench results",
+def html_page(outcomes: Sequence[TrialResult], title: str = "ReactBench results",
               base: Path | None = None) -> str:
     board = _Board(outcomes)
     tasks, agents, cells, scores = board.tasks, board.agents, board.cells, board.scores
@@ -103,10 +104,10 @@ def html_page(outcomes: Sequence[Outcome], title: str = "ReactBench results",
             verdict = _cell_verdict(rows)
             parts = []
             for o in sorted(rows, key=lambda r: r.attempt):
-                gates = ", ".join(f"{g} {'✓' if v == '1' else '✗' if v == '0' else '-'}"
+                gates = ", ".join(f"{g} {'✓' if v else '✗' if v is False else '-'}"
                                   for g, v in o.gates.items()) or o.failure
                 seconds = sum(o.durations.values())
-                parts.append(f"<div class=t>#{o.attempt} {html.escape(o.verdict)}"
+                parts.append(f"<div class=t>#{o.attempt} {html.escape(o.verdict.value)}"
                              f"{f' ({html.escape(o.failure)})' if o.failure else ''}<br>"
                              f"<small>{html.escape(gates)} · {seconds:.1f} s{_link(o.record, base)}"
                              "</small></div>")

@@ -1,6 +1,14 @@
-"""The trial: one agent attempt at one task, from boot to verdict."""
+"""The trial: one agent attempt at one task, from bake to verdict."""
 
-from pytest_reactbench.trial.lifecycle import run_trial
-from pytest_reactbench.trial.outcome import TrialResult, Verdict
+from pytest_reactbench.trial.trial import (
+    Stages,
+    Trial,
+    TrialOptions,
+    UnsupportedTaskError,
+    limits_of,
+    stat_of,
+    unsupported,
+)
 
-__all__ = ["TrialResult", "Verdict", "run_trial"]
+__all__ = ["Stages", "Trial", "TrialOptions", "UnsupportedTaskError", "limits_of", "stat_of",
+           "unsupported"]

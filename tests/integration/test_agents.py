@@ -9,8 +9,9 @@ import os
 import subprocess
 import sys
 import textwrap
-import xml.etree.ElementTree as ET
 from pathlib import Path
+
+from pytest_reactbench.results.load import junit_testcases
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = ROOT / "tasks" / "counter-reset"
@@ -59,8 +60,7 @@ def test_command_and_python_agents(tmp_path: Path) -> None:
     )
     assert xml.exists(), proc.stdout + proc.stderr
     props = {}
-    for case in ET.parse(xml).getroot().iter("testcase"):
-        p = {x.get("name"): x.get("value") for x in case.iter("property")}
+    for _, p in junit_testcases(xml):
         props[p["reactbench.agent"]] = p
     assert props["scripted"]["reactbench.verdict"] == "passed", proc.stdout[-4000:]
     assert props["breaker"]["reactbench.verdict"] == "failed"

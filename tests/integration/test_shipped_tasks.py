@@ -3,11 +3,11 @@ React Doctor. oracle must score 1 and nop 0, under xdist, with JUnit properties.
 
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
+from pytest_reactbench.results.load import junit_testcases
 from pytest_reactbench.tasks import find_tasks, load_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,8 +38,7 @@ def test_controls_on_shipped_tasks(tmp_path: Path, backend: str) -> None:
     )
     assert xml.exists(), proc.stdout + proc.stderr
     verdicts = {}
-    for case in ET.parse(xml).getroot().iter("testcase"):
-        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    for _, props in junit_testcases(xml):
         verdicts[(props["reactbench.task"], props["reactbench.agent"])] = props
     assert set(verdicts) == {(t, a) for t in SHIPPED for a in ("oracle", "nop")}, proc.stdout
     for task in SHIPPED:

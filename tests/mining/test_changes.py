@@ -1,6 +1,5 @@
 """Reading and classifying a commit range: real git, no sandbox."""
 
-import json
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from pytest_reactbench.mining.changes import (
     resolve,
 )
 from pytest_reactbench.mining.mine import Request, control_refusals, describe, early_refusals
+from pytest_reactbench.results import TrialResult
 from tests.mining.history import commit, run_git
 
 
@@ -152,12 +152,19 @@ def test_describe_from_a_merge_a_range_and_the_user(tmp_path: Path) -> None:
 
 def controls(tmp_path: Path, nop: dict[str, str], oracle: dict[str, str],
              grade: dict[str, object] | None = None) -> ControlRun:
-    record = tmp_path / "record"
-    (record / "verifier").mkdir(parents=True, exist_ok=True)
-    (record / "verifier" / "grade.json").write_text(json.dumps(grade or {}))
-    props = {agent: {f"reactbench.{k}": v for k, v in values.items()} | {"reactbench.record": str(record)}
-             for agent, values in (("nop", nop), ("oracle", oracle))}
-    return ControlRun({("t", agent): p for agent, p in props.items()}, "")
+    """Controls as their JUnit properties say, the oracle's grade details included."""
+    grade = grade or {}
+    failing = grade.get("tests", {}).get("failing", [])  # type: ignore[attr-defined]
+    new = grade.get("react_doctor", {}).get("new", [])  # type: ignore[attr-defined]
+    details = {"reactbench.tests.failing": "; ".join(failing),
+               "reactbench.react_doctor.new": "; ".join(f"{f['rule']} {f['file']}:{f['line']}" for f in new)}
+    results = {}
+    for agent, values in (("nop", nop), ("oracle", oracle)):
+        props = {"reactbench.task": "t", "reactbench.agent": agent,
+                 **{f"reactbench.{k}": v for k, v in values.items()},
+                 **(details if agent == "oracle" else {})}
+        results[("t", agent)] = TrialResult.from_properties(props)
+    return ControlRun(results, "")  # type: ignore[arg-type]
 
 
 PASS = {"verdict": "passed", "gate.tests": "1", "gate.react_doctor": "1"}

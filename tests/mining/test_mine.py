@@ -5,12 +5,12 @@ Vitest, React Doctor), and the mined task run through the plugin."""
 import json
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from pytest_reactbench.cli import main
+from pytest_reactbench.results.load import junit_testcases
 from pytest_reactbench.tasks import load_task
 from tests.mining.history import History, build_history
 
@@ -58,8 +58,7 @@ def test_a_merged_pull_request_becomes_a_task_the_plugin_runs(
          f"--reactbench-records={tmp_path / 'records'}", f"--junitxml={xml}", f"--rootdir={tmp_path}",
          str(task)], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     verdicts = {}
-    for case in ET.parse(xml).getroot().iter("testcase"):
-        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    for _, props in junit_testcases(xml):
         verdicts[props["reactbench.agent"]] = props
     assert verdicts["oracle"]["reactbench.verdict"] == "passed", proc.stdout[-3000:]
     assert verdicts["nop"]["reactbench.verdict"] == "failed", proc.stdout[-3000:]

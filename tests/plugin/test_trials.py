@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_reactbench.results.load import junit_testcases
 from tests.conftest import write_task
 
 SLEEPER_CONFTEST = """
@@ -39,11 +40,7 @@ def pytest_reactbench_agents():
 
 
 def properties(xml: Path) -> dict[str, dict[str, str]]:
-    out = {}
-    for case in ET.parse(xml).getroot().iter("testcase"):
-        props = {p.get("name"): p.get("value") for p in case.iter("property")}
-        out[f"{case.get('classname')}::{case.get('name')}"] = props
-    return out
+    return {f"{props.get('reactbench.task', '')}::{name}": props for name, props in junit_testcases(xml)}
 
 
 def leftover_sandboxes(cache: Path) -> list[Path]:
@@ -110,10 +107,20 @@ def test_fixtures_can_be_overridden_in_conftest(suite: pytest.Pytester) -> None:
     suite.makeconftest("""
 import pytest
 
+from pytest_reactbench.trial import Stages
+
+
+class Planting(Stages):
+    def boot(self, task, role, image, egress=()):
+        sandbox = super().boot(task, role, image, egress)
+        if role == "agent":
+            sandbox.write_file("/app/out.txt", "hello\\n")
+        return sandbox
+
+
 @pytest.fixture
-def reactbench_agent_sandbox(reactbench_agent_sandbox):
-    reactbench_agent_sandbox.write_file("/app/out.txt", "hello\\n")
-    return reactbench_agent_sandbox
+def reactbench_stages(reactbench_stages):
+    return Planting(reactbench_stages.backend, reactbench_stages.progress, reactbench_stages.labels)
 """)
     write_task(suite.path / "tasks", "alpha")
     suite.runpytest("--reactbench-agent=nop").assert_outcomes(passed=1)

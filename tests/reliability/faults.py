@@ -9,22 +9,18 @@ import os
 import signal
 import threading
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
 import docker
 
+from pytest_reactbench.results.load import junit_testcases
 from pytest_reactbench.sandbox.cgroups import PREFIX, own_parents, stale_groups
 
 
 def junit_properties(xml: Path) -> dict[str, dict[str, str]]:
     """Testcase name -> its reactbench properties."""
-    out = {}
-    for case in ET.parse(xml).getroot().iter("testcase"):
-        props = {str(p.get("name")): str(p.get("value")) for p in case.iter("property")}
-        out[str(case.get("name"))] = props
-    return out
+    return dict(junit_testcases(xml))
 
 
 def trial_records(records: Path) -> dict[str, dict[str, object]]:

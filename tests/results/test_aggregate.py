@@ -1,12 +1,13 @@
 import pytest
 
-from pytest_reactbench.results.aggregate import Outcome, bootstrap_ci, pass_at_k, score_agents
+from pytest_reactbench.results import TrialResult, Verdict
+from pytest_reactbench.results.aggregate import bootstrap_ci, pass_at_k, score_agents
 from pytest_reactbench.results.compare import compare, fisher_one_sided, sign_flip_p
 
 
-def o(task: str, agent: str, verdict: str, attempt: int = 1) -> Outcome:
+def o(task: str, agent: str, verdict: str, attempt: int = 1) -> TrialResult:
     reward = {"passed": 1.0, "failed": 0.0}.get(verdict)
-    return Outcome(task, agent, attempt, verdict, reward)
+    return TrialResult(task=task, agent=agent, attempt=attempt, verdict=Verdict(verdict), reward=reward)
 
 
 def test_valid_attempts_are_averaged_per_task_then_tasks_weigh_the_same() -> None:
@@ -56,7 +57,7 @@ def test_single_attempt_flip_is_a_regression() -> None:
 
 
 def test_noise_is_not_flagged_but_a_clear_drop_is() -> None:
-    def attempts(task: str, passes: int, n: int) -> list[Outcome]:
+    def attempts(task: str, passes: int, n: int) -> list[TrialResult]:
         return [o(task, "x", "passed" if i < passes else "failed", i + 1) for i in range(n)]
 
     base = attempts("noisy", 3, 5) + attempts("clear", 10, 10)

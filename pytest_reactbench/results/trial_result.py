@@ -1,0 +1,290 @@
+"""The one result of a trial. Workers write it (status.json, JUnit properties), the
+controller and the `reactbench` commands read it back (summary, report, compare,
+controls, replay), always through this model: no other code parses its forms."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+PROPERTY = "reactbench."
+#: The most list entries (findings, failing specs, files) a JUnit property carries.
+MAX_LISTED = 20
+#: The most characters of a message a JUnit property carries.
+MAX_MESSAGE = 2000
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
+
+
+def strip_ansi(text: str) -> str:
+    """Terminal colour and cursor codes (Vitest's, pnpm's) out of what people read."""
+    return _ANSI.sub("", text)
+
+
+class Verdict(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    NOT_ATTEMPTED = "not-attempted"
+
+    @property
+    def valid(self) -> bool:
+        """Scored: only passes and fails count; errors and not-attempted are apart."""
+        return self in (Verdict.PASSED, Verdict.FAILED)
+
+
+class Gate(StrEnum):
+    """The verifier's two gates: both must pass for reward 1."""
+
+    TESTS = "tests"
+    REACT_DOCTOR = "react_doctor"
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class Finding(_Part):
+    """A new React Doctor finding the change introduced."""
+
+    rule: str = "?"
+    file: str = "?"
+    line: int | None = None
+    message: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.rule} {self.file}:{'' if self.line is None else self.line}"
+
+    @classmethod
+    def parse(cls, text: str) -> Finding:
+        rule, _, where = text.strip().partition(" ")
+        file, _, line = where.rpartition(":")
+        return cls(rule=rule, file=file or where, line=int(line) if line.isdigit() else None)
+
+
+class Refusal(_Part):
+    """A file of the submission the clean room refused, and why."""
+
+    path: str
+    reason: str
+
+
+class DiffStat(_Part):
+    files: list[str] = Field(default_factory=list)
+    added: int = 0
+    removed: int = 0
+
+    def __str__(self) -> str:
+        return f"{len(self.files)} files, +{self.added} -{self.removed}"
+
+
+class BaseImage(_Part):
+    """Provenance of an image a sandbox ran on: which base image, which digest, and
+    whether it was the public image or a stand-in built here."""
+
+    name: str
+    digest: str = ""
+    source: Literal["public", "stand-in", "local"] = "public"
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.digest or '?'} ({self.source})"
+
+    @classmethod
+    def parse(cls, text: str) -> BaseImage:
+        match = re.fullmatch(r"(.+?)@(\S*) \((public|stand-in|local)\)", text.strip())
+        if match is None:
+            return cls(name=text.strip())
+        digest = "" if match.group(2) == "?" else match.group(2)
+        return cls.model_validate({"name": match.group(1), "digest": digest, "source": match.group(3)})
+
+
+def _gate_text(value: bool | None) -> str:
+    return "" if value is None else str(int(value))
+
+
+def _float(value: str | None) -> float | None:
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+def _listed(values: Iterable[object]) -> str:
+    return "; ".join(str(v) for v in list(values)[:MAX_LISTED])
+
+
+def _unlisted(text: str | None) -> list[str]:
+    return [part.strip() for part in (text or "").split("; ") if part.strip()]
+
+
+class TrialResult(BaseModel):
+    """One agent attempt at one task, from boot to verdict."""
+
+    model_config = ConfigDict(extra="ignore", validate_assignment=True)
+
+    task: str
+    agent: str
+    attempt: int = 1
+    verdict: Verdict
+    reward: float | None = None
+    #: Gate -> passed (None when the verifier did not say).
+    gates: dict[Gate, bool | None] = Field(default_factory=dict)
+    #: For errors the failure class (e.g. "VerifierTimeoutError"); for fails the gates.
+    failure: str = ""
+    message: str = ""
+    agent_ending: str | None = None
+    durations: dict[str, float] = Field(default_factory=dict)
+    #: The trial's run record directory.
+    record: str = ""
+    backend: str = ""
+    #: Whether the verdict counts as a formal result (docker on the public images).
+    formal: bool = False
+    #: Role ("agent", "verifier") -> digest of the image the sandbox was booted from.
+    images: dict[str, str] = Field(default_factory=dict)
+    #: The base images those were built on, with their provenance.
+    bases: list[BaseImage] = Field(default_factory=list)
+    #: How many times an error made this trial start again before this result.
+    retries: int = 0
+    diff: DiffStat = Field(default_factory=DiffStat)
+    #: Submission audit findings ("kind: path (detail)").
+    audit: list[str] = Field(default_factory=list)
+    failing_specs: list[str] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
+    #: Health targets the change was to fix and did not.
+    remaining_targets: list[str] = Field(default_factory=list)
+    #: Changed files React Doctor did not analyse.
+    unscanned: list[str] = Field(default_factory=list)
+    doctor_reason: str = ""
+    refused: list[Refusal] = Field(default_factory=list)
+    test_log_tail: str = ""
+    agent_log_tail: str = ""
+
+    @field_validator("message", "test_log_tail", "agent_log_tail")
+    @classmethod
+    def _plain(cls, value: str) -> str:
+        return strip_ansi(value)
+
+    @property
+    def valid(self) -> bool:
+        return self.verdict.valid
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict is Verdict.PASSED
+
+    @property
+    def failed_gates(self) -> list[Gate]:
+        return [gate for gate, ok in self.gates.items() if ok is False]
+
+    @classmethod
+    def error(cls, task: str, agent: str, attempt: int, exc: BaseException, **fields: Any) -> TrialResult:
+        """A trial that ended in a harness error: no score."""
+        return cls(task=task, agent=agent, attempt=attempt, verdict=Verdict.ERROR,
+                   failure=type(exc).__name__, message=str(exc), **fields)
+
+    # -- status.json -------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """The form written to a record's status.json."""
+        data = self.model_dump(mode="json")
+        data["durations"] = {k: round(v, 3) for k, v in self.durations.items()}
+        return data
+
+    @classmethod
+    def from_status(cls, status: Mapping[str, Any], manifest: Mapping[str, Any] | None = None,
+                    record: str = "") -> TrialResult:
+        """A record's status.json (and manifest.json, for what older records kept only
+        there). A record still `running` or `incomplete` is an error: no score."""
+        manifest = manifest or {}
+        data = {**{k: manifest[k] for k in ("task", "agent", "attempt", "backend") if k in manifest},
+                **status}
+        data.setdefault("record", record)
+        if isinstance(data.get("diff"), dict) is False:
+            data.pop("diff", None)
+        if status.get("status") != "complete":
+            reason = str(status.get("reason") or "the trial never finished")
+            return cls(task=str(data.get("task")), agent=str(data.get("agent")),
+                       attempt=int(data.get("attempt") or 1), verdict=Verdict.ERROR,
+                       failure="incomplete record", message=reason, record=str(data["record"]),
+                       backend=str(data.get("backend") or ""))
+        return cls.model_validate(data)
+
+    # -- JUnit properties ----------------------------------------------------------------
+
+    def properties(self) -> list[tuple[str, str]]:
+        """The testcase properties of this trial in JUnit XML."""
+        p = PROPERTY
+        props = [
+            (f"{p}task", self.task),
+            (f"{p}agent", self.agent),
+            (f"{p}attempt", str(self.attempt)),
+            (f"{p}verdict", self.verdict.value),
+            (f"{p}reward", "" if self.reward is None else f"{self.reward:g}"),
+            *((f"{p}gate.{gate.value}", _gate_text(self.gates.get(gate))) for gate in Gate),
+            (f"{p}failure", self.failure),
+            (f"{p}agent_ending", self.agent_ending or ""),
+            (f"{p}backend", self.backend),
+            (f"{p}formal", str(int(self.formal))),
+        ]
+        if self.message:
+            props.append((f"{p}message", self.message[:MAX_MESSAGE]))
+        props += [(f"{p}duration.{phase}", f"{seconds:.3f}") for phase, seconds in self.durations.items()]
+        if self.retries:
+            props.append((f"{p}retries", str(self.retries)))
+        if self.diff.files or self.diff.added or self.diff.removed:
+            props.append((f"{p}diff.stat", str(self.diff)))
+            props.append((f"{p}diff.files", " ".join(self.diff.files[:MAX_LISTED])))
+        if self.audit:
+            props.append((f"{p}audit", _listed(self.audit)))
+        props += [(f"{p}image.{role}", digest) for role, digest in sorted(self.images.items())]
+        if self.bases:
+            props.append((f"{p}bases", _listed(self.bases)))
+        if self.failing_specs:
+            props.append((f"{p}tests.failing", _listed(self.failing_specs)))
+        if self.findings:
+            props.append((f"{p}react_doctor.new", _listed(self.findings)))
+        if self.record:
+            props.append((f"{p}record", self.record))
+        return props
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> TrialResult | None:
+        """Back from a testcase's properties; None when they are not a trial's."""
+        p = PROPERTY
+        if f"{p}task" not in props or f"{p}verdict" not in props:
+            return None
+        stat = re.fullmatch(r"(\d+) files, \+(\d+) -(\d+)", props.get(f"{p}diff.stat", ""))
+        try:
+            verdict = Verdict(props[f"{p}verdict"])
+        except ValueError:
+            verdict = Verdict.ERROR
+        return cls(
+            task=props[f"{p}task"],
+            agent=props.get(f"{p}agent", ""),
+            attempt=int(props.get(f"{p}attempt") or 1),
+            verdict=verdict,
+            reward=_float(props.get(f"{p}reward")),
+            gates={gate: (None if (v := props.get(f"{p}gate.{gate.value}", "")) == "" else v == "1")
+                   for gate in Gate if f"{p}gate.{gate.value}" in props},
+            failure=props.get(f"{p}failure", ""),
+            message=props.get(f"{p}message", ""),
+            agent_ending=props.get(f"{p}agent_ending") or None,
+            durations={k.removeprefix(f"{p}duration."): float(v) for k, v in props.items()
+                       if k.startswith(f"{p}duration.") and _float(v) is not None},
+            record=props.get(f"{p}record", ""),
+            backend=props.get(f"{p}backend", ""),
+            formal=props.get(f"{p}formal") == "1",
+            images={k.removeprefix(f"{p}image."): v for k, v in props.items()
+                    if k.startswith(f"{p}image.")},
+            bases=[BaseImage.parse(b) for b in _unlisted(props.get(f"{p}bases"))],
+            retries=int(props.get(f"{p}retries") or 0),
+            diff=DiffStat(files=props.get(f"{p}diff.files", "").split(),
+                          added=int(stat.group(2)), removed=int(stat.group(3))) if stat else DiffStat(),
+            audit=_unlisted(props.get(f"{p}audit")),
+            failing_specs=_unlisted(props.get(f"{p}tests.failing")),
+            findings=[Finding.parse(f) for f in _unlisted(props.get(f"{p}react_doctor.new"))],
+        )

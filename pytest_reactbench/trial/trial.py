@@ -1,0 +1,352 @@
+"""A Trial owns one agent attempt at one task, from bake to verdict: bake both
+images, boot the sandboxes, let the agent act, carry its declared artifacts to a
+fresh verifier, grade, tear down, and retry what ended in an error. Every exit path
+goes through `Trial.run`, which always returns one TrialResult with a finished
+record."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pytest_reactbench.agents import Agent, AgentContext, AgentOutcome
+from pytest_reactbench.results import (
+    BaseImage,
+    DiffStat,
+    Finding,
+    Gate,
+    Refusal,
+    RunRecords,
+    TrialRecord,
+    TrialResult,
+    Verdict,
+)
+from pytest_reactbench.sandbox.base import (
+    Backend,
+    BootingSandbox,
+    Image,
+    ImageRecipe,
+    Limits,
+    Progress,
+    Sandbox,
+    SandboxError,
+)
+from pytest_reactbench.tasks import EnvironmentConfig, Task
+from pytest_reactbench.verifier import (
+    Grade,
+    SubmissionRefused,
+    VerifierError,
+    audit,
+    collect,
+    grade,
+    parse_index,
+)
+
+Role = Literal["agent", "verifier"]
+
+DIFF_COMMAND = (
+    "cd /app 2>/dev/null && git rev-parse --verify -q HEAD >/dev/null && "
+    "git add -A -N . >/dev/null 2>&1; git diff --binary HEAD"
+)
+LOG_TAIL_LINES = 20
+#: Taken before the agent acts: what counts as unchanged for the audit.
+BASE_INDEX_COMMAND = "cd /app 2>/dev/null && git ls-files -s -z 2>/dev/null; true"
+#: The most of the agent's diff a run record keeps.
+MAX_RECORDED_DIFF = 10 * 1024 * 1024
+
+
+class UnsupportedTaskError(SandboxError):
+    """The task asks for something this backend or harness does not provide: an error
+    no retry can mend."""
+
+
+@dataclass(frozen=True)
+class TrialOptions:
+    """What a run decides for all its trials."""
+
+    #: Fail submissions the audit flags, on every task.
+    strict: bool = False
+    #: How many times a trial that ended in an error starts again.
+    retries: int = 0
+    #: Labels on every sandbox (run id, worker...), so leftovers can be found.
+    labels: Mapping[str, str] = field(default_factory=dict)
+    #: More entries of every trial's manifest.json (how to replay it...).
+    manifest: Mapping[str, Any] = field(default_factory=dict)
+
+
+def limits_of(env: EnvironmentConfig) -> Limits:
+    return Limits(cpus=env.cpus, memory_mb=env.memory_mb, storage_mb=env.storage_mb)
+
+
+class Stages:
+    """The two stages a trial delegates to its backend: baking an image and booting a
+    sandbox from it. A project replaces either in its conftest.py by overriding the
+    `reactbench_stages` fixture with a subclass."""
+
+    def __init__(self, backend: Backend, progress: Progress, labels: Mapping[str, str]) -> None:
+        self.backend = backend
+        self.progress = progress
+        self.labels = dict(labels)
+
+    def recipe(self, task: Task, role: Role) -> ImageRecipe:
+        folder = task.environment_dir if role == "agent" else task.tests_dir
+        env = task.config.environment if role == "agent" else task.config.verifier_environment
+        return ImageRecipe(name=f"{task.id}/{folder.name}", dockerfile=folder / "Dockerfile",
+                           context=folder, timeout=env.build_timeout_sec)
+
+    def bake(self, task: Task, role: Role) -> Image:
+        """The agent's image (environment/) or the verifier's (tests/)."""
+        return self.backend.bake(self.recipe(task, role), self.progress)
+
+    def boot(self, task: Task, role: Role, image: Image, egress: tuple[str, ...] = ()) -> Sandbox:
+        """A fresh sandbox, offline but for `egress` (the agent's model hosts)."""
+        env = task.config.environment if role == "agent" else task.config.verifier_environment
+        return self.backend.boot(image, network=False, egress=egress, limits=limits_of(env),
+                                 labels={**self.labels, "task": task.id, "role": role})
+
+
+def unsupported(task: Task) -> str | None:
+    """Why no backend here can run the task as it is declared, or None."""
+    config, toml = task.config, task.path / "task.toml"
+    for section, env in (("environment", config.environment),
+                         ("verifier.environment", config.verifier.environment)):
+        if env is not None and env.gpus > 0:
+            return f"{toml}: [{section}].gpus = {env.gpus}: no sandbox backend here provides GPUs"
+    if config.verifier.environment_mode != "separate":
+        return (f"{toml}: [verifier].environment_mode = {config.verifier.environment_mode!r}: "
+                "the verifier always runs in a separate, clean sandbox here")
+    return None
+
+
+@contextmanager
+def _timed(durations: dict[str, float], phase: str, record: TrialRecord,
+           event: bool = True) -> Iterator[None]:
+    if event:
+        record.event(f"{phase}-start")
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        durations[phase] = durations.get(phase, 0.0) + time.monotonic() - started
+        if event:
+            record.event(f"{phase}-end", seconds=round(durations[phase], 3))
+
+
+def stat_of(diff: str) -> DiffStat:
+    """Changed files and added/removed line counts of a unified diff."""
+    lines = diff.splitlines()
+    return DiffStat(
+        files=[line.split(" b/", 1)[-1] for line in lines if line.startswith("diff --git ")],
+        added=sum(1 for line in lines if line.startswith("+") and not line.startswith("+++")),
+        removed=sum(1 for line in lines if line.startswith("-") and not line.startswith("---")),
+    )
+
+
+def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def _grade_fields(graded: Grade) -> dict[str, Any]:
+    """What the failure screen, JUnit and the report show of our verifier's grade.json."""
+    def section(name: str) -> dict[str, Any]:
+        value = graded.details.get(name)
+        return value if isinstance(value, dict) else {}
+
+    tests, doctor, submission = section("tests"), section("react_doctor"), section("submission")
+    return {
+        "reward": graded.reward.reward,
+        "gates": {gate: graded.gate(gate.value) for gate in Gate},
+        "failing_specs": [str(s) for s in tests.get("failing") or []],
+        "findings": [Finding(rule=str(f.get("rule", "?")), file=str(f.get("file", "?")),
+                             line=f.get("line") if isinstance(f.get("line"), int) else None,
+                             message=str(f.get("title") or f.get("message") or ""))
+                     for f in doctor.get("new") or [] if isinstance(f, dict)],
+        "remaining_targets": [str(t) for t in doctor.get("remaining_targets") or []],
+        "unscanned": [str(t) for t in doctor.get("unscanned") or []],
+        "doctor_reason": str(doctor.get("reason") or ""),
+        "refused": [Refusal(path=str(r.get("path")), reason=str(r.get("reason")))
+                    for r in submission.get("refused") or [] if isinstance(r, dict)],
+    }
+
+
+class Trial:
+    """One agent attempt at one task (with its retries), on one backend."""
+
+    def __init__(self, task: Task, agent: Agent, *, stages: Stages, records: RunRecords,
+                 attempt: int = 1, options: TrialOptions | None = None) -> None:
+        self.task = task
+        self.agent = agent
+        self.stages = stages
+        self.records = records
+        self.attempt = attempt
+        self.options = options or TrialOptions()
+
+    @property
+    def backend(self) -> Backend:
+        return self.stages.backend
+
+    def run(self) -> TrialResult:
+        """The verdict, after at most `retries` fresh starts of a trial that errored."""
+        retry_of: TrialRecord | None = None
+        retries = 0
+        while True:
+            record = self.records.open_trial(self.task.id, self.agent.name, self.attempt,
+                                             self._manifest(retry_of))
+            result = self._run_once(record)
+            result.retries = retries
+            record.finish(result)
+            if (result.verdict is not Verdict.ERROR or retries >= self.options.retries
+                    or result.failure == UnsupportedTaskError.__name__):
+                return result
+            retries += 1
+            record.event("retried", failure=result.failure, retry=retries)
+            retry_of = record
+
+    def _manifest(self, retry_of: TrialRecord | None) -> dict[str, Any]:
+        config = self.task.config
+        return {
+            "task": self.task.id,
+            "task_path": str(self.task.path),
+            "agent": self.agent.name,
+            "attempt": self.attempt,
+            "backend": self.backend.name,
+            "limits": {"agent": config.environment.model_dump(),
+                       "verifier": config.verifier_environment.model_dump()},
+            "timeouts": {"agent": config.agent.timeout_sec, "verifier": config.verifier.timeout_sec},
+            **self.options.manifest,
+            **({"retry_of": str(retry_of.path)} if retry_of else {}),
+        }
+
+    def _result(self, record: TrialRecord, verdict: Verdict, **fields: Any) -> TrialResult:
+        return TrialResult(task=self.task.id, agent=self.agent.name, attempt=self.attempt,
+                           verdict=verdict, record=str(record.path), backend=self.backend.name,
+                           **fields)
+
+    def _run_once(self, record: TrialRecord) -> TrialResult:
+        durations: dict[str, float] = {}
+        images: dict[str, Image] = {}
+        boxes: list[tuple[Role, Sandbox]] = []
+
+        def error(exc: BaseException, message: str | None = None) -> TrialResult:
+            return self._result(record, Verdict.ERROR, failure=type(exc).__name__,
+                                message=str(exc) if message is None else message,
+                                durations=durations, **_provenance(images, self.backend))
+
+        try:
+            problem = unsupported(self.task)
+            if problem:
+                raise UnsupportedTaskError(problem)
+            roles: tuple[Role, ...] = ("agent", "verifier")
+            for role in roles:
+                recipe_name = f"{self.task.id}/{role}"
+                record.event("bake-start", image=recipe_name)
+                with _timed(durations, "bake", record, event=False):
+                    images[role] = self.stages.bake(self.task, role)
+                record.event("bake-end", image=recipe_name, digest=images[role].digest,
+                             cached=images[role].cached)
+            # The verifier boots while the agent's sandbox boots and the agent works; the
+            # trial records only the time it waits for it ("verifier_boot").
+            verifier = BootingSandbox(
+                lambda: self.stages.boot(self.task, "verifier", images["verifier"]), "verifier")
+            boxes.append(("verifier", verifier))
+            with _timed(durations, "boot", record, event=False):
+                agent_box = self.stages.boot(self.task, "agent", images["agent"], self.agent.model_hosts)
+            boxes.append(("agent", agent_box))
+            return self._act_and_grade(record, agent_box, verifier, durations, images)
+        except (SandboxError, VerifierError) as exc:
+            return error(exc)
+        except Exception as exc:
+            # A fault of the harness itself (or of a conftest's stage): recorded, no score.
+            return error(exc, f"{exc!r}\n{_tail(traceback.format_exc())}")
+        finally:
+            for role, box in reversed(boxes):
+                started = time.monotonic()
+                try:
+                    box.close()
+                finally:
+                    record.event("teardown", role=role, seconds=round(time.monotonic() - started, 3))
+
+    def _act_and_grade(self, record: TrialRecord, agent_box: Sandbox, verifier: Sandbox,
+                       durations: dict[str, float], images: dict[str, Image]) -> TrialResult:
+        task, agent = self.task, self.agent
+        outcome: AgentOutcome | None = None
+        found: dict[str, Any] = {"durations": durations, **_provenance(images, self.backend)}
+
+        def finish(verdict: Verdict, failure: str, message: str, **more: Any) -> TrialResult:
+            ending = {"agent_ending": outcome.ending, "agent_log_tail": _tail(outcome.log)} if outcome else {}
+            return self._result(record, verdict, failure=failure, message=message,
+                                **found, **ending, **more)
+
+        try:
+            base_index = parse_index(agent_box.exec(BASE_INDEX_COMMAND, cwd="/", timeout=120).text)
+            with _timed(durations, "agent", record):
+                outcome = _run_agent(agent, task, agent_box, record)
+            record.write_text("agent.log", outcome.log)
+            record.event("agent-ended", ending=outcome.ending, exit_code=outcome.exit_code)
+            diff = agent_box.exec(DIFF_COMMAND, cwd="/", timeout=120).stdout
+            if len(diff) > MAX_RECORDED_DIFF:
+                diff = diff[:MAX_RECORDED_DIFF] + b"\n[diff truncated at 10 MiB by the run record]\n"
+            record.write_text("diff.patch", diff)
+            found["diff"] = stat_of(diff.decode("utf-8", "replace"))
+            with _timed(durations, "artifacts", record):
+                transfers = collect(agent_box, task.config.artifacts)
+            record.write_json("artifacts.json", [
+                {"source": t.artifact.source, "files": t.files, "bytes": t.size,
+                 "dropped": [{"path": p, "reason": r} for p, r in t.dropped]}
+                for t in transfers
+            ])
+            found["audit"] = [str(f) for f in audit(transfers, base_index)]
+            record.write_json("audit.json", found["audit"])
+            if self.options.strict and found["audit"]:
+                return finish(Verdict.FAILED, "audit", "--reactbench-strict: the submission touches "
+                              + f"{len(found['audit'])} file(s) that can fool a grader: "
+                              + "; ".join(found["audit"][:10]))
+            durations["verifier_boot"] = durations.get("verifier_boot", 0.0) + verifier.ready()
+            with _timed(durations, "verify", record):
+                graded = grade(verifier, transfers, task.config.verifier.timeout_sec,
+                               record.path / "verifier")
+        except SubmissionRefused as exc:
+            return finish(Verdict.FAILED, "submission", str(exc))
+        except (SandboxError, VerifierError) as exc:
+            return finish(Verdict.ERROR, type(exc).__name__, str(exc))
+        # Our verifier times its parts: the task's test command and the React Doctor scan.
+        timings = graded.details.get("timings")
+        if isinstance(timings, dict):
+            for phase in ("test_command", "scan"):
+                if isinstance(timings.get(phase), int | float):
+                    durations[phase] = float(timings[phase])
+        fields = _grade_fields(graded)
+        test_log = record.path / "verifier" / "test-stdout.txt"
+        if test_log.is_file():
+            fields["test_log_tail"] = _tail(test_log.read_text(errors="replace"))
+        if graded.passed:
+            return finish(Verdict.PASSED, "", "", **fields)
+        failed = [gate.value for gate, ok in fields["gates"].items() if ok is False]
+        message = (f"reward {graded.reward.reward:g} < 1" if not failed else
+                   "failed gate" + ("s " if len(failed) > 1 else " ") + ", ".join(failed))
+        return finish(Verdict.FAILED, "+".join(failed) or "reward", message, **fields)
+
+
+def _provenance(images: Mapping[str, Image], backend: Backend) -> dict[str, Any]:
+    bases: dict[str, BaseImage] = {}
+    for image in images.values():
+        for base in getattr(image, "bases", ()):
+            bases[base.name] = BaseImage(name=base.name, digest=base.digest, source=base.source)
+    stand_in = any(b.source != "public" for b in bases.values())
+    return {"images": {role: image.digest for role, image in images.items()},
+            "bases": list(bases.values()), "formal": backend.formal and not stand_in}
+
+
+def _run_agent(agent: Agent, task: Task, sandbox: Sandbox, record: TrialRecord) -> AgentOutcome:
+    try:
+        return agent.run(AgentContext(task, sandbox, task.config.agent.timeout_sec, record.event))
+    except SandboxError:
+        raise
+    except Exception:
+        # An agent that crashes is still graded on what it left, as the public suite does.
+        return AgentOutcome("crashed", None, traceback.format_exc())
+
