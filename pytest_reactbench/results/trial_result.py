@@ -168,6 +168,11 @@ class TrialResult(BaseModel):
     def _plain(cls, value: str) -> str:
         return strip_ansi(value)
 
+    @field_validator("durations")
+    @classmethod
+    def _milliseconds(cls, value: dict[str, float]) -> dict[str, float]:
+        return {phase: round(seconds, 3) for phase, seconds in value.items()}
+
     @property
     def valid(self) -> bool:
         return self.verdict.valid
@@ -190,9 +195,7 @@ class TrialResult(BaseModel):
 
     def status(self) -> dict[str, Any]:
         """The form written to a record's status.json."""
-        data = self.model_dump(mode="json")
-        data["durations"] = {k: round(v, 3) for k, v in self.durations.items()}
-        return data
+        return self.model_dump(mode="json")
 
     @classmethod
     def from_status(cls, status: Mapping[str, Any], manifest: Mapping[str, Any] | None = None,

@@ -68,8 +68,17 @@ class VerifierConfig(_Model):
 
 class Artifact(_Model):
     source: str
+    #: Where the run record keeps a copy of what crossed: `artifacts/<destination>.tar`.
     destination: str | None = None
     exclude: list[str] = Field(default_factory=list)
+
+    @field_validator("destination")
+    @classmethod
+    def _relative(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip("/") or value.startswith("/")
+                                  or ".." in value.split("/")):
+            raise ValueError("must be a relative name inside the run record, e.g. workspace")
+        return value
 
     @field_validator("source")
     @classmethod

@@ -294,6 +294,9 @@ class Trial:
             found["diff"] = stat_of(diff.decode("utf-8", "replace"))
             with _timed(durations, "artifacts", record):
                 transfers = collect(agent_box, task.config.artifacts)
+                for transfer in transfers:
+                    if transfer.artifact.destination:
+                        record.write_text(f"artifacts/{transfer.artifact.destination}.tar", transfer.data)
             record.write_json("artifacts.json", [
                 {"source": t.artifact.source, "files": t.files, "bytes": t.size,
                  "dropped": [{"path": p, "reason": r} for p, r in t.dropped]}

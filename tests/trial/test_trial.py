@@ -1,0 +1,126 @@
+"""The Trial on its own, without pytest items: real local sandboxes (bubblewrap) and
+tiny bash tasks. Stages that break on purpose wrap the real ones."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_reactbench.agents import NopAgent, OracleAgent
+from pytest_reactbench.results import RunRecords, TrialResult, Verdict
+from pytest_reactbench.results.load import read_record
+from pytest_reactbench.sandbox.base import Image, Sandbox, SandboxError
+from pytest_reactbench.sandbox.local import LocalBackend
+from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP
+from pytest_reactbench.tasks import Task, load_task
+from pytest_reactbench.trial import Stages, Trial, TrialOptions
+from pytest_reactbench.trial.trial import Role
+from tests.conftest import write_task
+
+
+@pytest.fixture
+def backend(bake_cache: Path) -> Iterator[LocalBackend]:
+    backend = LocalBackend(bake_cache, DEFAULT_IMAGE_MAP)
+    yield backend
+    backend.close()
+
+
+def stages(backend: LocalBackend) -> Stages:
+    return Stages(backend, lambda line: None, {"run": "trial-tests", "worker": "controller"})
+
+
+def events(result: TrialResult) -> list[dict[str, object]]:
+    lines = Path(result.record, "events.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+class BootFailsOnce(Stages):
+    """The agent's sandbox fails to boot the first time: an error, retried."""
+
+    boots = 0
+
+    def boot(self, task: Task, role: Role, image: Image, egress: tuple[str, ...] = ()) -> Sandbox:
+        if role == "agent":
+            BootFailsOnce.boots += 1
+            if BootFailsOnce.boots == 1:
+                raise SandboxError("the engine refused to start the agent's sandbox")
+        return super().boot(task, role, image, egress)
+
+
+def test_pass_and_fail_each_end_with_one_finished_record(tmp_path: Path, backend: LocalBackend) -> None:
+    task = load_task(write_task(tmp_path / "tasks", "alpha"))
+    records = RunRecords(tmp_path / "records", "run1")
+    passed = Trial(task, OracleAgent(), stages=stages(backend), records=records).run()
+    failed = Trial(task, NopAgent(), stages=stages(backend), records=records).run()
+    assert (passed.verdict, passed.reward, passed.backend, passed.formal) == (Verdict.PASSED, 1.0, "local", False)
+    assert (failed.verdict, failed.failure) == (Verdict.FAILED, "tests")
+    for result in (passed, failed):
+        # The record reads back as the very result the trial returned.
+        assert read_record(Path(result.record)) == result
+        kinds = [e["event"] for e in events(result)]
+        assert kinds.count("teardown") == 2 and kinds[-1] == "teardown"
+        assert {"bake", "boot", "agent", "artifacts", "verify"} <= result.durations.keys()
+    assert records.open == set()
+
+
+def test_a_failed_agent_boot_is_retried_in_a_fresh_trial(tmp_path: Path, backend: LocalBackend) -> None:
+    task = load_task(write_task(tmp_path / "tasks", "alpha"))
+    records = RunRecords(tmp_path / "records", "run1")
+    BootFailsOnce.boots = 0
+    result = Trial(task, OracleAgent(), stages=BootFailsOnce(backend, lambda line: None, {}),
+                   records=records, options=TrialOptions(retries=1)).run()
+    assert result.verdict is Verdict.PASSED and result.retries == 1
+    first, second = sorted(records.run_dir.iterdir())
+    assert read_record(first).verdict is Verdict.ERROR
+    assert "refused to start the agent's sandbox" in read_record(first).message
+    assert json.loads((second / "manifest.json").read_text())["retry_of"] == str(first)
+    # The verifier that booted for the first try was torn down with it.
+    assert [e["role"] for e in events(read_record(first)) if e["event"] == "teardown"] == ["verifier"]
+
+
+def test_no_retry_mends_a_task_the_harness_cannot_run(tmp_path: Path, backend: LocalBackend) -> None:
+    task = load_task(write_task(tmp_path / "tasks", "gpu", extra_toml="[environment]\ngpus = 1\n"))
+    records = RunRecords(tmp_path / "records", "run1")
+    result = Trial(task, OracleAgent(), stages=stages(backend), records=records,
+                   options=TrialOptions(retries=3)).run()
+    assert (result.verdict, result.failure) == (Verdict.ERROR, "UnsupportedTaskError")
+    assert result.message.endswith("task.toml: [environment].gpus = 1: no sandbox backend here provides GPUs")
+    assert len(list(records.run_dir.iterdir())) == 1
+
+
+def test_shared_verifier_environment_is_refused_with_the_field(tmp_path: Path, backend: LocalBackend) -> None:
+    task = load_task(write_task(tmp_path / "tasks", "shared",
+                                extra_toml='environment_mode = "shared"\n'))
+    result = Trial(task, OracleAgent(), stages=stages(backend),
+                   records=RunRecords(tmp_path / "records", "run1")).run()
+    assert result.verdict is Verdict.ERROR
+    assert "[verifier].environment_mode = 'shared'" in result.message
+
+
+def test_an_artifact_with_a_destination_is_kept_in_the_record(tmp_path: Path, backend: LocalBackend) -> None:
+    task_dir = write_task(tmp_path / "tasks", "alpha")
+    toml = task_dir / "task.toml"
+    toml.write_text(toml.read_text().replace('source = "/app"', 'source = "/app"\ndestination = "workspace"'))
+    result = Trial(load_task(task_dir), OracleAgent(), stages=stages(backend),
+                   records=RunRecords(tmp_path / "records", "run1")).run()
+    assert result.verdict is Verdict.PASSED
+    with tarfile.open(Path(result.record, "artifacts", "workspace.tar")) as tar:
+        assert {"out.txt", "base.txt"} <= set(tar.getnames())
+
+
+def test_a_broken_stage_is_an_error_with_its_traceback_and_a_finished_record(
+        tmp_path: Path, backend: LocalBackend) -> None:
+    class Broken(Stages):
+        def bake(self, task: Task, role: Role) -> Image:
+            raise RuntimeError("a conftest stage fell over")
+
+    task = load_task(write_task(tmp_path / "tasks", "alpha"))
+    result = Trial(task, OracleAgent(), stages=Broken(backend, lambda line: None, {}),
+                   records=RunRecords(tmp_path / "records", "run1")).run()
+    assert (result.verdict, result.failure) == (Verdict.ERROR, "RuntimeError")
+    assert "a conftest stage fell over" in result.message and "Traceback" in result.message
+    assert json.loads(Path(result.record, "status.json").read_text())["status"] == "complete"
