@@ -72,3 +72,21 @@ def test_command_and_python_agents(tmp_path: Path) -> None:
     tools = [e["tool"] for e in events if e["event"] == "tool"]
     assert tools == ["view", "str_replace", "str_replace", "bash", "submit"]
     assert all("t" in e and "result_bytes" in e for e in events if e["event"] == "tool")
+
+
+def test_the_readme_example_agent_in_the_root_conftest(tmp_path: Path) -> None:
+    conftest = (ROOT / "conftest.py").read_text()
+    readme = (ROOT / "README.md").read_text()
+    example = conftest[conftest.index("import pytest\n"):conftest.index("# -- end of the README")]
+    assert example.strip() in readme  # the README shows the code that runs here
+    xml = tmp_path / "r.xml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--reactbench-agent=add-reset-button",
+         f"--reactbench-records={tmp_path / 'records'}", f"--junitxml={xml}", str(TASK)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+    )
+    assert xml.exists(), proc.stdout + proc.stderr
+    ((_, props),) = junit_testcases(xml)
+    assert props["reactbench.agent"] == "add-reset-button"
+    assert props["reactbench.verdict"] == "passed", proc.stdout[-4000:]
+    assert props["reactbench.diff.files"] == "src/Counter.tsx"
