@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from pytest_reactbench import __version__
 from pytest_reactbench.controls import CONTROLS, run_controls
 from pytest_reactbench.mining import MiningError, Request, mine
 from pytest_reactbench.plugin.builtins import pytest_reactbench_sandbox_backends
@@ -137,19 +138,22 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    record = Path(args.record)
+    record = Path(args.record).resolve()
     try:
         manifest = json.loads((record / "manifest.json").read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        print(f"reactbench replay: {record / 'manifest.json'}: {exc}", file=sys.stderr)
+        task_path, agent = Path(manifest["task_path"]), str(manifest["agent"])
+    except (OSError, json.JSONDecodeError, KeyError) as exc:
+        print(f"reactbench replay: {record / 'manifest.json'}: not a trial's manifest ({exc!r})",
+              file=sys.stderr)
         return 2
+    # The replay's records go beside the recorded run's, one trial: this attempt alone.
+    records = Path(args.records) if args.records else record.parent.parent
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-               f"--reactbench-agent={manifest['agent_spec']}", *manifest.get("options", []),
-               f"--rootdir={Path(manifest['task_path']).parent}",
-               *(["--reactbench-records", args.records] if args.records else []),
-               manifest["task_path"], *args.pytest_args]
+               f"--reactbench-agent={manifest.get('agent_spec', agent)}", *manifest.get("options", []),
+               f"--reactbench-records={records}", "--reactbench-attempts=1",
+               f"--rootdir={task_path.parent}", str(task_path), *args.pytest_args]
     print("replay: " + " ".join(command[3:]), flush=True)
-    return subprocess.run(command, cwd=Path(manifest["task_path"]).parent).returncode
+    return subprocess.run(command, cwd=task_path.parent).returncode
 
 
 def _mine(args: argparse.Namespace) -> int:
@@ -180,6 +184,7 @@ def _mine(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="reactbench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"reactbench {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     images = commands.add_parser("images", help="build the stand-ins of the public base images")
     images.add_argument("--sandbox", default="docker", help="backend to build for (default docker)")

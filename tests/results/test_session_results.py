@@ -156,3 +156,26 @@ def test_replay_runs_a_recorded_trial_again(suite: pytest.Pytester, tmp_path: Pa
     assert main(["replay", str(record), "--records", str(tmp_path / "again")]) == 0
     (again,) = (tmp_path / "again").glob("*/alpha__oracle__1")
     assert json.loads((again / "status.json").read_text())["verdict"] == "passed"
+
+
+def test_replay_is_one_trial_beside_the_recorded_run(suite: pytest.Pytester, bake_cache: Path) -> None:
+    suite.makeini(f"""
+        [pytest]
+        reactbench_cache = {bake_cache}
+        reactbench_records = records
+        reactbench_attempts = 2
+    """)
+    write_task(suite.path / "tasks", "alpha")
+    suite.runpytest("--reactbench-agent=oracle").assert_outcomes(passed=2)
+    (first_run,) = (suite.path / "records").iterdir()
+    assert main(["replay", str(first_run / "alpha__oracle__2")]) == 0
+    (replayed,) = set((suite.path / "records").iterdir()) - {first_run}
+    assert sorted(p.name for p in replayed.iterdir() if p.is_dir()) == ["alpha__oracle__1"]
+    status = json.loads((replayed / "alpha__oracle__1" / "status.json").read_text())
+    assert status["verdict"] == "passed"
+
+
+def test_replay_of_a_folder_that_is_not_a_trial_says_so(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "manifest.json").write_text("{}")
+    assert main(["replay", str(tmp_path)]) == 2
+    assert "not a trial's manifest" in capsys.readouterr().err
