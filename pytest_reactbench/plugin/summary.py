@@ -14,7 +14,7 @@ from pytest_reactbench.results.aggregate import score_agents
 from pytest_reactbench.results.compare import Comparison, compare
 from pytest_reactbench.results.load import ResultsError, load_outcomes
 from pytest_reactbench.results.records import RunRecords
-from pytest_reactbench.results.render import html_page, markdown
+from pytest_reactbench.results.render import html_page, markdown, provenance
 
 SHORT = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "not-attempted": "n/a"}
 
@@ -76,6 +76,7 @@ class ResultsSummary:
         scores = score_agents(self.outcomes, tasks)
         tr = terminalreporter
         tr.section(f"reactbench: {len(tasks)} task(s) x {len(scores)} agent(s)")
+        tr.line(provenance(self.outcomes))
         width = max(len(s.agent) for s in scores) + 2
         tr.line(f"{'agent':<{width}}{'score':>7}{'95% CI':>12}{'pass@1':>8}{'pass@k':>12}"
                 f"{'tasks':>8}{'errors':>8}")

@@ -16,6 +16,20 @@ COLOURS = {"passed": "#2e7d32", "failed": "#c62828", "error": "#6d4c41",
            "not-attempted": "#9e9e9e", "mixed": "#ef6c00"}
 
 
+def provenance(outcomes: Sequence[TrialResult]) -> str:
+    """Where the verdicts come from (backends, base images) and whether they are formal."""
+    backends = sorted({o.backend for o in outcomes if o.backend})
+    bases = sorted({str(b) for o in outcomes for b in o.bases})
+    informal = [o for o in outcomes if o.valid and not o.formal]
+    text = f"backend: {', '.join(backends) or '?'}"
+    if bases:
+        text += "; base images: " + ", ".join(bases)
+    if informal:
+        why = sorted({"the local backend" if o.backend == "local" else "stand-in images" for o in informal})
+        return text + f"; NOT formal ({len(informal)} scored trial(s) ran on {' and '.join(why)})"
+    return text + "; formal results"
+
+
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.0f}%"
 
@@ -62,7 +76,7 @@ class _Board:
 def markdown(outcomes: Sequence[TrialResult], title: str = "ReactBench results") -> str:
     board = _Board(outcomes)
     tasks, agents, cells, scores = board.tasks, board.agents, board.cells, board.scores
-    lines = [f"# {title}", "", "| " + " | ".join(BOARD_COLUMNS) + " |",
+    lines = [f"# {title}", "", provenance(outcomes), "", "| " + " | ".join(BOARD_COLUMNS) + " |",
              "|---" * len(BOARD_COLUMNS) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in board.rows()]
     lines += ["", "| task | " + " | ".join(agents) + " |", "|---" * (len(agents) + 1) + "|"]
@@ -131,6 +145,7 @@ td[data-verdict] a {{ color: #fff; }}
 .t {{ margin-top: 4px; }} .key {{ color: #fff; padding: 2px 8px; margin-right: 6px; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
+<p id="provenance">{html.escape(provenance(outcomes))}</p>
 <table id="leaderboard"><tr>{columns}</tr>{leaderboard}</table>
 <p>{legend}</p>
 <table id="matrix"><tr><th>task</th>{head}</tr>{''.join(body)}</table>

@@ -46,6 +46,7 @@ def test_attempts_and_the_summary_table(suite: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines([
         "*tasks/alpha::oracle#1 PASSED*", "*tasks/alpha::oracle#2 PASSED*",
         "*reactbench: 1 task(s) x 2 agent(s)*",
+        "backend: local; NOT formal (4 scored trial(s) ran on the local backend)",
         "agent*score*95% CI*pass@1*pass@k*tasks*errors",
         "oracle*100%*100%*100% k=2*1/1*0/2",
         "nop*0%*0%*0% k=2*1/1*0/2",
@@ -54,7 +55,8 @@ def test_attempts_and_the_summary_table(suite: pytest.Pytester) -> None:
     run = next((suite.path / "records").iterdir())
     assert sorted(p.name for p in run.iterdir() if p.is_dir()) == [
         "alpha__nop__1", "alpha__nop__2", "alpha__oracle__1", "alpha__oracle__2"]
-    assert (run / "report.md").read_text().startswith("# ReactBench results")
+    report = (run / "report.md").read_text()
+    assert report.startswith("# ReactBench results\n\nbackend: local; NOT formal")
 
 
 def test_errors_are_retried_and_each_retry_recorded(suite: pytest.Pytester) -> None:
