@@ -170,7 +170,23 @@ def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] 
     return None
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+def _task_hint(config: pytest.Config) -> str | None:
+    """Tasks are under the task roots but no agent was asked for: say how to run them."""
+    roots = [config.rootpath / r for r in config.getini("reactbench_tasks")]
+    found = [root for root in roots if root.is_dir() and any(find_tasks(root))]
+    if not found:
+        return None
+    where = ", ".join(str(r.relative_to(config.rootpath)) for r in found)
+    return (f"reactbench: tasks are under {where}, but no agent was asked for; "
+            "run them with --reactbench-agent=oracle (or nop, or your agent)")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int,
+                            config: pytest.Config) -> None:
+    if SESSION_KEY not in config.stash and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        hint = _task_hint(config)
+        if hint:
+            terminalreporter.line(hint, yellow=True)
     skipped = terminalreporter.stats.get("not attempted", [])
     if skipped:
         terminalreporter.section("not attempted (no score)")

@@ -120,6 +120,8 @@ class ReactbenchSession:
 
     def close(self) -> None:
         self.records.close("the session ended before the trial finished (interrupted?)")
+        if self.worker == "controller":
+            self.records.remove_if_empty()
         if self._backend is not None:
             self._backend.close()
 

@@ -78,15 +78,22 @@ class RunRecords:
         self.root = root
         self.run_id = run_id
         self.run_dir = root / run_id
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         #: Trials begun and not yet finished in this process.
         self.open: set[TrialRecord] = set()
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(self.run_dir / "manifest.json", {"run_id": self.run_id, **manifest})
+
+    def remove_if_empty(self) -> None:
+        """A run that began no trial (a usage error, --collect-only) leaves no folder."""
+        if self.run_dir.is_dir() and all(p.name == "manifest.json" for p in self.run_dir.iterdir()):
+            (self.run_dir / "manifest.json").unlink(missing_ok=True)
+            self.run_dir.rmdir()
 
     def open_trial(self, task_id: str, agent: str, attempt: int, manifest: dict[str, Any]) -> TrialRecord:
         base = f"{_safe(task_id)}__{_safe(agent)}__{attempt}"
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         for n in range(1000):
             path = self.run_dir / (base if n == 0 else f"{base}.{n}")
             try:
@@ -111,7 +118,7 @@ class RunRecords:
         """Mark incomplete the trials of this run whose process died (a crashed xdist
         worker): their records stay readable and say so."""
         marked = 0
-        for status_file in self.run_dir.glob("*/status.json"):
+        for status_file in self.run_dir.glob("*/status.json") if self.run_dir.is_dir() else ():
             try:
                 status = json.loads(status_file.read_text())
             except (OSError, json.JSONDecodeError):

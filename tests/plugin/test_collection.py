@@ -11,6 +11,8 @@ def test_items_are_task_path_and_agent(suite: pytest.Pytester) -> None:
         "tasks/alpha::oracle", "tasks/alpha::nop", "tasks/beta::oracle", "tasks/beta::nop",
         "4 tests collected*",
     ])
+    # Collecting starts no trial, so it leaves no run folder behind.
+    assert not (suite.path / "records").exists() or not any((suite.path / "records").iterdir())
 
 
 def test_select_with_k_and_metadata_markers(suite: pytest.Pytester) -> None:
@@ -30,6 +32,12 @@ def test_nothing_is_collected_without_an_agent(suite: pytest.Pytester) -> None:
     result = suite.runpytest("--collect-only", "-q")
     result.stdout.fnmatch_lines(["test_plain.py::test_plain", "1 test collected*"])
     assert "alpha" not in result.stdout.str()
+    # With nothing collected at all, pytest says so and the plugin says how to run the tasks.
+    (suite.path / "test_plain.py").unlink()
+    result = suite.runpytest()
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(["reactbench: tasks are under tasks, but no agent was asked for; "
+                                 "run them with --reactbench-agent=oracle*"])
 
 
 def test_malformed_task_is_a_collection_error_and_the_rest_still_run(
@@ -72,6 +80,7 @@ def test_usage_errors(suite: pytest.Pytester, args: list[str], message: str) -> 
     result = suite.runpytest(*args)
     assert result.ret != 0
     result.stderr.fnmatch_lines([message])
+    assert not (suite.path / "records").exists() or not any((suite.path / "records").iterdir())
 
 
 def test_oracle_needs_a_solution(suite: pytest.Pytester) -> None:

@@ -7,12 +7,14 @@ import json
 import shutil
 import struct
 import subprocess
+import xml.etree.ElementTree as ET
 import zlib
 from pathlib import Path
 
 import pytest
 
 from pytest_reactbench.cli import main
+from pytest_reactbench.results.load import junit_testcases
 from tests.conftest import write_task
 
 FLAKY_CONFTEST = """
@@ -73,8 +75,15 @@ def test_errors_are_retried_and_each_retry_recorded(suite: pytest.Pytester) -> N
     manifest = json.loads((run / "alpha__flaky__1.1" / "manifest.json").read_text())
     assert manifest["retry_of"].endswith("alpha__flaky__1")
     assert 'name="reactbench.retries" value="1"' in (suite.path / "r.xml").read_text()
-    # Without retries the same fault is an error, and fails are never retried.
-    suite.runpytest("--reactbench-agent=flaky").assert_outcomes(errors=1)
+    # Without retries the same fault is an error, and fails are never retried. CI tools
+    # read it as one: a JUnit <error>, never a <failure>.
+    result = suite.runpytest("--reactbench-agent=flaky", "--junitxml=e.xml")
+    result.assert_outcomes(errors=1)
+    suite_xml = ET.parse(suite.path / "e.xml").getroot().find("testsuite")
+    assert suite_xml is not None
+    assert (suite_xml.get("errors"), suite_xml.get("failures")) == ("1", "0")
+    ((_, props),) = junit_testcases(suite.path / "e.xml")
+    assert props["reactbench.verdict"] == "error"
 
 
 def test_baseline_gate_fails_the_session_on_a_regression(suite: pytest.Pytester) -> None:
