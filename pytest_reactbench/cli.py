@@ -125,16 +125,14 @@ def _report(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     try:
         comparison = compare(load_outcomes(Path(args.base)), load_outcomes(Path(args.new)),
-                             alpha=args.alpha)
+                             alpha=args.alpha, allow_missing=args.allow_missing)
     except ResultsError as exc:
         print(f"reactbench compare: {exc}", file=sys.stderr)
         return 2
     print(comparison.summary())
-    for side, keys in (("only in the baseline", comparison.only_base),
-                       ("only in the new run", comparison.only_new)):
-        if keys:
-            print(f"  {side}: " + ", ".join(f"{t} [{a}]" for t, a in keys))
-    return 1 if comparison.regressions else 0
+    if comparison.only_new:
+        print("  only in the new run: " + ", ".join(f"{t} [{a}]" for t, a in comparison.only_new))
+    return 1 if comparison.failed else 0
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -210,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     comparing.add_argument("base", help="the baseline: a JUnit XML file or run record directory")
     comparing.add_argument("new", help="the new run, the same kinds")
     comparing.add_argument("--alpha", type=float, default=ALPHA, help="significance level (0.05)")
+    comparing.add_argument("--allow-missing", action="store_true",
+                           help="a baseline item missing from the new run is not a regression")
     comparing.set_defaults(run=_compare)
     replay = commands.add_parser("replay", help="run a recorded trial again (same task, agent, options)")
     replay.add_argument("record", help="a trial's record directory")

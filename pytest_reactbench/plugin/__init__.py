@@ -93,7 +93,8 @@ def pytest_configure(config: pytest.Config) -> None:
         if config.pluginmanager.hasplugin("xdist"):
             config.pluginmanager.register(XdistHooks(run_id), "reactbench-xdist")
         config.pluginmanager.register(
-            ResultsSummary(session.records, settings.baseline, lambda: session.backend().sweep()),
+            ResultsSummary(session.records, settings.baseline, lambda: session.backend().sweep(),
+                           allow_missing=settings.allow_missing),
             "reactbench-summary")
 
 

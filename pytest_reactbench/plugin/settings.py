@@ -88,6 +88,10 @@ def addoption(parser: pytest.Parser) -> None:
         "makes the session fail",
     )
     group.addoption(
+        "--reactbench-allow-missing", action="store_true", default=False,
+        help="with --reactbench-baseline: a baseline item missing from this run is not a regression",
+    )
+    group.addoption(
         "--reactbench-strict", action="store_true", default=None,
         help="fail a trial whose submission touches files that can fool a grader (package-"
         "manager hooks, runner or linter configs, test files, shadowing modules...), even on "
@@ -122,6 +126,7 @@ class Settings:
     attempts: int = 1
     retries: int = 0
     baseline: Path | None = None
+    allow_missing: bool = False
     agent_env: tuple[str, ...] = ()
     model_hosts: tuple[str, ...] = ()
 
@@ -215,6 +220,7 @@ def read_settings(config: pytest.Config) -> Settings:
         retries=_count(opt.reactbench_retries, config.getini("reactbench_retries"),
                        "--reactbench-retries", 0, 10),
         baseline=_cli_path(config, opt.reactbench_baseline) if opt.reactbench_baseline else None,
+        allow_missing=bool(opt.reactbench_allow_missing),
         agent_env=tuple(dict.fromkeys([*config.getini("reactbench_agent_env"), *opt.reactbench_agent_env])),
         model_hosts=tuple(dict.fromkeys([*config.getini("reactbench_model_hosts"),
                                          *opt.reactbench_model_host])),

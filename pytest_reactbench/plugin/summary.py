@@ -36,10 +36,11 @@ class ResultsSummary:
     """Registered on the controller only."""
 
     def __init__(self, records: RunRecords, baseline: Path | None,
-                 sweep: Callable[[], int]) -> None:
+                 sweep: Callable[[], int], allow_missing: bool = False) -> None:
         self.records = records
         self.sweep = sweep
         self.baseline = baseline
+        self.allow_missing = allow_missing
         self.outcomes: list[TrialResult] = []
         self.comparison: Comparison | None = None
         self.baseline_error: str | None = None
@@ -61,12 +62,13 @@ class ResultsSummary:
         if self.baseline is None:
             return
         try:
-            self.comparison = compare(load_outcomes(self.baseline), self.outcomes)
+            self.comparison = compare(load_outcomes(self.baseline), self.outcomes,
+                                      allow_missing=self.allow_missing)
         except ResultsError as exc:
             self.baseline_error = str(exc)
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
-        if self.comparison.regressions:
+        if self.comparison.failed:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
@@ -109,5 +111,5 @@ class ResultsSummary:
         if self.baseline_error:
             tr.line(f"reactbench baseline: {self.baseline_error}", red=True)
         elif self.comparison is not None:
-            tr.line(self.comparison.summary(), red=bool(self.comparison.regressions),
-                    green=not self.comparison.regressions)
+            tr.line(self.comparison.summary(), red=self.comparison.failed,
+                    green=not self.comparison.failed)

@@ -58,12 +58,24 @@ class Comparison:
     suite_base: float | None
     suite_new: float | None
     suite_p: float | None
+    #: (task, agent) scored in the baseline and not in the new run: renamed, never run,
+    #: or only errors there. A gate cannot pass by omission, unless this is allowed.
     only_base: list[tuple[str, str]]
     only_new: list[tuple[str, str]]
+    allow_missing: bool = False
 
     @property
     def regressions(self) -> list[TaskChange]:
         return [c for c in self.changes if c.regression]
+
+    @property
+    def missing(self) -> list[tuple[str, str]]:
+        return [] if self.allow_missing else self.only_base
+
+    @property
+    def failed(self) -> bool:
+        """What the gate says: a regression, or a baseline item missing from the new run."""
+        return bool(self.regressions or self.missing)
 
     def summary(self) -> str:
         lines = []
@@ -76,6 +88,11 @@ class Comparison:
                 + (f" (paired permutation test p={self.suite_p:.3f})" if self.suite_p is not None else ""))
         verdict = (f"{len(self.regressions)} regression(s)" if self.regressions
                    else "no regression")
+        if self.missing:
+            verdict += (f", {len(self.missing)} baseline item(s) missing from the new run "
+                        "(--allow-missing to accept)")
+            lines += [f"  {task} [{agent}]: missing (scored in the baseline, not now)"
+                      for task, agent in self.missing]
         return "\n".join([f"reactbench compare: {verdict}; {head}", *lines])
 
 
@@ -123,7 +140,8 @@ def _counts(outcomes: list[TrialResult]) -> dict[tuple[str, str], tuple[int, int
     return counts
 
 
-def compare(base: list[TrialResult], new: list[TrialResult], alpha: float = ALPHA) -> Comparison:
+def compare(base: list[TrialResult], new: list[TrialResult], alpha: float = ALPHA,
+            allow_missing: bool = False) -> Comparison:
     before, after = _counts(base), _counts(new)
     changes = []
     for key in sorted(set(before) & set(after)):
@@ -147,6 +165,7 @@ def compare(base: list[TrialResult], new: list[TrialResult], alpha: float = ALPH
         suite_p=sign_flip_p(diffs),
         only_base=sorted(set(before) - set(after)),
         only_new=sorted(set(after) - set(before)),
+        allow_missing=allow_missing,
     )
 
 

@@ -56,6 +56,19 @@ def test_single_attempt_flip_is_a_regression() -> None:
     assert "1 regression(s)" in result.summary()
 
 
+def test_a_baseline_item_missing_from_the_new_run_fails_the_gate_unless_allowed() -> None:
+    base = [o("a", "x", "passed"), o("b", "x", "passed"), o("c", "x", "passed")]
+    # b was renamed away; c only errored now: neither was scored in the new run.
+    new = [o("a", "x", "passed"), o("c", "x", "error"), o("b", "renamed", "passed")]
+    result = compare(base, new)
+    assert result.regressions == [] and result.failed
+    assert result.missing == [("b", "x"), ("c", "x")]
+    assert "2 baseline item(s) missing from the new run" in result.summary()
+    assert "  b [x]: missing (scored in the baseline, not now)" in result.summary().splitlines()
+    allowed = compare(base, new, allow_missing=True)
+    assert not allowed.failed and "no regression;" in allowed.summary()
+
+
 def test_noise_is_not_flagged_but_a_clear_drop_is() -> None:
     def attempts(task: str, passes: int, n: int) -> list[TrialResult]:
         return [o(task, "x", "passed" if i < passes else "failed", i + 1) for i in range(n)]
