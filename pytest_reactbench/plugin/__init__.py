@@ -57,13 +57,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 class XdistHooks:
-    """Registered only when xdist is loaded: hands the run id to every worker."""
+    """Registered only when xdist is loaded: hands the run id and the items named on
+    the command line to every worker."""
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, selected: list[str]) -> None:
         self.run_id = run_id
+        self.selected = selected
 
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["reactbench_run_id"] = self.run_id
+        node.workerinput["reactbench_selected"] = self.selected
+
+
+def _item_arguments(config: pytest.Config) -> list[str]:
+    """`tasks/x::oracle` as a command-line argument: pytest refuses `::` after a
+    directory, so the argument becomes the task directory and the item id is kept to
+    select from what it collects. Returns the ids."""
+    selected = []
+    for index, arg in enumerate(config.args):
+        where, sep, name = arg.partition("::")
+        path = (config.invocation_params.dir / where).resolve()
+        if not sep or not (path / "task.toml").is_file():
+            continue
+        config.args[index] = where
+        prefix = path.relative_to(config.rootpath).as_posix() if path.is_relative_to(config.rootpath) \
+            else path.name
+        selected.append(f"{prefix}::{name}")
+    return selected
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -74,6 +94,9 @@ def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     run_id = workerinput["reactbench_run_id"] if workerinput else new_run_id()
     session = ReactbenchSession(config, settings, run_id)
+    # xdist workers may get the arguments as given: they are rewritten there too.
+    named = _item_arguments(config)
+    session.selected = workerinput.get("reactbench_selected", named) if workerinput else named
     config.stash[SESSION_KEY] = session
     config.stash[AGENTS_KEY] = session.agents
     # A malformed task is a collection error, and the other tasks still run.
@@ -91,7 +114,7 @@ def pytest_configure(config: pytest.Config) -> None:
             "args": list(config.invocation_params.args),
         })
         if config.pluginmanager.hasplugin("xdist"):
-            config.pluginmanager.register(XdistHooks(run_id), "reactbench-xdist")
+            config.pluginmanager.register(XdistHooks(run_id, session.selected), "reactbench-xdist")
         config.pluginmanager.register(
             ResultsSummary(session.records, settings.baseline, lambda: session.backend().sweep(),
                            allow_missing=settings.allow_missing),
@@ -129,6 +152,24 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             agent.check_tasks(known)
         except AgentConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    state = config.stash.get(SESSION_KEY, None)
+    if state is None or not state.selected:
+        return
+    # An id names one item (`x::oracle#2`) or every attempt of an agent (`x::oracle`).
+    named = {nodeid.rpartition("::")[0] for nodeid in state.selected}
+
+    def kept(item: pytest.Item) -> bool:
+        task = item.nodeid.rpartition("::")[0]
+        return task not in named or item.nodeid in state.selected \
+            or item.nodeid.partition("#")[0] in state.selected
+
+    deselected = [item for item in items if not kept(item)]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if kept(item)]
 
 
 @pytest.hookimpl(wrapper=True)

@@ -61,6 +61,8 @@ class ReactbenchSession:
         self.results: list[TrialResult] = []
         #: Ids of the task directories collected in this session.
         self.collected_tasks: set[str] = set()
+        #: Item ids named on the command line (`tasks/x::oracle`).
+        self.selected: list[str] = []
         #: agent name -> the --reactbench-agent spec that made it (for replay)
         self.agent_specs: dict[str, str] = {}
         self.trial_options = TrialOptions(

@@ -88,3 +88,19 @@ def test_oracle_needs_a_solution(suite: pytest.Pytester) -> None:
     (task / "solution" / "solve.sh").unlink()
     result = suite.runpytest("--reactbench-agent=oracle")
     result.stdout.fnmatch_lines(["*agent oracle: *solution/solve.sh: file is missing*"])
+
+
+def test_printed_ids_run_again_as_arguments(suite: pytest.Pytester) -> None:
+    write_task(suite.path / "tasks", "alpha")
+    write_task(suite.path / "tasks", "beta")
+    result = suite.runpytest("--reactbench-agent=oracle,nop", "--reactbench-attempts=2",
+                             "tasks/alpha::nop#2", "tasks/beta::oracle", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["tasks/alpha::nop#2", "tasks/beta::oracle#1", "tasks/beta::oracle#2",
+                                 "3/8 tests collected (5 deselected)*"])
+    # And through xdist, where the workers collect.
+    result = suite.runpytest("--reactbench-agent=nop", "tasks/alpha::nop", "-n", "2")
+    result.assert_outcomes(failed=1)
+    # --lf takes the failures of the last run back.
+    suite.runpytest("--reactbench-agent=oracle,nop", "-p", "cacheprovider").assert_outcomes(passed=2, failed=2)
+    result = suite.runpytest("--reactbench-agent=oracle,nop", "-p", "cacheprovider", "--lf", "-q")
+    result.assert_outcomes(failed=2)
