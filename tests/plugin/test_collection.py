@@ -101,6 +101,7 @@ def test_printed_ids_run_again_as_arguments(suite: pytest.Pytester) -> None:
     result = suite.runpytest("--reactbench-agent=nop", "tasks/alpha::nop", "-n", "2")
     result.assert_outcomes(failed=1)
     # --lf takes the failures of the last run back.
-    suite.runpytest("--reactbench-agent=oracle,nop", "-p", "cacheprovider").assert_outcomes(passed=2, failed=2)
+    first = suite.runpytest("--reactbench-agent=oracle,nop", "-p", "cacheprovider")
+    first.assert_outcomes(passed=2, failed=2)
     result = suite.runpytest("--reactbench-agent=oracle,nop", "-p", "cacheprovider", "--lf", "-q")
     result.assert_outcomes(failed=2)
