@@ -6,7 +6,7 @@ from pathlib import Path
 from pytest_reactbench.cli import main
 from pytest_reactbench.sandbox.base import Limits
 from pytest_reactbench.sandbox.local import LocalBackend
-from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP
+from pytest_reactbench.sandbox.options import SandboxOptions
 
 
 def test_images_builds_the_playwright_stand_in(capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -16,7 +16,7 @@ def test_images_builds_the_playwright_stand_in(capsys, tmp_path: Path) -> None: 
     out = capsys.readouterr().out
     assert public in out and ("(built)" in out or "(reused)" in out)
     # Chromium sits where the scaffold's Playwright looks for it, offline.
-    backend = LocalBackend(cache, DEFAULT_IMAGE_MAP)
+    backend = LocalBackend(SandboxOptions(cache=cache))
     directory = Path(__file__).resolve().parents[1] / "images" / "react-bench-verifier-playwright"
     from pytest_reactbench.sandbox.base import ImageRecipe
 

@@ -51,8 +51,8 @@ from pytest_reactbench.plugin.session import SESSION_KEY, ReactbenchSession, com
 from pytest_reactbench.plugin.settings import Settings, addoption, read_settings
 from pytest_reactbench.plugin.summary import ResultsSummary
 from pytest_reactbench.results import new_run_id
-from pytest_reactbench.sandbox.base import Backend, SandboxError
-from pytest_reactbench.sandbox.local import LocalBackend
+from pytest_reactbench.sandbox.base import SandboxError
+from pytest_reactbench.sandbox.registry import BUILTIN_BACKENDS, BackendFactory
 from pytest_reactbench.tasks import find_tasks
 from pytest_reactbench.trial import TrialResult, Verdict
 
@@ -110,16 +110,8 @@ def pytest_reactbench_agents() -> Mapping[str, Any]:
 
 
 @pytest.hookimpl
-def pytest_reactbench_sandbox_backends() -> Mapping[str, Any]:
-    def local(settings: Settings) -> LocalBackend:
-        return LocalBackend(settings.cache, settings.image_map, ca_bundle=settings.ca_bundle)
-
-    def docker(settings: Settings) -> Backend:
-        from pytest_reactbench.sandbox.docker import DockerBackend
-
-        return DockerBackend(settings.cache, settings.image_map, ca_bundle=settings.ca_bundle)
-
-    return {"local": local, "docker": docker}
+def pytest_reactbench_sandbox_backends() -> Mapping[str, BackendFactory]:
+    return BUILTIN_BACKENDS
 
 
 class XdistHooks:
