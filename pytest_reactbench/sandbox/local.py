@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import grp
 import json
 import os
+import pwd
 import re
 import select
 import shlex
@@ -118,6 +120,26 @@ def _tmp_holder(tmp: Path, size_mb: int, group: ResourceGroup) -> subprocess.Pop
     return holder
 
 
+def _ids(user: str) -> tuple[int, int]:
+    """`name`, `uid` or `uid:gid` as ids, names read from the host's /etc (the sandbox's).
+    The command runs as that user in a user namespace of its own: its identity, not a
+    file-permission boundary (the local backend is a development backend)."""
+    name, _, group = user.partition(":")
+    try:
+        entry = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
+        uid, gid = entry.pw_uid, entry.pw_gid
+    except KeyError:
+        if not name.isdigit():
+            raise SandboxError(f"no user {name!r} in the sandbox's /etc/passwd") from None
+        uid = gid = int(name)
+    if group:
+        try:
+            gid = int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
+        except KeyError:
+            raise SandboxError(f"no group {group!r} in the sandbox's /etc/group") from None
+    return uid, gid
+
+
 def _writable(path: str, where: str, keyword: str) -> None:
     """Refuses a WORKDIR or COPY destination outside the sandbox's writable roots."""
     top = path.strip("/").split("/", 1)[0]
@@ -173,7 +195,8 @@ class LocalSandbox(Sandbox):
             (self.upper / name).mkdir(exist_ok=True)
         os.chmod(self.upper / "tmp", 0o1777)
 
-    def _argv(self, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> list[str]:
+    def _argv(self, argv: Sequence[str], cwd: str, env: Mapping[str, str],
+              user: str | None = None) -> list[str]:
         merged = self.root / "merged"
         options = (
             "lowerdir=" + ":".join(str(p) for p in self.layers)
@@ -208,6 +231,9 @@ class LocalSandbox(Sandbox):
                 bwrap += ["--bind", str(merged / name), f"/{name}"]
         for target, source in self.ro_binds.items():
             bwrap += ["--ro-bind", str(source), target]
+        if user:
+            uid, gid = _ids(user)
+            bwrap += ["--unshare-user", "--uid", str(uid), "--gid", str(gid)]
         bwrap += ["--chdir", cwd, "--clearenv"]
         for key, value in env.items():
             bwrap += ["--setenv", key, value]
@@ -224,12 +250,10 @@ class LocalSandbox(Sandbox):
         timeout: float | None = None,
         user: str | None = None,
     ) -> ExecResult:
-        # Everything runs as root inside the sandbox's user namespace; `user` is
-        # accepted for the contract and has no other meaning on this backend.
         argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         if self.egress is not None:
             argv = ["sh", "-c", EGRESS_WRAPPER, "egress", *argv]
-        return self._run(argv, cwd=cwd, env=env, timeout=timeout)
+        return self._run(argv, cwd=cwd, env=env, timeout=timeout, user=user)
 
     def _run(
         self,
@@ -239,6 +263,7 @@ class LocalSandbox(Sandbox):
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
         stdin: bytes | None = None,
+        user: str | None = None,
     ) -> ExecResult:
         if self._closed:
             raise SandboxError(f"sandbox {self.root.name} is closed")
@@ -252,7 +277,7 @@ class LocalSandbox(Sandbox):
         timed_out = False
         with out_path.open("wb") as out, err_path.open("wb") as err:
             proc = subprocess.Popen(
-                self._argv(argv, cwd or self.workdir, full_env),
+                self._argv(argv, cwd or self.workdir, full_env, user),
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,

@@ -10,7 +10,7 @@ from pytest_reactbench.agents import ToolError, Tools
 from pytest_reactbench.sandbox.base import Limits
 from pytest_reactbench.sandbox.local import LocalBackend
 from pytest_reactbench.sandbox.options import SandboxOptions
-from tests.sandbox.test_local import recipe
+from tests.sandbox.helpers import recipe
 
 
 @pytest.fixture
