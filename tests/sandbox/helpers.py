@@ -13,7 +13,7 @@ from pytest_reactbench.sandbox.base import ImageRecipe, Sandbox
 def recipe(tmp_path: Path, dockerfile: str, files: dict[str, str] | None = None,
            **kwargs: object) -> ImageRecipe:
     context = tmp_path / "ctx"
-    context.mkdir(exist_ok=True)
+    context.mkdir(parents=True, exist_ok=True)
     (context / "Dockerfile").write_text(dockerfile)
     for name, text in (files or {}).items():
         (context / name).parent.mkdir(parents=True, exist_ok=True)
