@@ -205,3 +205,26 @@ def test_tmp_is_bounded_and_lasts_as_long_as_the_sandbox(tmp_path: Path, backend
     finally:
         box.close()
     assert holder.poll() is not None and not box.root.exists()
+
+
+@pytest.mark.parametrize(("step", "says"), [
+    ("RUN apt-get update && apt-get install -y curl", "`apt-get update` installs system packages"),
+    ("RUN corepack enable && corepack prepare yarn@1.22.22 --activate", "`corepack enable` puts"),
+    ("COPY tool /usr/local/bin/tool", "COPY /usr/local/bin/tool is outside /app"),
+    ("WORKDIR /srv/app", "WORKDIR /srv/app is outside /app"),
+    ("RUN mkdir -p /opt/ok && echo x > /usr/local/planted", "this step writes outside /app"),
+], ids=["apt-get", "corepack", "copy-usr", "workdir", "run-usr"])
+def test_steps_the_host_cannot_take_name_the_line_and_the_docker_backend(
+        tmp_path: Path, backend: LocalBackend, step: str, says: str) -> None:
+    r = recipe(tmp_path, f"FROM reactbench/system\nWORKDIR /app\n{step}\n", {"tool": "#!/bin/sh\n"})
+    with pytest.raises(BakeError) as info:
+        backend.bake(r, lambda _: None)
+    message = str(info.value)
+    assert message.startswith(f"{r.dockerfile}:3: ") and says in message
+    assert message.endswith("use --reactbench-sandbox=docker") and "\n" not in message
+
+
+def test_corepack_into_a_writable_directory_is_allowed(tmp_path: Path, backend: LocalBackend) -> None:
+    r = recipe(tmp_path, "FROM reactbench/system\n"
+                         "RUN corepack enable --install-directory /opt/bin 2>/dev/null || mkdir -p /opt/bin\n")
+    assert backend.bake(r, lambda _: None).cached is False
