@@ -76,7 +76,7 @@ MAIN = ["sh", "-c", "mkdir -p /logs/agent /logs/verifier && exec sleep infinity"
 
 #: A pull that the engine sends nothing about for this long has failed (an unreachable
 #: registry must not hold a run up: the stand-in is the way on).
-PULL_STALL_SECONDS = 60.0
+PULL_STALL_SECONDS = 30.0
 
 STEP = re.compile(r"Step (\d+)/\d+ : ")
 EXIT_CODE = re.compile(r"returned a non-zero code: (\d+)")

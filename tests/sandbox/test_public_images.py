@@ -227,3 +227,21 @@ def test_an_image_already_under_the_name_is_used_and_never_replaced(
             backend.close()
         assert seen == ("stand-in" if mode == "stand-in" else "users-own"), mode
         assert names_on_engine(client, registry.name) == [before], mode
+
+
+def test_an_unreachable_public_registry_falls_back_fast(tmp_path: Path, bake_cache: Path,
+                                                        registry: Registry, client: docker.DockerClient,
+                                                        tidy: list[str]) -> None:
+    # ghcr.io is out of reach from the test machines (and has no such image anyway).
+    name = f"ghcr.io/millionco/react-bench-probe-{uuid.uuid4().hex[:8]}"
+    backend = DockerBackend(SandboxOptions(cache=bake_cache, image_map={name: str(registry.stand_in)}))
+    started = time.monotonic()
+    try:
+        with pytest.warns(StandInWarning, match=f"{name}:latest is not available"):
+            dockerfile = f"ARG BASE_IMAGE={name}:latest\nFROM $BASE_IMAGE\n"
+            image, seen = bake_and_read(backend, tmp_path, dockerfile, tidy)
+    finally:
+        backend.close()
+    assert seen == "stand-in" and image.bases[0].origin == "stand-in"
+    assert time.monotonic() - started < 60
+    assert names_on_engine(client, name) == []
