@@ -203,7 +203,7 @@ class BakingBackend(Backend):
         where = f"{recipe.dockerfile}:{ref.line}"
         mapped = map_image(name, self.image_map)
         if mapped == SYSTEM_IMAGE:
-            return self.system_layer(progress, deadline, build=build)
+            return replace(self.system_layer(progress, deadline, build=build), name=name)
         stand_in = recipe_dir(mapped)
         if stand_in is None:
             try:
