@@ -294,8 +294,8 @@ class DockerBackend(BakingBackend):
             # Built by us and tagged under the public name by an older version: it is
             # not the public image, and pulling over it would overwrite it.
             raise PublicImageUnavailable(
-                f"the image under that name on the engine is a stand-in, not the public image "
-                f"(`docker rmi {name}` removes that name)")
+                f"the engine's {name} is a stand-in an older version tagged so, not the public "
+                f"image; `docker rmi {name}` removes that name")
         if image is None:
             if not pull:
                 raise PublicImageUnavailable("it is not on the engine")
