@@ -245,3 +245,23 @@ def test_an_unreachable_public_registry_falls_back_fast(tmp_path: Path, bake_cac
     assert seen == "stand-in" and image.bases[0].origin == "stand-in"
     assert time.monotonic() - started < 60
     assert names_on_engine(client, name) == []
+
+
+def test_a_stand_in_an_older_version_tagged_under_the_public_name_is_not_the_public_image(
+        tmp_path: Path, bake_cache: Path, registry: Registry, client: docker.DockerClient,
+        tidy: list[str]) -> None:
+    context = tmp_path / "old-alias"
+    context.mkdir()
+    (context / "Dockerfile").write_text("FROM scratch\nLABEL reactbench.recipe=react-bench-probe\n")
+    client.images.build(path=str(context), tag=registry.name)
+    tidy.append(registry.name)
+    before = names_on_engine(client, registry.name)
+    backend = backend_for(bake_cache, registry, "auto")
+    try:
+        with pytest.warns(StandInWarning, match="is a stand-in an older version tagged so"):
+            image, seen = bake_and_read(backend, tmp_path, f"FROM {registry.name}\n", tidy)
+    finally:
+        backend.close()
+    assert seen == "stand-in" and image.bases[0].origin == "stand-in"
+    # Neither used as the public image nor pulled over.
+    assert names_on_engine(client, registry.name) == before
