@@ -1,6 +1,6 @@
 """The `reactbench` command: work that is not a test run.
 
-    reactbench images [--sandbox docker|local]     build the stand-in base images once
+    reactbench images [--sandbox NAME] [--list]    the base images: bake them, or list them
     reactbench validate TASK_DIR... [--sandbox X]  check tasks before committing them
     reactbench report RUN... [--out DIR]           Markdown and HTML leaderboard
     reactbench compare BASE NEW                    the regression gate (exit 1 on a regression)
@@ -11,22 +11,33 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pluggy
+
 from pytest_reactbench import __version__
 from pytest_reactbench.controls import CONTROLS, run_controls
 from pytest_reactbench.mining import MiningError, Request, mine
-from pytest_reactbench.plugin.builtins import pytest_reactbench_sandbox_backends
-from pytest_reactbench.plugin.settings import Settings, default_ca_bundle, default_cache
+from pytest_reactbench.plugin import builtins, hookspecs
 from pytest_reactbench.results.compare import ALPHA, compare
 from pytest_reactbench.results.load import ResultsError, load_outcomes
 from pytest_reactbench.results.render import html_page, markdown
-from pytest_reactbench.sandbox.base import ImageRecipe, SandboxError
-from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP, parse_image_map, recipe_dir
+from pytest_reactbench.sandbox.bake import BakingBackend
+from pytest_reactbench.sandbox.base import Backend, BaseImage, ImageRecipe, Progress, SandboxError
+from pytest_reactbench.sandbox.options import (
+    IMAGES_MODES,
+    SandboxOptions,
+    default_ca_bundle,
+    default_cache,
+    images_mode,
+)
+from pytest_reactbench.sandbox.recipes import parse_image_map, recipe_dir
+from pytest_reactbench.sandbox.registry import BackendFactory, merge_backends
 from pytest_reactbench.tasks import TaskError, load_task
 from pytest_reactbench.tasks.load import parse_json
 from pytest_reactbench.tasks.models import TestsConfig
@@ -66,42 +77,82 @@ def _validate(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def registered_backends(plugins: list[str]) -> dict[str, BackendFactory]:
+    """Every backend a test run could use: the built-ins, those of installed pytest
+    plugins (the `pytest11` entry points) and of the modules named with -p, all through
+    the `pytest_reactbench_sandbox_backends` hook."""
+    manager = pluggy.PluginManager("pytest")
+    manager.add_hookspecs(hookspecs)
+    manager.register(builtins, "reactbench-builtins")
+    manager.load_setuptools_entrypoints("pytest11")
+    for name in plugins:
+        manager.register(importlib.import_module(name), name)
+    return merge_backends(manager.hook.pytest_reactbench_sandbox_backends())
+
+
+def _base_image(backend: Backend, public: str, recipe: ImageRecipe, progress: Progress | None) -> str:
+    """How a bake on `backend` resolves FROM `public`: baked (with progress) or looked up."""
+    base: BaseImage | None
+    if isinstance(backend, BakingBackend):
+        base = backend.base_image(public, progress)
+    else:
+        image = backend.bake(recipe, progress) if progress else backend.baked(recipe)
+        base = BaseImage(public, image.digest, "stand-in") if image else None
+    if base is None:
+        return "not baked"
+    return f"{base.origin:9} {base.digest}"
+
+
 def _images(args: argparse.Namespace) -> int:
     try:
         image_map = parse_image_map(args.image_map, "--image-map")
-    except ValueError as exc:
+        backends = registered_backends(args.plugin)
+    except (ValueError, ImportError) as exc:
         print(f"reactbench images: {exc}", file=sys.stderr)
         return 2
     ca_bundle = (None if args.ca_bundle == "none" else Path(args.ca_bundle)) if args.ca_bundle \
         else default_ca_bundle()
-    settings = Settings(agents=(), task_roots=(), backend=args.sandbox, records=Path("."),
-                        cache=Path(args.cache) if args.cache else default_cache(),
-                        image_map=image_map, ca_bundle=ca_bundle)
-    factory = pytest_reactbench_sandbox_backends().get(args.sandbox)
-    if factory is None:
-        print(f"reactbench images: unknown backend {args.sandbox!r}", file=sys.stderr)
-        return 2
+    options = SandboxOptions(cache=Path(args.cache) if args.cache else default_cache(),
+                             image_map=image_map, ca_bundle=ca_bundle,
+                             images=images_mode(args.images, "--images"))
+    names = args.only or sorted(k for k, v in image_map.items() if recipe_dir(v) is not None)
+    recipes: dict[str, ImageRecipe] = {}
+    for public in names:
+        directory = recipe_dir(image_map.get(public, public))
+        if directory is None:
+            print(f"reactbench images: {public} has no recipe under images/", file=sys.stderr)
+            return 2
+        recipes[public] = ImageRecipe(directory.name, directory / "Dockerfile", directory, timeout=3600)
+    chosen = sorted(backends) if args.list and not args.sandbox else [args.sandbox or "docker"]
+    for name in chosen:
+        if name not in backends:
+            print(f"reactbench images: unknown backend {name!r}; known: {', '.join(sorted(backends))}",
+                  file=sys.stderr)
+            return 2
     started = time.monotonic()
 
     def progress(line: str) -> None:
         print(f"[{time.monotonic() - started:6.1f}s] {line}", flush=True)
 
-    try:
-        backend = factory(settings)
-        names = args.only or sorted(DEFAULT_IMAGE_MAP)
-        for public in names:
-            directory = recipe_dir(image_map.get(public, public))
-            if directory is None:
-                print(f"reactbench images: {public} has no recipe under images/", file=sys.stderr)
-                return 2
-            recipe = ImageRecipe(directory.name, directory / "Dockerfile", directory, timeout=3600)
-            image = backend.bake(recipe, progress)
-            print(f"{public:55} {image.ref}  {'(reused)' if image.cached else '(built)'}")
-        backend.close()
-    except SandboxError as exc:
-        print(f"reactbench images: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    failed = 0
+    for name in chosen:
+        try:
+            backend = backends[name](options)
+        except SandboxError as exc:
+            print(f"{name}: unavailable: {exc}")
+            failed += not args.list
+            continue
+        print(f"{name} ({'formal' if backend.formal else 'not formal'})")
+        try:
+            for public, recipe in recipes.items():
+                used = _base_image(backend, public, recipe, None if args.list else progress)
+                print(f"  {public:55} {used}", flush=True)
+        except SandboxError as exc:
+            print(f"reactbench images: {exc}", file=sys.stderr)
+            failed += 1
+        finally:
+            backend.close()
+    return 1 if failed else 0
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -184,13 +235,20 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"reactbench {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    images = commands.add_parser("images", help="build the stand-ins of the public base images")
-    images.add_argument("--sandbox", default="docker", help="backend to build for (default docker)")
+    images = commands.add_parser(
+        "images", help="bake the base images of the image map (public or stand-in), or list them")
+    images.add_argument("--sandbox", help="backend to bake for (default docker; with --list: every one)")
+    images.add_argument("--list", action="store_true",
+                        help="build and pull nothing: say what each backend would use")
+    images.add_argument("--images", default="auto", choices=IMAGES_MODES,
+                        help="public images or their stand-ins (default auto: public when it can be had)")
+    images.add_argument("-p", dest="plugin", action="append", default=[], metavar="MODULE",
+                        help="a module that registers backends through the hook (repeatable)")
     images.add_argument("--cache", help="bake cache (default ~/.cache/reactbench)")
     images.add_argument("--ca-bundle", help="CA bundle for downloads ('none' for none)")
     images.add_argument("--image-map", action="append", default=[], metavar="FROM=TO")
     images.add_argument("--only", action="append", metavar="IMAGE",
-                        help="a public image name to build (repeatable; default: all four)")
+                        help="a public image name (repeatable; default: every one the map covers)")
     images.set_defaults(run=_images)
     validate = commands.add_parser(
         "validate", help="check task directories: schema, files, oracle scores 1 and nop 0")

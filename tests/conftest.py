@@ -7,6 +7,10 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
+#: The built-in backends as a parameter; the docker one carries the `docker` marker,
+#: so `pytest -m "not docker"` runs everything else on a machine without an engine.
+BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
+
 ORACLE_WRITES = "#!/bin/bash\necho hello > /app/out.txt\n"
 CHECKS_OUT = """#!/bin/bash
 if [ "$(cat /app/out.txt 2>/dev/null)" = hello ]; then t=1; else t=0; fi
@@ -54,30 +58,43 @@ def write_task(
     return task
 
 
-def suite_leftovers(basetemp: Path) -> list[str]:
+def suite_leftovers(basetemp: Path, engine: bool) -> list[str]:
     """What the whole test session left on this machine: containers and networks of
-    dead owners, local sandbox directories, cgroups of dead processes, and sandbox
-    processes still running from the session's temporary directories."""
-    import docker
-
-    from pytest_reactbench.results import pid_alive
+    dead owners (when tests used the engine), local sandbox directories, cgroups of
+    dead processes, and sandbox processes still running from the session's temporary
+    directories."""
     from pytest_reactbench.sandbox.cgroups import stale_groups
+    from pytest_reactbench.sandbox.host import pid_alive
     from tests.reliability.faults import pids_with
 
     def dead(owner: str) -> bool:
         pid = owner.rpartition(":")[2]
         return pid.isdigit() and not pid_alive(int(pid))
 
-    client = docker.from_env()
-    label = {"label": "reactbench.owner"}
-    found = [f"container {c.name}" for c in client.containers.list(all=True, filters=label)
-             if dead(c.labels.get("reactbench.owner", ""))]
-    found += [f"network {n.name}" for n in client.networks.list(filters=label)
-              if dead((n.attrs.get("Labels") or {}).get("reactbench.owner", ""))]
+    found: list[str] = []
+    if engine:
+        import docker
+
+        client = docker.from_env()
+        label = {"label": "reactbench.owner"}
+        found += [f"container {c.name}" for c in client.containers.list(all=True, filters=label)
+                  if dead(c.labels.get("reactbench.owner", ""))]
+        found += [f"network {n.name}" for n in client.networks.list(filters=label)
+                  if dead((n.attrs.get("Labels") or {}).get("reactbench.owner", ""))]
     found += [f"sandbox dir {p}" for p in basetemp.glob("**/local/sandboxes/*")]
     found += [f"cgroup {d}" for group in stale_groups() for d in group.dirs]
     found += [f"process {pid}" for pid in pids_with(f"{basetemp}/")]
     return found
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Notes (on the controller, for xdist workers' tests too) that a test of the
+    engine ran, so the session-end check looks at the engine only then."""
+    if "docker" in report.keywords and report.when == "call":
+        _engine_used[0] = True
+
+
+_engine_used = [False]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -87,7 +104,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     # The basetemp of the whole session (xdist workers make theirs beneath it).
     basetemp = config._tmp_path_factory.getbasetemp()  # private: pytest has no public accessor
-    found = suite_leftovers(basetemp)
+    found = suite_leftovers(basetemp, engine=_engine_used[0])
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.ensure_newline()

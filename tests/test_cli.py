@@ -3,20 +3,23 @@
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from pytest_reactbench.cli import main
 from pytest_reactbench.sandbox.base import Limits
 from pytest_reactbench.sandbox.local import LocalBackend
-from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP
+from pytest_reactbench.sandbox.options import SandboxOptions
 
 
+@pytest.mark.slow
 def test_images_builds_the_playwright_stand_in(capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     cache = Path.home() / ".cache" / "reactbench"
     public = "ghcr.io/millionco/react-bench-verifier-playwright"
     assert main(["images", "--sandbox", "local", "--cache", str(cache), "--only", public]) == 0
     out = capsys.readouterr().out
-    assert public in out and ("(built)" in out or "(reused)" in out)
+    assert f"{public} " in out and "stand-in" in out
     # Chromium sits where the scaffold's Playwright looks for it, offline.
-    backend = LocalBackend(cache, DEFAULT_IMAGE_MAP)
+    backend = LocalBackend(SandboxOptions(cache=cache))
     directory = Path(__file__).resolve().parents[1] / "images" / "react-bench-verifier-playwright"
     from pytest_reactbench.sandbox.base import ImageRecipe
 

@@ -21,8 +21,7 @@ from pytest_reactbench.agents import (
 from pytest_reactbench.agents.command import load_presets
 from pytest_reactbench.plugin.session import command_factory
 from pytest_reactbench.plugin.settings import Settings
-from pytest_reactbench.sandbox.base import Backend
-from pytest_reactbench.sandbox.local import LocalBackend
+from pytest_reactbench.sandbox.registry import BUILTIN_BACKENDS, BackendFactory
 
 
 def _patch_agents(arg: str, settings: Settings) -> list[PatchAgent]:
@@ -56,13 +55,5 @@ def pytest_reactbench_agents() -> Mapping[str, Any]:
 
 
 @pytest.hookimpl
-def pytest_reactbench_sandbox_backends() -> Mapping[str, Any]:
-    def local(settings: Settings) -> LocalBackend:
-        return LocalBackend(settings.cache, settings.image_map, ca_bundle=settings.ca_bundle)
-
-    def docker(settings: Settings) -> Backend:
-        from pytest_reactbench.sandbox.docker import DockerBackend
-
-        return DockerBackend(settings.cache, settings.image_map, ca_bundle=settings.ca_bundle)
-
-    return {"local": local, "docker": docker}
+def pytest_reactbench_sandbox_backends() -> Mapping[str, BackendFactory]:
+    return BUILTIN_BACKENDS

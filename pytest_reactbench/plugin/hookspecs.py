@@ -12,11 +12,10 @@ if TYPE_CHECKING:
     from pytest_reactbench.agents import Agent
     from pytest_reactbench.plugin.settings import Settings
     from pytest_reactbench.results import TrialResult
-    from pytest_reactbench.sandbox.base import Backend
+    from pytest_reactbench.sandbox.registry import BackendFactory
 
     #: Builds an agent from the text after its name (`python:pkg.mod:Cls` -> "pkg.mod:Cls").
     AgentFactory = Callable[[str, Settings], Agent]
-    BackendFactory = Callable[[Settings], Backend]
 
 
 @pytest.hookspec
@@ -33,7 +32,10 @@ def pytest_reactbench_agents() -> Mapping[str, AgentFactory]:  # type: ignore[em
 @pytest.hookspec
 def pytest_reactbench_sandbox_backends() -> Mapping[str, BackendFactory]:  # type: ignore[empty-body]
     """Return sandbox backends by name: ``{"my-backend": factory}``, selected with
-    ``--reactbench-sandbox=my-backend``; ``factory(settings)`` returns a Backend."""
+    ``--reactbench-sandbox=my-backend``. ``factory(options)`` is given the
+    :class:`~pytest_reactbench.sandbox.options.SandboxOptions` and returns a
+    :class:`~pytest_reactbench.sandbox.base.Backend`; ``reactbench images`` lists it too.
+    A name registered twice is a usage error."""
 
 
 @pytest.hookspec

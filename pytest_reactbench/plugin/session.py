@@ -40,6 +40,7 @@ def replay_options(settings: Settings) -> list[str]:
     options += [f"--reactbench-agent-env={n}" for n in settings.agent_env]
     options += [f"--reactbench-model-host={h}" for h in settings.model_hosts]
     options += [f"--reactbench-image-map={k}={v}" for k, v in settings.image_map.items()]
+    options.append(f"--reactbench-images={settings.images}")
     if settings.strict:
         options.append("--reactbench-strict")
     return options
@@ -108,7 +109,7 @@ class ReactbenchSession:
 
     def backend(self) -> Backend:
         if self._backend is None:
-            self._backend = self._backend_factory(self.settings)  # type: ignore[operator]
+            self._backend = self._backend_factory(self.settings.sandbox_options())  # type: ignore[operator]
             removed = self._backend.sweep()
             if removed:
                 progress_printer(self.config)(

@@ -8,10 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from pytest_reactbench.sandbox.options import (
+    IMAGES_MODES,
+    ImagesMode,
+    SandboxOptions,
+    default_ca_bundle,
+    default_cache,
+    images_mode,
+)
 from pytest_reactbench.sandbox.recipes import parse_image_map
-
-HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
-
 
 UsageError = pytest.UsageError
 
@@ -44,6 +49,12 @@ def addoption(parser: pytest.Parser) -> None:
         "--reactbench-image-map", action="append", default=[], metavar="FROM=TO",
         help="replace a FROM image by a recipe under images/ or another image "
         "(repeatable; ini: reactbench_image_map)",
+    )
+    group.addoption(
+        "--reactbench-images", default=None, choices=IMAGES_MODES,
+        help="public base images of the image map: auto (the public image when the engine has it "
+        "or can pull it, else its stand-in, with a warning), public (never a stand-in), stand-in "
+        "(never the public image) (ini: reactbench_images; default auto)",
     )
     group.addoption(
         "--reactbench-ca-bundle", default=None, metavar="PEM",
@@ -109,6 +120,7 @@ def addoption(parser: pytest.Parser) -> None:
     parser.addini("reactbench_cache", "bake cache directory", default="")
     parser.addini("reactbench_image_map", "FROM=TO image replacements", type="linelist", default=[])
     parser.addini("reactbench_ca_bundle", "CA bundle for bakes", default="")
+    parser.addini("reactbench_images", "auto, public or stand-in base images", default="auto")
 
 
 @dataclass(frozen=True)
@@ -120,6 +132,7 @@ class Settings:
     cache: Path
     image_map: dict[str, str] = field(default_factory=dict)
     ca_bundle: Path | None = None
+    images: ImagesMode = "auto"
     strict: bool = False
     patch: Path | None = None
     commands: dict[str, str] = field(default_factory=dict)
@@ -134,18 +147,9 @@ class Settings:
     def active(self) -> bool:
         return bool(self.agents)
 
-
-def default_cache() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    return Path(base) / "reactbench"
-
-
-def default_ca_bundle() -> Path | None:
-    """Bakes trust what the host trusts (a TLS-inspecting proxy's CA included)."""
-    value = os.environ.get("REACTBENCH_CA_BUNDLE")
-    if value:
-        return None if value == "none" else Path(value)
-    return HOST_CA_BUNDLE if HOST_CA_BUNDLE.is_file() else None
+    def sandbox_options(self) -> SandboxOptions:
+        return SandboxOptions(cache=self.cache, image_map=self.image_map, ca_bundle=self.ca_bundle,
+                              images=self.images)
 
 
 def _ini_path(config: pytest.Config, value: str) -> Path:
@@ -192,6 +196,8 @@ def read_settings(config: pytest.Config) -> Settings:
     try:
         image_map = parse_image_map(config.getini("reactbench_image_map"), "ini reactbench_image_map")
         image_map = parse_image_map(opt.reactbench_image_map, "--reactbench-image-map", image_map)
+        images = (images_mode(opt.reactbench_images, "--reactbench-images") if opt.reactbench_images
+                  else images_mode(config.getini("reactbench_images"), "ini reactbench_images"))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     explicit_paths = config.args_source is pytest.Config.ArgsSource.ARGS
@@ -211,6 +217,7 @@ def read_settings(config: pytest.Config) -> Settings:
         cache=cache,
         image_map=image_map,
         ca_bundle=ca_bundle,
+        images=images,
         strict=bool(opt.reactbench_strict if opt.reactbench_strict is not None
                     else config.getini("reactbench_strict")),
         patch=_cli_path(config, opt.reactbench_patch) if opt.reactbench_patch else None,

@@ -19,7 +19,7 @@ COLOURS = {"passed": "#2e7d32", "failed": "#c62828", "error": "#6d4c41",
 def provenance(outcomes: Sequence[TrialResult]) -> str:
     """Where the verdicts come from (backends, base images) and whether they are formal."""
     backends = sorted({o.backend for o in outcomes if o.backend})
-    bases = sorted({str(b) for o in outcomes for b in o.bases})
+    bases = sorted({str(b) for o in outcomes for b in o.bases if b.origin != "system"})
     informal = [o for o in outcomes if o.valid and not o.formal]
     text = f"backend: {', '.join(backends) or '?'}"
     if bases:

@@ -83,23 +83,24 @@ class DiffStat(_Part):
 
 
 class BaseImage(_Part):
-    """Provenance of an image a sandbox ran on: which base image, which digest, and
-    whether it was the public image or a stand-in built here."""
+    """Provenance of a base image a sandbox ran on: its name in the Dockerfile, the
+    digest used for it, and whether that was the public image, a stand-in built here,
+    or the system layer."""
 
     name: str
     digest: str = ""
-    source: Literal["public", "stand-in", "local"] = "public"
+    origin: Literal["public", "stand-in", "system"] = "public"
 
     def __str__(self) -> str:
-        return f"{self.name}@{self.digest or '?'} ({self.source})"
+        return f"{self.name}@{self.digest or '?'} ({self.origin})"
 
     @classmethod
     def parse(cls, text: str) -> BaseImage:
-        match = re.fullmatch(r"(.+?)@(\S*) \((public|stand-in|local)\)", text.strip())
+        match = re.fullmatch(r"(.+?)@(\S*) \((public|stand-in|system)\)", text.strip())
         if match is None:
             return cls(name=text.strip())
         digest = "" if match.group(2) == "?" else match.group(2)
-        return cls.model_validate({"name": match.group(1), "digest": digest, "source": match.group(3)})
+        return cls.model_validate({"name": match.group(1), "digest": digest, "origin": match.group(3)})
 
 
 def _gate_text(value: bool | None) -> str:

@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 Progress = Callable[[str], None]
 
@@ -91,15 +92,39 @@ class ImageRecipe:
     timeout: float = 1800.0
 
 
+#: Where a base image came from: the image the Dockerfile names, as the engine had it
+#: or pulled it (`public`); one built from a recipe under images/ in its place
+#: (`stand-in`); the system layer every image builds on (`system`).
+Origin = Literal["public", "stand-in", "system"]
+
+
+@dataclass(frozen=True)
+class BaseImage:
+    """A base image a baked image ran on: its name in the Dockerfile, the digest of
+    what was used for it, and where that came from."""
+
+    name: str
+    digest: str
+    origin: Origin
+
+
 @dataclass(frozen=True)
 class Image:
-    """A baked image. `ref` names it for its backend; `digest` is its content hash."""
+    """A baked image. `ref` names it for its backend; `digest` is its content hash;
+    `bases` are the base images it was built on, its bases' bases included."""
 
     ref: str
     digest: str
     backend: str
     cached: bool
     labels: Mapping[str, str] = field(default_factory=dict)
+    bases: tuple[BaseImage, ...] = ()
+
+    @property
+    def formal(self) -> bool:
+        """Built on the public images themselves (no stand-in among its bases); a
+        result is formal only if its backend is too (`Backend.formal`)."""
+        return all(base.origin != "stand-in" for base in self.bases)
 
 
 class Sandbox(ABC):
@@ -226,6 +251,11 @@ class Backend(ABC):
     @abstractmethod
     def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:
         """Build (or reuse, by content hash) the image for a recipe."""
+
+    def baked(self, recipe: ImageRecipe) -> Image | None:
+        """The recipe's image if it is baked already, building and pulling nothing;
+        None when it is not (or the backend cannot tell)."""
+        return None
 
     @abstractmethod
     def boot(

@@ -2,8 +2,11 @@
 
 Images are built by the real engine (docker-py, `DOCKER_HOST` honoured) and tagged by
 a content hash of the recipe and everything it builds on, so an unchanged recipe is
-never rebuilt. Stand-ins for the public suite's base images are built from `images/`
-and also tagged under the public names, so Dockerfiles that name them find them.
+never rebuilt. A public base image is used as it is when the engine has it or can pull
+it; otherwise (or when asked) its stand-in is built from `images/`. Only names under
+`reactbench/` are ever tagged: the resolved base reaches the build as its `ARG` (as
+`BASE_IMAGE`), and a FROM that names a public image literally is rewritten in a copy
+of the Dockerfile made for that build alone.
 Sandboxes are containers started with an init (they stop at once), labelled with the
 run, task, role and owner; a later run removes what a dead one left.
 """
@@ -26,14 +29,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from pytest_reactbench.results import pid_alive
 from pytest_reactbench.sandbox import dockerfile as df
+from pytest_reactbench.sandbox.bake import BakingBackend, NotBaked, Parent, PublicImageUnavailable
 from pytest_reactbench.sandbox.base import (
     EGRESS_PORT,
     EGRESS_SCRIPT,
     PIDS_LIMIT,
-    Backend,
     BakeError,
+    BaseImage,
     ExecResult,
     Image,
     ImageRecipe,
@@ -44,20 +47,20 @@ from pytest_reactbench.sandbox.base import (
     proxy_env,
     tar_of,
 )
-from pytest_reactbench.sandbox.local import file_lock, tls_hint
+from pytest_reactbench.sandbox.host import file_lock, pid_alive, tls_hint
+from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import (
     SYSTEM_IMAGE,
-    from_refs,
+    from_instructions,
     images_dir,
-    map_image,
-    recipe_dir,
     recipe_key,
+    strip_tag,
 )
 
-#: Bumped whenever the way images are built changes, so old tags are not reused.
-BUILD_VERSION = "1"
 ROOT_IMAGE = "reactbench/debian-root:bookworm"
 LABEL = "reactbench.owner"
+#: Every image we build carries it (the recipe's name).
+RECIPE_LABEL = "reactbench.recipe"
 # Kills every process in the container but init (pid 1) and the container's main
 # process: a timed-out command's whole tree goes, orphans that setsid'd away and were
 # reparented to init included. The main process is init's oldest child: the kernel
@@ -70,6 +73,10 @@ KILL_ALL = (
 #: The container's main process: it makes the log directories and then idles.
 MAIN = ["sh", "-c", "mkdir -p /logs/agent /logs/verifier && exec sleep infinity"]
 
+
+#: A pull that the engine sends nothing about for this long has failed (an unreachable
+#: registry must not hold a run up: the stand-in is the way on).
+PULL_STALL_SECONDS = 30.0
 
 STEP = re.compile(r"Step (\d+)/\d+ : ")
 EXIT_CODE = re.compile(r"returned a non-zero code: (\d+)")
@@ -103,6 +110,17 @@ def packed_name(spec: str) -> str:
     """The file `npm pack` writes for `name@version` (`@scope/x` -> `scope-x-version.tgz`)."""
     name, _, version = spec.rpartition("@")
     return f"{name.lstrip('@').replace('/', '-')}-{version}.tgz"
+
+
+def _registry_digest(image: Any, name: str) -> str:
+    """The registry's digest of a pulled image (what `name@sha256:...` pulls again), or
+    the engine's content id of one that never came from a registry."""
+    repository = strip_tag(name)
+    digests = [str(d) for d in image.attrs.get("RepoDigests") or []]
+    for digest in digests:
+        if digest.split("@", 1)[0] == repository:
+            return digest.split("@", 1)[1]
+    return digests[0].split("@", 1)[1] if digests else str(image.id)
 
 
 def _safe_name(name: str) -> str:
@@ -224,18 +242,12 @@ class DockerSandbox(Sandbox):
         self._on_close(self.container, self.gate)
 
 
-class DockerBackend(Backend):
+class DockerBackend(BakingBackend):
     name = "docker"
     formal = True
+    recipe_version = "2"
 
-    def __init__(
-        self,
-        cache_dir: Path,
-        image_map: Mapping[str, str],
-        *,
-        ca_bundle: Path | None = None,
-        owner: str = "",
-    ) -> None:
+    def __init__(self, options: SandboxOptions) -> None:
         docker = _docker()
         try:
             self.client = docker.from_env(timeout=600)
@@ -246,21 +258,15 @@ class DockerBackend(Backend):
                 f"cannot reach the Docker engine at {where}: {exc}. Start it (dockerd) or set "
                 "DOCKER_HOST, or use --reactbench-sandbox=local"
             ) from None
+        super().__init__(options)
         self.api = self.client.api
-        self.cache_dir = cache_dir / "docker"
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        self.image_map = dict(image_map)
-        self.ca_bundle = ca_bundle
-        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
+        self.owner = options.owner or f"{socket.gethostname()}:{os.getpid()}"
         self._live: set[str] = set()
         # Removing a container takes the engine a few hundred milliseconds: it happens
         # here, off the trial's path; close() (and drain()) wait for every removal.
         self._teardown = ThreadPoolExecutor(max_workers=4, thread_name_prefix="reactbench-teardown")
         self._removals: list[Future[None]] = []
         self._gates: list[EgressGate] = []
-        self._failed: dict[str, BakeError] = {}
-        self._parents: dict[str, str] = {}
-        self._parent_ids: dict[str, str] = {}
         self._engine_cpus = int(self.client.info().get("NCPU") or 1)
 
     # -- images ---------------------------------------------------------------------
@@ -271,98 +277,107 @@ class DockerBackend(Backend):
         except _docker().errors.ImageNotFound:
             return None
 
-    def _image_id(self, tag: str) -> str | None:
-        image = self._image(tag)
-        return None if image is None else str(image.id)
+    @staticmethod
+    def _tag(recipe: ImageRecipe, key: str) -> str:
+        return f"reactbench/{_safe_name(recipe.name)}:{key}"
 
-    def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:
-        return self._bake(recipe, progress, time.monotonic() + recipe.timeout, depth=0)
-
-    def _bake(self, recipe: ImageRecipe, progress: Progress, deadline: float, depth: int,
-              aliases: Sequence[str] = ()) -> Image:
-        if depth > 8:
-            raise BakeError(f"{recipe.dockerfile}: FROM chain is too deep (a loop in the image map?)")
-        try:
-            refs = from_refs(recipe)
-        except df.DockerfileError as exc:
-            raise BakeError(str(exc)) from None
-        build_args = dict(recipe.build_args)
-        parents: list[str] = []
-        for ref in refs:
-            parent = self._parent(ref.image, recipe, progress, deadline, depth)
-            parents.append(parent)
-            if ref.variable:
-                build_args[ref.variable] = parent
-            elif parent != ref.image:
-                # A literal FROM of a mapped image: the engine must find it by that name.
-                self._alias(parent, ref.image)
-        key = recipe_key(
-            BUILD_VERSION,
-            *(self._parent_ids.get(p) or self._image_id(p) or p for p in parents),
-            recipe.dockerfile.read_text(),
-            repr(sorted(build_args.items())),
-            context=recipe.context,
-        )
-        tag = f"reactbench/{_safe_name(recipe.name)}:{key}"
-        if key in self._failed:
-            raise self._failed[key]
-        image = self._image(tag)
-        cached = image is not None
-        if not cached:
-            with file_lock(self.cache_dir / "locks" / f"{key}.lock"):
-                if self._image_id(tag) is None:
-                    try:
-                        self._build(recipe, tag, build_args, progress, deadline)
-                    except BakeError as exc:
-                        self._failed[key] = exc
-                        raise
-                else:
-                    cached = True
-        if cached:
-            progress(f"{recipe.name}: reusing baked image {key[:12]}")
-        for alias in aliases:
-            self._alias(tag, alias)
+    def find(self, key: str, recipe: ImageRecipe) -> Image | None:
+        image = self._image(self._tag(recipe, key))
         if image is None:
-            image = self.client.images.get(tag)
-        return Image(tag, str(image.id), self.name, cached=cached,
+            return None
+        return Image(self._tag(recipe, key), str(image.id), self.name, cached=True,
                      labels=dict(image.labels or {}))
 
-    def _alias(self, tag: str, ref: str) -> None:
-        repository, _, version = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "")
-        self.client.images.get(tag).tag(repository, version or "latest")
+    def public_image(self, name: str, progress: Progress, *, pull: bool) -> Parent:
+        image = self._image(name)
+        if image is not None and RECIPE_LABEL in (image.labels or {}):
+            # Built by us and tagged under the public name by an older version: it is
+            # not the public image, and pulling over it would overwrite it.
+            raise PublicImageUnavailable(
+                f"the engine's {name} is a stand-in an older version tagged so, not the public "
+                f"image; `docker rmi {name}` removes that name")
+        if image is None:
+            if not pull:
+                raise PublicImageUnavailable("it is not on the engine")
+            self._pull(name, progress)
+            image = self._image(name)
+            if image is None:
+                raise PublicImageUnavailable("the engine pulled it but cannot find it")
+        return Parent(name, name, str(image.id), (BaseImage(name, _registry_digest(image, name), "public"),))
 
-    def _parent(self, ref: str, recipe: ImageRecipe, progress: Progress, deadline: float,
-                depth: int) -> str:
-        # The stand-ins and the system layer come from this package's own recipes, which
-        # do not change during a session: each is resolved (hashed, looked up) once.
-        if ref not in self._parents:
-            parent = self._resolve_parent(ref, recipe, progress, deadline, depth)
-            self._parents[ref] = parent
-            if (parent_id := self._image_id(parent)) is not None:
-                self._parent_ids[parent] = parent_id
-        return self._parents[ref]
+    def _pull(self, name: str, progress: Progress) -> None:
+        docker = _docker()
+        progress(f"pulling {name}")
+        api = docker.APIClient(**docker.utils.kwargs_from_env(), timeout=PULL_STALL_SECONDS)
+        sizes: dict[str, int] = {}
+        done: set[str] = set()
+        shown = time.monotonic()
+        try:
+            for chunk in api.pull(name, stream=True, decode=True):
+                if "error" in chunk:
+                    raise PublicImageUnavailable(f"the pull failed: {str(chunk['error']).strip()}")
+                layer, status = chunk.get("id"), str(chunk.get("status", ""))
+                total = (chunk.get("progressDetail") or {}).get("total")
+                if layer and status == "Downloading" and total:
+                    sizes[layer] = int(total)
+                if layer and status in ("Pull complete", "Already exists"):
+                    done.add(layer)
+                if time.monotonic() - shown > 2:
+                    shown = time.monotonic()
+                    progress(f"pulling {name}: {len(done)} layer(s) done, "
+                             f"{sum(sizes.values()) / 1e6:.0f} MB to fetch")
+        except docker.errors.APIError as exc:
+            raise PublicImageUnavailable(f"the pull failed: {exc.explanation or exc}") from None
+        except docker.errors.DockerException as exc:
+            raise PublicImageUnavailable(f"the pull failed: {exc}") from None
+        except OSError as exc:  # the engine said nothing for PULL_STALL_SECONDS
+            raise PublicImageUnavailable(f"the pull stalled ({exc})") from None
+        finally:
+            api.close()
+        progress(f"pulled {name}")
 
-    def _resolve_parent(self, ref: str, recipe: ImageRecipe, progress: Progress, deadline: float,
-                        depth: int) -> str:
-        mapped = map_image(ref, self.image_map)
-        if mapped == SYSTEM_IMAGE:
-            return self._system(progress, deadline).ref
-        directory = recipe_dir(mapped)
-        if directory is not None:
-            # Tagged under the public name too, so a Dockerfile that names it literally
-            # (or Harbor, which passes no build arguments) finds the stand-in.
-            stand_in = ImageRecipe(directory.name, directory / "Dockerfile", directory,
-                                   timeout=recipe.timeout)
-            return self._bake(stand_in, progress, deadline, depth + 1, [ref]).ref
-        if self._image_id(mapped) is None:
-            raise BakeError(
-                f"{recipe.dockerfile}: FROM {ref} is not on the engine and images cannot be "
-                f"pulled here; build it, or map it with --reactbench-image-map "
-                f"'{ref.split(':')[0]}=<recipe under images/ or a local image>'"
-            )
-        return mapped
+    def system_layer(self, progress: Progress, deadline: float, *, build: bool) -> Parent:
+        """The system layer: a debootstrap root plus images/system."""
+        if build:
+            self._root_image(progress)
+            recipe = self._system_recipe(progress, deadline)
+        else:
+            recipe = self._system_recipe(None, deadline)
+        image = self._bake(recipe, progress, deadline, 1, build=build)
+        return Parent(SYSTEM_IMAGE, image.ref, image.digest,
+                      (BaseImage(SYSTEM_IMAGE, image.digest, "system"),), image)
 
-    def _build(self, recipe: ImageRecipe, tag: str, build_args: Mapping[str, str],
+    def build(self, recipe: ImageRecipe, key: str, parents: Sequence[Parent], progress: Progress,
+              deadline: float) -> Image:
+        build_args = dict(recipe.build_args)
+        use = {parent.name: parent.use for parent in parents}
+        rewrite: dict[int, tuple[str, str]] = {}
+        for ref in from_instructions(recipe):
+            if use[ref.image] == ref.image:
+                continue
+            if ref.variable:
+                build_args[ref.variable] = use[ref.image]
+            else:
+                rewrite[ref.line] = (ref.raw, use[ref.image])
+        dockerfile = recipe.dockerfile
+        if rewrite:
+            # A FROM that names a public image (or part of it) literally: the build
+            # reads a copy whose FROM names the resolved image; nothing is tagged
+            # under the public name, and the lines keep their numbers.
+            lines = recipe.dockerfile.read_text().splitlines(keepends=True)
+            for line, (raw, resolved) in rewrite.items():
+                lines[line - 1] = lines[line - 1].replace(raw, resolved, 1)
+            dockerfile = self.cache_dir / "dockerfiles" / f"{key}.Dockerfile"
+            dockerfile.parent.mkdir(parents=True, exist_ok=True)
+            _replace_if_changed(dockerfile, "".join(lines).encode())
+        tag = self._tag(recipe, key)
+        self._build(recipe, dockerfile, tag, build_args, progress, deadline)
+        image = self.find(key, recipe)
+        if image is None:
+            raise BakeError(f"{recipe.dockerfile}: the engine built {tag} but cannot find it")
+        return image
+
+    def _build(self, recipe: ImageRecipe, dockerfile: Path, tag: str, build_args: Mapping[str, str],
                progress: Progress, deadline: float) -> None:
         docker = _docker()
         progress(f"{recipe.name}: building {recipe.dockerfile} on the Docker engine")
@@ -372,14 +387,17 @@ class DockerBackend(Backend):
         try:
             stream = api.build(
                 path=str(recipe.context),
-                dockerfile=str(recipe.dockerfile.relative_to(recipe.context)),
+                # An absolute path: docker-py sends a Dockerfile from outside the
+                # context along with it.
+                dockerfile=str(dockerfile.resolve()),
+                pull=False,
                 tag=tag,
                 buildargs=dict(build_args),
                 network_mode="host",
                 rm=True,
                 forcerm=True,
                 decode=True,
-                labels={"reactbench.recipe": recipe.name},
+                labels={RECIPE_LABEL: recipe.name},
             )
             where = str(recipe.dockerfile)
             for chunk in stream:
@@ -405,14 +423,23 @@ class DockerBackend(Backend):
         finally:
             api.close()
 
-    def _system(self, progress: Progress, deadline: float) -> Image:
-        """The system layer: a debootstrap root plus images/system, built once."""
-        self._root_image(progress)
+    def _system_recipe(self, progress: Progress | None, deadline: float) -> ImageRecipe:
+        """images/system with the npm tarballs it installs packed beside it; without
+        `progress`, only what is there already (a look-up packs nothing)."""
         recipe_path = images_dir() / "system"
+        # One context per version of the recipe: sessions of different checkouts
+        # sharing a cache do not repack each other's tarballs.
+        context = self.cache_dir / "system-context" / recipe_key(
+            (recipe_path / "packages.txt").read_text(), (recipe_path / "Dockerfile").read_text())[:16]
+        recipe = ImageRecipe("system", context / "Dockerfile", context,
+                             build_args={"ROOT_IMAGE": ROOT_IMAGE}, timeout=deadline - time.monotonic())
+        if progress is None:
+            if not recipe.dockerfile.is_file() or self._image(ROOT_IMAGE) is None:
+                raise NotBaked("system")
+            return recipe
         packages = [line.strip() for line in (recipe_path / "packages.txt").read_text().splitlines()
                     if line.strip() and not line.startswith("#")]
-        context = self.cache_dir / "system-context"
-        with file_lock(self.cache_dir / "locks" / "system-context.lock"):
+        with file_lock(self.cache_dir / "locks" / f"system-context-{context.name}.lock"):
             stage = context / "packages"
             stage.mkdir(parents=True, exist_ok=True)
             wanted = {packed_name(spec) for spec in packages}
@@ -430,13 +457,11 @@ class DockerBackend(Backend):
             # Other workers may be reading these: replace them whole, and only on change.
             _replace_if_changed(stage / "ca.crt", self.ca_bundle.read_bytes() if self.ca_bundle else b"")
             _replace_if_changed(context / "Dockerfile", (recipe_path / "Dockerfile").read_bytes())
-        recipe = ImageRecipe("system", context / "Dockerfile", context,
-                             build_args={"ROOT_IMAGE": ROOT_IMAGE}, timeout=deadline - time.monotonic())
-        return self._bake(recipe, progress, deadline, depth=1)
+        return recipe
 
     def _root_image(self, progress: Progress) -> None:
         with file_lock(self.cache_dir / "locks" / "root.lock"):
-            if self._image_id(ROOT_IMAGE) is not None:
+            if self._image(ROOT_IMAGE) is not None:
                 return
             if shutil.which("debootstrap") is None or os.geteuid() != 0:
                 raise BakeError(
@@ -495,12 +520,15 @@ class DockerBackend(Backend):
 
     def _egress(self, hosts: Sequence[str], labels: Mapping[str, str]) -> EgressGate:
         errors = _docker().errors
-        system = self._system(lambda _: None, time.monotonic() + 3600)
+        if SYSTEM_IMAGE not in self._parents:
+            self._parents[SYSTEM_IMAGE] = self.system_layer(lambda _: None, time.monotonic() + 3600,
+                                                            build=True)
+        system = self._parents[SYSTEM_IMAGE]
         name = f"reactbench-egress-{uuid.uuid4().hex[:12]}"
         network = self.client.networks.create(name, driver="bridge", internal=True, labels=dict(labels))
         try:
             proxy = self.client.containers.create(
-                system.ref, ["node", "/egress.cjs", "proxy", str(EGRESS_PORT), ",".join(hosts)],
+                system.use, ["node", "/egress.cjs", "proxy", str(EGRESS_PORT), ",".join(hosts)],
                 name=name, labels=dict(labels), network_mode="bridge", init=True)
             gate = EgressGate(network, proxy)
             proxy.put_archive("/", tar_of({"egress.cjs": EGRESS_SCRIPT.read_bytes()}))

@@ -16,10 +16,12 @@ Verdicts from this backend are not formal: it is a development backend.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import glob
+import grp
 import json
 import os
+import pwd
+import re
 import select
 import shlex
 import shutil
@@ -29,17 +31,16 @@ import tempfile
 import time
 import uuid
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pytest_reactbench.results import pid_alive
 from pytest_reactbench.sandbox import dockerfile as df
+from pytest_reactbench.sandbox.bake import BakingBackend, Parent
 from pytest_reactbench.sandbox.base import (
     EGRESS_PORT,
     EGRESS_SCRIPT,
-    Backend,
     BakeError,
+    BaseImage,
     ExecResult,
     Image,
     ImageRecipe,
@@ -50,17 +51,10 @@ from pytest_reactbench.sandbox.base import (
     proxy_env,
 )
 from pytest_reactbench.sandbox.cgroups import ResourceGroup, UnenforcedLimits, group_of, stale_groups
-from pytest_reactbench.sandbox.recipes import (
-    SYSTEM_IMAGE,
-    declare_arg,
-    from_refs,
-    map_image,
-    recipe_dir,
-    recipe_key,
-)
+from pytest_reactbench.sandbox.host import ca_env, missing_tools, pid_alive, tls_hint
+from pytest_reactbench.sandbox.options import SandboxOptions
+from pytest_reactbench.sandbox.recipes import SYSTEM_IMAGE, declare_arg
 
-#: Bumped whenever replay semantics change, so old layers are not reused.
-REPLAY_VERSION = "1"
 ROOTS = ("app", "opt", "tests", "logs", "tmp", "root", "solution")
 DEFAULT_ENV = {
     "PATH": "/opt/npm-global/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -82,6 +76,16 @@ EGRESS_WRAPPER = (
 )
 CA_MOUNT = "/run/reactbench/ca.crt"
 REQUIRED_TOOLS = ("bwrap", "unshare", "mount", "tar", "git", "node", "pnpm")
+USE_DOCKER = "use --reactbench-sandbox=docker"
+# Steps that write the host's read-only system directories, which a replay over the
+# host cannot do: refused before the bake starts, with the line that asks for them.
+HOST_WRITES = (
+    (re.compile(r"\bapt(-get)?\s+(-\S+\s+)*(install|update|upgrade|remove)\b"),
+     "installs system packages into the host's read-only /usr"),
+    (re.compile(r"\b(apk|dnf|yum)\s+(add|install)\b"), "installs system packages"),
+    (re.compile(r"\bcorepack\s+enable\b(?![^&;|]*--install-directory)"),
+     "puts package-manager shims next to node in the host's read-only /usr"),
+)
 
 
 def _rmtree(path: Path) -> None:
@@ -94,21 +98,6 @@ def _rmtree(path: Path) -> None:
 
     if path.exists() or path.is_symlink():
         shutil.rmtree(path, onerror=fix)
-
-
-@contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def missing_host_tools(tools: Sequence[str] = REQUIRED_TOOLS) -> list[str]:
-    return [tool for tool in tools if shutil.which(tool) is None]
 
 
 def _tmp_holder(tmp: Path, size_mb: int, group: ResourceGroup) -> subprocess.Popen[bytes]:
@@ -129,6 +118,34 @@ def _tmp_holder(tmp: Path, size_mb: int, group: ResourceGroup) -> subprocess.Pop
     holder.stdout.close()
     holder.stderr.close()
     return holder
+
+
+def _ids(user: str) -> tuple[int, int]:
+    """`name`, `uid` or `uid:gid` as ids, names read from the host's /etc (the sandbox's).
+    The command runs as that user in a user namespace of its own: its identity, not a
+    file-permission boundary (the local backend is a development backend)."""
+    name, _, group = user.partition(":")
+    try:
+        entry = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
+        uid, gid = entry.pw_uid, entry.pw_gid
+    except KeyError:
+        if not name.isdigit():
+            raise SandboxError(f"no user {name!r} in the sandbox's /etc/passwd") from None
+        uid = gid = int(name)
+    if group:
+        try:
+            gid = int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
+        except KeyError:
+            raise SandboxError(f"no group {group!r} in the sandbox's /etc/group") from None
+    return uid, gid
+
+
+def _writable(path: str, where: str, keyword: str) -> None:
+    """Refuses a WORKDIR or COPY destination outside the sandbox's writable roots."""
+    top = path.strip("/").split("/", 1)[0]
+    if top and top not in ROOTS:
+        raise BakeError(f"{where}: {keyword} {path} is outside {', '.join('/' + r for r in ROOTS)}, "
+                        f"which the local backend cannot write; {USE_DOCKER}")
 
 
 class LocalSandbox(Sandbox):
@@ -178,7 +195,8 @@ class LocalSandbox(Sandbox):
             (self.upper / name).mkdir(exist_ok=True)
         os.chmod(self.upper / "tmp", 0o1777)
 
-    def _argv(self, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> list[str]:
+    def _argv(self, argv: Sequence[str], cwd: str, env: Mapping[str, str],
+              user: str | None = None) -> list[str]:
         merged = self.root / "merged"
         options = (
             "lowerdir=" + ":".join(str(p) for p in self.layers)
@@ -213,6 +231,9 @@ class LocalSandbox(Sandbox):
                 bwrap += ["--bind", str(merged / name), f"/{name}"]
         for target, source in self.ro_binds.items():
             bwrap += ["--ro-bind", str(source), target]
+        if user:
+            uid, gid = _ids(user)
+            bwrap += ["--unshare-user", "--uid", str(uid), "--gid", str(gid)]
         bwrap += ["--chdir", cwd, "--clearenv"]
         for key, value in env.items():
             bwrap += ["--setenv", key, value]
@@ -229,12 +250,10 @@ class LocalSandbox(Sandbox):
         timeout: float | None = None,
         user: str | None = None,
     ) -> ExecResult:
-        # Everything runs as root inside the sandbox's user namespace; `user` is
-        # accepted for the contract and has no other meaning on this backend.
         argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         if self.egress is not None:
             argv = ["sh", "-c", EGRESS_WRAPPER, "egress", *argv]
-        return self._run(argv, cwd=cwd, env=env, timeout=timeout)
+        return self._run(argv, cwd=cwd, env=env, timeout=timeout, user=user)
 
     def _run(
         self,
@@ -244,6 +263,7 @@ class LocalSandbox(Sandbox):
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
         stdin: bytes | None = None,
+        user: str | None = None,
     ) -> ExecResult:
         if self._closed:
             raise SandboxError(f"sandbox {self.root.name} is closed")
@@ -257,7 +277,7 @@ class LocalSandbox(Sandbox):
         timed_out = False
         with out_path.open("wb") as out, err_path.open("wb") as err:
             proc = subprocess.Popen(
-                self._argv(argv, cwd or self.workdir, full_env),
+                self._argv(argv, cwd or self.workdir, full_env, user),
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
@@ -310,37 +330,27 @@ class LocalSandbox(Sandbox):
             _rmtree(self.root)
 
 
-class LocalBackend(Backend):
+class LocalBackend(BakingBackend):
     name = "local"
     formal = False
+    recipe_version = "2"
+    runs_public_images = False
 
-    def __init__(
-        self,
-        cache_dir: Path,
-        image_map: Mapping[str, str],
-        *,
-        ca_bundle: Path | None = None,
-        owner: str = "",
-    ) -> None:
-        self.cache_dir = cache_dir
-        self.images = cache_dir / "local" / "images"
-        self.sandboxes = cache_dir / "local" / "sandboxes"
-        self.image_map = dict(image_map)
-        self.ca_bundle = ca_bundle
-        self.owner = owner
-        self.images.mkdir(parents=True, exist_ok=True)
-        self.sandboxes.mkdir(parents=True, exist_ok=True)
-        # A recipe that failed once fails again at once in this session, rather
-        # than costing every item that needs it a full rebuild.
-        self._failed: dict[str, BakeError] = {}
-        self._warned_unlimited = False
-        missing = missing_host_tools()
+    def __init__(self, options: SandboxOptions) -> None:
+        missing = missing_tools(REQUIRED_TOOLS)
         if missing:
             raise SandboxError(
                 "the local backend needs these tools on the host, which are missing: "
                 + ", ".join(missing)
                 + " (on Debian: apt-get install bubblewrap git nodejs; npm install -g pnpm)"
             )
+        super().__init__(options)
+        self.images = self.cache_dir / "images"
+        self.sandboxes = self.cache_dir / "sandboxes"
+        self.owner = options.owner
+        self.images.mkdir(parents=True, exist_ok=True)
+        self.sandboxes.mkdir(parents=True, exist_ok=True)
+        self._warned_unlimited = False
 
     # -- images -----------------------------------------------------------------
 
@@ -357,80 +367,46 @@ class LocalBackend(Backend):
             raise SandboxError(f"local image {key} is not baked")
         return [self.images / str(k) / "layer" for k in meta["chain"]]  # type: ignore[attr-defined]
 
-    def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:
-        deadline = time.monotonic() + recipe.timeout
-        return self._bake(recipe, progress, deadline, depth=0)
+    def find(self, key: str, recipe: ImageRecipe) -> Image | None:
+        meta = self._image_meta(key)
+        if meta is None:
+            return None
+        return Image(key, key, self.name, cached=True, labels=meta.get("labels", {}))  # type: ignore[arg-type]
 
-    def _bake(self, recipe: ImageRecipe, progress: Progress, deadline: float, depth: int) -> Image:
-        if depth > 8:
-            raise BakeError(f"{recipe.dockerfile}: FROM chain is too deep (a loop in the image map?)")
-        try:
-            instructions = df.parse(recipe.dockerfile)
-            refs = from_refs(recipe)
-        except df.DockerfileError as exc:
-            raise BakeError(str(exc)) from None
-        froms = [i for i, ins in enumerate(instructions) if ins.keyword == "FROM"]
+    def system_layer(self, progress: Progress, deadline: float, *, build: bool) -> Parent:
+        # The host's /usr and /etc stand for the system layer.
+        return Parent(SYSTEM_IMAGE, "", "host", (BaseImage(SYSTEM_IMAGE, "host", "system"),))
+
+    def check(self, recipe: ImageRecipe, instructions: Sequence[df.Instruction]) -> None:
+        froms = [ins for ins in instructions if ins.keyword == "FROM"]
         if len(froms) > 1:
-            raise BakeError(
-                f"{recipe.dockerfile}:{instructions[froms[1]].line}: multi-stage builds are not "
-                "supported by the local backend; use --reactbench-sandbox=docker"
-            )
-        first_from = froms[0]
+            raise BakeError(f"{recipe.dockerfile}:{froms[1].line}: multi-stage builds are not "
+                            f"supported by the local backend; {USE_DOCKER}")
+        for ins in instructions:
+            if ins.keyword != "RUN":
+                continue
+            text = " ".join(ins.exec_form) if ins.exec_form else ins.args
+            for pattern, why in HOST_WRITES:
+                if found := pattern.search(text):
+                    raise BakeError(f"{recipe.dockerfile}:{ins.line}: `{found.group(0)}` {why}, which "
+                                    f"the local backend cannot do; {USE_DOCKER}")
+
+    def build(self, recipe: ImageRecipe, key: str, parents: Sequence[Parent], progress: Progress,
+              deadline: float) -> Image:
+        instructions = df.parse(recipe.dockerfile)
+        first_from = next(i for i, ins in enumerate(instructions) if ins.keyword == "FROM")
         # Global ARGs serve FROM, and a stage's value-less ARG of the same name.
         global_args: dict[str, str] = {}
         for ins in instructions[:first_from]:
             if ins.keyword == "ARG":
                 declare_arg(ins, recipe.build_args, global_args)
-        variables: dict[str, str] = {}
-        parent = self._bake_parent(refs[0].image, recipe, progress, deadline, depth)
+        parent = parents[0].image
         parent_meta = self._image_meta(parent.ref) if parent else None
-        key = recipe_key(
-            REPLAY_VERSION,
-            parent.digest if parent else "host",
-            recipe.dockerfile.read_text(),
-            json.dumps(dict(sorted(recipe.build_args.items()))),
-            context=recipe.context,
-        )
-        if key in self._failed:
-            raise self._failed[key]
-        if self._image_meta(key) is None:
-            with file_lock(self.images / f"{key}.lock"):
-                if self._image_meta(key) is None:
-                    try:
-                        self._replay(recipe, instructions[first_from + 1 :], variables,
-                                     global_args, parent_meta, key, progress, deadline)
-                    except BakeError as exc:
-                        self._failed[key] = exc
-                        raise
-                    meta = self._image_meta(key)
-                    assert meta is not None
-                    return Image(key, key, self.name, cached=False,
-                                 labels=meta.get("labels", {}))  # type: ignore[arg-type]
-        meta = self._image_meta(key)
-        assert meta is not None
-        progress(f"{recipe.name}: reusing baked image {key[:12]}")
-        return Image(key, key, self.name, cached=True, labels=meta.get("labels", {}))  # type: ignore[arg-type]
-
-    def _bake_parent(
-        self, ref: str, recipe: ImageRecipe, progress: Progress, deadline: float, depth: int
-    ) -> Image | None:
-        mapped = map_image(ref, self.image_map)
-        if mapped == SYSTEM_IMAGE:
-            return None
-        directory = recipe_dir(mapped)
-        if directory is None:
-            raise BakeError(
-                f"{recipe.dockerfile}: FROM {ref} has no local recipe; map it to one with "
-                f"--reactbench-image-map '{ref.split(':')[0]}=<recipe under images/>'"
-            )
-        parent_recipe = ImageRecipe(
-            name=directory.name,
-            dockerfile=directory / "Dockerfile",
-            context=directory,
-            build_args={},
-            timeout=recipe.timeout,
-        )
-        return self._bake(parent_recipe, progress, deadline, depth + 1)
+        self._replay(recipe, instructions[first_from + 1 :], {}, global_args, parent_meta, key,
+                     progress, deadline)
+        image = self.find(key, recipe)
+        assert image is not None
+        return image
 
     def _replay(
         self,
@@ -485,6 +461,7 @@ class LocalBackend(Backend):
                 elif ins.keyword == "WORKDIR":
                     target = df.substitute(ins.args, {**variables, **env})
                     workdir = os.path.normpath(os.path.join(workdir, target))
+                    _writable(workdir, where, "WORKDIR")
                     self._step(box, ["mkdir", "-p", workdir], where, remaining, progress, "/")
                     box.workdir = workdir
                 elif ins.keyword in ("COPY", "ADD"):
@@ -520,6 +497,9 @@ class LocalBackend(Backend):
             raise BakeError(f"{where}: build_timeout_sec ran out during this step")
         if result.exit_code != 0:
             output = result.text + result.error_text
+            if "Read-only file system" in output:
+                raise BakeError(f"{where}: this step writes outside {', '.join('/' + r for r in ROOTS)} "
+                                f"(Read-only file system), which the local backend cannot do; {USE_DOCKER}")
             tail = output.strip().splitlines()[-15:]
             raise BakeError(
                 f"{where}: step failed with exit code {result.exit_code}:\n  " + "\n  ".join(tail)
@@ -535,6 +515,7 @@ class LocalBackend(Backend):
         sources, dest = df.copy_operands(ins, recipe.dockerfile)
         dest = df.substitute(dest, variables)
         dest_abs = os.path.normpath(os.path.join(workdir, dest))
+        _writable(dest_abs, where, ins.keyword)
         into_dir = dest.endswith("/") or len(sources) > 1
         context = recipe.context.resolve()
         commands: list[str] = []
@@ -664,24 +645,3 @@ class LocalBackend(Backend):
             group.remove()
         return removed
 
-
-def tls_hint(output: str) -> str:
-    markers = ("UNABLE_TO_GET_ISSUER_CERT", "SELF_SIGNED_CERT", "CERT_HAS_EXPIRED",
-               "certificate verify failed", "unable to get local issuer certificate")
-    if any(m in output for m in markers):
-        return ("\nhint: downloads failed TLS verification; behind a proxy that re-signs "
-                "certificates, pass its CA bundle with --reactbench-ca-bundle=PATH "
-                "(or REACTBENCH_CA_BUNDLE)")
-    return ""
-
-
-def ca_env(path: str) -> dict[str, str]:
-    """Environment that makes npm, Node, git, curl and pip trust a CA bundle."""
-    return {
-        "NODE_EXTRA_CA_CERTS": path,
-        "npm_config_cafile": path,
-        "SSL_CERT_FILE": path,
-        "GIT_SSL_CAINFO": path,
-        "CURL_CA_BUNDLE": path,
-        "PIP_CERT": path,
-    }

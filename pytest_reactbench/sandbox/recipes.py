@@ -115,6 +115,8 @@ class FromRef:
     image: str
     variable: str | None
     line: int
+    #: The image as written on the FROM line (before ARG substitution).
+    raw: str = ""
 
 
 def declare_arg(ins: df.Instruction, build_args: Mapping[str, str], variables: dict[str, str]) -> None:
@@ -129,8 +131,8 @@ def declare_arg(ins: df.Instruction, build_args: Mapping[str, str], variables: d
         variables.setdefault(name, "")
 
 
-def from_refs(recipe: ImageRecipe) -> list[FromRef]:
-    """The external base images of a Dockerfile (not its own earlier stages)."""
+def from_instructions(recipe: ImageRecipe) -> list[FromRef]:
+    """Every FROM of an external base image (not of an earlier stage), in order."""
     instructions = df.parse(recipe.dockerfile)
     variables: dict[str, str] = {}
     stages: set[str] = set()
@@ -150,6 +152,13 @@ def from_refs(recipe: ImageRecipe) -> list[FromRef]:
                 continue
             whole = raw.strip("${}")
             variable = whole if raw.startswith("$") and whole.isidentifier() else None
-            if not any(r.image == image for r in refs):
-                refs.append(FromRef(image, variable, ins.line))
+            refs.append(FromRef(image, variable, ins.line, raw))
     return refs
+
+
+def from_refs(recipe: ImageRecipe) -> list[FromRef]:
+    """The external base images of a Dockerfile, each once (where it first appears)."""
+    refs: dict[str, FromRef] = {}
+    for ref in from_instructions(recipe):
+        refs.setdefault(ref.image, ref)
+    return list(refs.values())

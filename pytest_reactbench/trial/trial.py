@@ -335,13 +335,11 @@ class Trial:
 
 
 def _provenance(images: Mapping[str, Image], backend: Backend) -> dict[str, Any]:
-    bases: dict[str, BaseImage] = {}
-    for image in images.values():
-        for base in getattr(image, "bases", ()):
-            bases[base.name] = BaseImage(name=base.name, digest=base.digest, source=base.source)
-    stand_in = any(b.source != "public" for b in bases.values())
+    bases = {base.name: BaseImage(name=base.name, digest=base.digest, origin=base.origin)
+             for image in images.values() for base in image.bases}
     return {"images": {role: image.digest for role, image in images.items()},
-            "bases": list(bases.values()), "formal": backend.formal and not stand_in}
+            "bases": list(bases.values()),
+            "formal": backend.formal and all(image.formal for image in images.values())}
 
 
 def _run_agent(agent: Agent, task: Task, sandbox: Sandbox, record: TrialRecord) -> AgentOutcome:

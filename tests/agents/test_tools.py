@@ -9,12 +9,13 @@ import pytest
 from pytest_reactbench.agents import ToolError, Tools
 from pytest_reactbench.sandbox.base import Limits
 from pytest_reactbench.sandbox.local import LocalBackend
-from tests.sandbox.test_local import recipe
+from pytest_reactbench.sandbox.options import SandboxOptions
+from tests.sandbox.helpers import recipe
 
 
 @pytest.fixture
 def tools(tmp_path: Path, bake_cache: Path):  # type: ignore[no-untyped-def]
-    backend = LocalBackend(bake_cache, {})
+    backend = LocalBackend(SandboxOptions(cache=bake_cache, image_map={}))
     image = backend.bake(recipe(tmp_path, "FROM reactbench/system\nWORKDIR /app\n"
                                 "RUN printf 'one\\ntwo\\nthree\\n' > notes.txt && mkdir -p src\n"),
                          lambda _: None)

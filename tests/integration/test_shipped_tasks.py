@@ -9,6 +9,7 @@ import pytest
 
 from pytest_reactbench.results.load import junit_testcases
 from pytest_reactbench.tasks import find_tasks, load_task
+from tests.conftest import BACKENDS
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(p.name for p in find_tasks(ROOT / "tasks"))
@@ -27,7 +28,8 @@ def test_every_shipped_task_loads_and_its_verifier_sees_the_agent_base() -> None
             assert (env_app / rel).read_bytes() == (tests_app / rel).read_bytes(), f"{name}: {rel}"
 
 
-@pytest.mark.parametrize("backend", ["local", "docker"])
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_controls_on_shipped_tasks(tmp_path: Path, backend: str) -> None:
     xml = tmp_path / "r.xml"
     proc = subprocess.run(

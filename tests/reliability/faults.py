@@ -58,7 +58,9 @@ def kill_tree_when_seen(marker: str, settle: float = 0.5) -> threading.Thread:
         while time.monotonic() < deadline:
             if found := pids_with(marker):
                 time.sleep(settle)
-                for pid in {p for root in found for p in _tree(root)}:
+                # Parents before children: a shell whose child died first could run
+                # its next command and exit 0 before its own kill (on a loaded machine).
+                for pid in dict.fromkeys(p for root in found for p in _tree(root)):
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
                 return
@@ -89,13 +91,24 @@ def remove_container_when_seen(marker: str) -> threading.Thread:
     return thread
 
 
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
 def leftovers(records: Path, cache: Path) -> list[str]:
     """Everything a finished run still holds on this machine: its containers and
     networks (by run label), sandbox directories, cgroups, sandbox processes."""
     found: list[str] = []
-    client = docker.from_env()
-    for run in (p.name for p in records.iterdir() if p.is_dir()) if records.is_dir() else ():
+    runs = [p for p in records.iterdir() if p.is_dir()] if records.is_dir() else []
+    # Only runs on the engine look at it: `-m "not docker"` passes without one.
+    on_engine = [run.name for run in runs if '"docker"' in _text(run / "manifest.json")]
+    client = docker.from_env() if on_engine else None
+    for run in on_engine:
         label = {"label": f"reactbench.run={run}"}
+        assert client is not None
         found += [f"container {c.name}" for c in client.containers.list(all=True, filters=label)]
         found += [f"network {n.name}" for n in client.networks.list(filters=label)]
     sandboxes = cache / "local" / "sandboxes"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_task
+from tests.conftest import BACKENDS, write_task
 from tests.reliability.faults import (
     junit_properties,
     kill_tree_when_seen,
@@ -26,7 +26,7 @@ from tests.reliability.faults import (
 KILL_BOUND_SEC = 10.0
 
 
-@pytest.fixture(params=["local", "docker"])
+@pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -88,6 +88,7 @@ def test_verifier_killed_mid_grading(suite: pytest.Pytester, bake_cache: Path, b
     assert_clean(suite, bake_cache)
 
 
+@pytest.mark.docker
 def test_container_removed_from_outside(suite: pytest.Pytester, bake_cache: Path) -> None:
     marker = f"fault-{uuid.uuid4().hex[:8]}"
     write_task(suite.path / "tasks", "t")

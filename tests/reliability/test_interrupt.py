@@ -10,7 +10,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.conftest import write_task
+from tests.conftest import BACKENDS, write_task
 
 HANGS = "#!/bin/bash\necho started > /app/started\nsleep 600\n"
 
@@ -24,7 +24,7 @@ def wait_for(predicate, timeout: float = 120.0) -> None:  # type: ignore[no-unty
     raise AssertionError("timed out waiting")
 
 
-@pytest.mark.parametrize("backend", ["local", "docker"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_ctrl_c_mid_trial_leaves_nothing(tmp_path: Path, bake_cache: Path, backend: str) -> None:
     write_task(tmp_path / "tasks", "hangs", solve_sh=HANGS, agent_timeout=600)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")

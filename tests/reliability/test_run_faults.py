@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_task
+from tests.conftest import BACKENDS, write_task
 from tests.reliability.faults import leftovers
 
 KILLER_CONFTEST = """
@@ -33,7 +33,7 @@ def pytest_reactbench_agents():
 """
 
 
-@pytest.mark.parametrize("backend", ["local", "docker"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_killed_worker_is_an_error_and_the_run_completes(suite: pytest.Pytester, bake_cache: Path,
                                                             backend: str) -> None:
     suite.makeconftest(KILLER_CONFTEST)

@@ -13,8 +13,8 @@ import pytest
 from pytest_reactbench.sandbox.base import EGRESS_PORT, Limits
 from pytest_reactbench.sandbox.docker import DockerBackend
 from pytest_reactbench.sandbox.local import LocalBackend
-from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP
-from tests.sandbox.test_local import recipe
+from pytest_reactbench.sandbox.options import SandboxOptions
+from tests.sandbox.helpers import recipe
 
 # A request through the proxy named by the sandbox's environment; prints status and body.
 CLIENT = """
@@ -54,7 +54,7 @@ def fetch(box, url: str) -> str:  # type: ignore[no-untyped-def]
 
 def test_local_egress_reaches_only_the_declared_hosts(tmp_path: Path, bake_cache: Path,
                                                       server: int) -> None:
-    backend = LocalBackend(bake_cache, {})
+    backend = LocalBackend(SandboxOptions(cache=bake_cache, image_map={}))
     image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
     box = backend.boot(image, network=False, limits=Limits(), labels={}, egress=("127.0.0.1",))
     try:
@@ -71,9 +71,10 @@ def test_local_egress_reaches_only_the_declared_hosts(tmp_path: Path, bake_cache
     assert box.egress is not None and box.egress.poll() is not None
 
 
-def test_docker_egress_reaches_only_the_declared_hosts(tmp_path: Path) -> None:
-    backend = DockerBackend(Path.home() / ".cache" / "reactbench", DEFAULT_IMAGE_MAP,
-                            ca_bundle=Path("/etc/ssl/certs/ca-certificates.crt"))
+@pytest.mark.docker
+def test_docker_egress_reaches_only_the_declared_hosts(tmp_path: Path, bake_cache: Path) -> None:
+    backend = DockerBackend(SandboxOptions(cache=bake_cache,
+                                           ca_bundle=Path("/etc/ssl/certs/ca-certificates.crt")))
     image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=1800), lambda _: None)
     box = backend.boot(image, network=False, limits=Limits(), labels={"task": "egress"},
                        egress=("127.0.0.1",))

@@ -2,30 +2,20 @@
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.sandbox.base import BakeError, ImageRecipe, Limits, Sandbox
+from pytest_reactbench.sandbox.base import BakeError, Limits
 from pytest_reactbench.sandbox.local import LocalBackend
-
-
-def recipe(tmp_path: Path, dockerfile: str, files: dict[str, str] | None = None,
-           **kwargs: object) -> ImageRecipe:
-    context = tmp_path / "ctx"
-    context.mkdir(exist_ok=True)
-    (context / "Dockerfile").write_text(dockerfile)
-    for name, text in (files or {}).items():
-        (context / name).parent.mkdir(parents=True, exist_ok=True)
-        (context / name).write_text(text)
-    return ImageRecipe("test", context / "Dockerfile", context, **kwargs)  # type: ignore[arg-type]
+from pytest_reactbench.sandbox.options import SandboxOptions
+from tests.sandbox.helpers import assert_tmp_is_usable_scratch, kill_a_bake_half_way, recipe
 
 
 @pytest.fixture
 def backend(tmp_path: Path) -> LocalBackend:
-    return LocalBackend(tmp_path / "cache", {})
+    return LocalBackend(SandboxOptions(cache=tmp_path / "cache", image_map={}))
 
 
 def test_bake_replays_steps_and_boots(tmp_path: Path, backend: LocalBackend) -> None:
@@ -191,40 +181,13 @@ def test_missing_host_tools_are_listed(tmp_path: Path, monkeypatch: pytest.Monke
         (bin_dir / tool).symlink_to(f"/usr/bin/{tool}")
     monkeypatch.setenv("PATH", str(bin_dir))
     with pytest.raises(SandboxError, match=r"missing: bwrap, node, pnpm \(on Debian: apt-get"):
-        LocalBackend(tmp_path / "cache", {})
-
-
-def kill_a_bake_half_way(backend: str, cache: Path, r: ImageRecipe) -> None:
-    """Bakes `r` on `backend` in another process, SIGKILLed during its `RUN sleep` step."""
-    cls = {"local": "LocalBackend", "docker": "DockerBackend"}[backend]
-    script = (f"from pathlib import Path\nfrom pytest_reactbench.sandbox.base import ImageRecipe\n"
-              f"from pytest_reactbench.sandbox.{backend} import {cls}\n"
-              f"from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP\n"
-              f"{cls}(Path({str(cache)!r}), DEFAULT_IMAGE_MAP).bake(ImageRecipe('t', "
-              f"Path({str(r.dockerfile)!r}), Path({str(r.context)!r})), print)\n")
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if "RUN sleep" in line:
-            break
-    time.sleep(0.5)
-    proc.kill()
-    proc.wait()
-
-
-def assert_tmp_is_usable_scratch(box: Sandbox) -> None:
-    """/tmp keeps files between commands, runs programs, takes files from the host,
-    and is the task's 64 MiB."""
-    assert box.exec("printf '#!/bin/sh\\necho ran\\n' > /tmp/tool && chmod +x /tmp/tool").ok
-    box.write_file("/tmp/from-host.txt", "put")
-    assert box.exec("/tmp/tool && cat /tmp/from-host.txt").text == "ran\nput"
-    assert "64M" in box.exec("df -h /tmp").text
+        LocalBackend(SandboxOptions(cache=tmp_path / "cache", image_map={}))
 
 
 def test_a_bake_killed_half_way_is_never_reused(tmp_path: Path) -> None:
     r = recipe(tmp_path, "FROM reactbench/system\nRUN echo one > /app/one\nRUN sleep 60\n")
     kill_a_bake_half_way("local", tmp_path / "cache", r)
-    backend = LocalBackend(tmp_path / "cache", {})
+    backend = LocalBackend(SandboxOptions(cache=tmp_path / "cache", image_map={}))
     # Only a temporary folder exists: nothing was published under the recipe's key.
     assert list(backend.images.glob("*.tmp-*"))
     assert [p for p in backend.images.iterdir() if p.is_dir() and ".tmp-" not in p.name] == []
@@ -242,3 +205,26 @@ def test_tmp_is_bounded_and_lasts_as_long_as_the_sandbox(tmp_path: Path, backend
     finally:
         box.close()
     assert holder.poll() is not None and not box.root.exists()
+
+
+@pytest.mark.parametrize(("step", "says"), [
+    ("RUN apt-get update && apt-get install -y curl", "`apt-get update` installs system packages"),
+    ("RUN corepack enable && corepack prepare yarn@1.22.22 --activate", "`corepack enable` puts"),
+    ("COPY tool /usr/local/bin/tool", "COPY /usr/local/bin/tool is outside /app"),
+    ("WORKDIR /srv/app", "WORKDIR /srv/app is outside /app"),
+    ("RUN mkdir -p /opt/ok && echo x > /usr/local/planted", "this step writes outside /app"),
+], ids=["apt-get", "corepack", "copy-usr", "workdir", "run-usr"])
+def test_steps_the_host_cannot_take_name_the_line_and_the_docker_backend(
+        tmp_path: Path, backend: LocalBackend, step: str, says: str) -> None:
+    r = recipe(tmp_path, f"FROM reactbench/system\nWORKDIR /app\n{step}\n", {"tool": "#!/bin/sh\n"})
+    with pytest.raises(BakeError) as info:
+        backend.bake(r, lambda _: None)
+    message = str(info.value)
+    assert message.startswith(f"{r.dockerfile}:3: ") and says in message
+    assert message.endswith("use --reactbench-sandbox=docker") and "\n" not in message
+
+
+def test_corepack_into_a_writable_directory_is_allowed(tmp_path: Path, backend: LocalBackend) -> None:
+    r = recipe(tmp_path, "FROM reactbench/system\nRUN mkdir -p /opt/bin && "
+                         "corepack enable --install-directory /opt/bin && test -e /opt/bin/yarn\n")
+    assert backend.bake(r, lambda _: None).cached is False

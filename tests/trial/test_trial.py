@@ -15,7 +15,7 @@ from pytest_reactbench.results import RunRecords, TrialResult, Verdict
 from pytest_reactbench.results.load import read_record
 from pytest_reactbench.sandbox.base import Image, Sandbox, SandboxError
 from pytest_reactbench.sandbox.local import LocalBackend
-from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP
+from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.tasks import Task, load_task
 from pytest_reactbench.trial import Stages, Trial, TrialOptions
 from pytest_reactbench.trial.trial import Role
@@ -24,7 +24,7 @@ from tests.conftest import write_task
 
 @pytest.fixture
 def backend(bake_cache: Path) -> Iterator[LocalBackend]:
-    backend = LocalBackend(bake_cache, DEFAULT_IMAGE_MAP)
+    backend = LocalBackend(SandboxOptions(cache=bake_cache))
     yield backend
     backend.close()
 

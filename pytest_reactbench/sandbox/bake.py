@@ -1,0 +1,247 @@
+"""The bake every backend shares: resolve each FROM (the system layer, a public image,
+its stand-in, or a user's replacement), key the recipe by a content hash of what it
+builds on and of its inputs, and build it once, under a file lock, for every process
+of the machine. A backend implements only its own steps: find a baked key, build one,
+its system layer and (if it can run them) the public images.
+
+A FROM of an image the image map covers is, by the images mode: the public image when
+the engine has it or can pull it, else its stand-in with one warning (`auto`); only
+the public image (`public`); only the stand-in (`stand-in`). Nothing is ever tagged
+under the public name: backends hand the resolved image to the build instead.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from abc import abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from pytest_reactbench.sandbox import dockerfile as df
+from pytest_reactbench.sandbox.base import (
+    Backend,
+    BakeError,
+    BaseImage,
+    Image,
+    ImageRecipe,
+    Progress,
+)
+from pytest_reactbench.sandbox.host import file_lock
+from pytest_reactbench.sandbox.options import SandboxOptions
+from pytest_reactbench.sandbox.recipes import (
+    SYSTEM_IMAGE,
+    FromRef,
+    from_refs,
+    map_image,
+    recipe_dir,
+    recipe_key,
+    strip_tag,
+)
+
+#: A FROM chain longer than this is a loop in the image map.
+MAX_DEPTH = 8
+
+
+class StandInWarning(UserWarning):
+    """A public base image could not be had: its stand-in was used (not formal)."""
+
+
+class PublicImageUnavailable(Exception):
+    """A public image is not on the engine and cannot be pulled; the text says why."""
+
+
+class NotBaked(Exception):
+    """Raised inside a look-up (`Backend.baked`) when something is not baked yet."""
+
+
+@dataclass(frozen=True)
+class Parent:
+    """A FROM of a recipe as its build sees it."""
+
+    #: The image as the Dockerfile names it (build arguments substituted).
+    name: str
+    #: What the backend builds on in its place ("" for the host's system layer).
+    use: str
+    #: What the recipe's key hashes for it: the content digest of `use`.
+    identity: str
+    #: Its provenance, its own bases included.
+    bases: tuple[BaseImage, ...]
+    #: The baked image behind `use` when this backend baked it.
+    image: Image | None = None
+
+
+def _merged(parents: Sequence[Parent]) -> tuple[BaseImage, ...]:
+    seen: dict[tuple[str, str], BaseImage] = {}
+    for parent in parents:
+        for base in parent.bases:
+            seen.setdefault((base.name, base.digest), base)
+    return tuple(seen.values())
+
+
+class BakingBackend(Backend):
+    """A backend whose images are baked from Dockerfiles by the shared template."""
+
+    #: Bumped whenever the backend's way of building changes, so old images are not reused.
+    recipe_version: str
+    #: Whether the backend can run the public images themselves (else: stand-ins only).
+    runs_public_images: bool = True
+
+    def __init__(self, options: SandboxOptions) -> None:
+        self.options = options
+        self.image_map = dict(options.image_map)
+        self.ca_bundle = options.ca_bundle
+        self.cache_dir = options.cache / self.name
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        # A recipe that failed once fails again at once in this session, rather than
+        # costing every item that needs it a full rebuild.
+        self._failed: dict[str, BakeError] = {}
+        # The stand-ins, the system layer and public images do not change during a
+        # session: each FROM is resolved (pulled, hashed, looked up) once.
+        self._parents: dict[str, Parent] = {}
+        self._warned: set[str] = set()
+
+    # -- the backend's own steps ---------------------------------------------------------
+
+    @abstractmethod
+    def find(self, key: str, recipe: ImageRecipe) -> Image | None:
+        """The image baked under `key`, if there is one."""
+
+    @abstractmethod
+    def build(self, recipe: ImageRecipe, key: str, parents: Sequence[Parent], progress: Progress,
+              deadline: float) -> Image:
+        """Build the recipe on `parents` (one per external FROM, in order) as `key`."""
+
+    @abstractmethod
+    def system_layer(self, progress: Progress, deadline: float, *, build: bool) -> Parent:
+        """The system layer (`reactbench/system`); with `build` False, look it up only
+        (raise NotBaked when it is missing)."""
+
+    def public_image(self, name: str, progress: Progress, *, pull: bool) -> Parent:
+        """The image `name` itself: on the engine already, or pulled (when `pull`);
+        raises PublicImageUnavailable saying why not."""
+        raise PublicImageUnavailable(f"the {self.name} backend cannot run images it did not bake")
+
+    def check(self, recipe: ImageRecipe, instructions: Sequence[df.Instruction]) -> None:
+        """Refuse, before anything is built, a recipe this backend cannot build."""
+
+    # -- the template -------------------------------------------------------------------
+
+    def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:
+        return self._bake(recipe, progress, time.monotonic() + recipe.timeout, 0, build=True)
+
+    def baked(self, recipe: ImageRecipe) -> Image | None:
+        try:
+            return self._bake(recipe, lambda _: None, time.monotonic() + recipe.timeout, 0, build=False)
+        except NotBaked:
+            return None
+
+    def base_image(self, name: str, progress: Progress | None, timeout: float = 3600) -> BaseImage | None:
+        """What a bake uses for `FROM name`, the images mode honoured: with `progress`,
+        pulled or baked as needed; without, looked up only (None if it is not there)."""
+        ref = FromRef(name, None, 1, name)
+        asked = ImageRecipe(name, Path(f"FROM {name}"), Path("."), timeout=timeout)
+        try:
+            parent = self._parent(ref, asked, progress or (lambda _: None), time.monotonic() + timeout, 0,
+                                  build=progress is not None)
+        except NotBaked:
+            return None
+        return parent.bases[0] if parent.bases else None
+
+    def _bake(self, recipe: ImageRecipe, progress: Progress, deadline: float, depth: int, *,
+              build: bool) -> Image:
+        if depth > MAX_DEPTH:
+            raise BakeError(f"{recipe.dockerfile}: FROM chain is too deep (a loop in the image map?)")
+        try:
+            instructions = df.parse(recipe.dockerfile)
+            refs = from_refs(recipe)
+        except df.DockerfileError as exc:
+            raise BakeError(str(exc)) from None
+        self.check(recipe, instructions)
+        parents = [self._parent(ref, recipe, progress, deadline, depth, build) for ref in refs]
+        key = recipe_key(
+            self.recipe_version,
+            *(parent.identity for parent in parents),
+            recipe.dockerfile.read_text(),
+            json.dumps(sorted(recipe.build_args.items())),
+            context=recipe.context,
+        )
+        bases = _merged(parents)
+        if key in self._failed:
+            raise self._failed[key]
+        image = self.find(key, recipe)
+        if image is None and not build:
+            raise NotBaked(recipe.name)
+        if image is None:
+            with file_lock(self.cache_dir / "locks" / f"{key}.lock"):
+                # Another process may have built it while this one waited.
+                image = self.find(key, recipe)
+                if image is None:
+                    try:
+                        built = self.build(recipe, key, parents, progress, deadline)
+                    except BakeError as exc:
+                        self._failed[key] = exc
+                        raise
+                    return replace(built, cached=False, bases=bases)
+        if build:
+            progress(f"{recipe.name}: reusing baked image {key[:12]}")
+        return replace(image, cached=True, bases=bases)
+
+    def _parent(self, ref: FromRef, recipe: ImageRecipe, progress: Progress, deadline: float,
+                depth: int, build: bool) -> Parent:
+        if not build:
+            return self._resolve(ref, recipe, progress, deadline, depth, build)
+        if ref.image not in self._parents:
+            self._parents[ref.image] = self._resolve(ref, recipe, progress, deadline, depth, build)
+        return self._parents[ref.image]
+
+    def _resolve(self, ref: FromRef, recipe: ImageRecipe, progress: Progress, deadline: float,
+                 depth: int, build: bool) -> Parent:
+        name = ref.image
+        where = f"{recipe.dockerfile}:{ref.line}"
+        mapped = map_image(name, self.image_map)
+        if mapped == SYSTEM_IMAGE:
+            return replace(self.system_layer(progress, deadline, build=build), name=name)
+        stand_in = recipe_dir(mapped)
+        if stand_in is None:
+            try:
+                parent = self.public_image(mapped, progress, pull=build)
+            except PublicImageUnavailable as exc:
+                if not build:
+                    raise NotBaked(mapped) from None
+                raise BakeError(
+                    f"{where}: FROM {mapped}: {exc}; build it, or map it with --reactbench-image-map "
+                    f"'{strip_tag(name)}=<recipe under images/ or a local image>'"
+                ) from None
+            if mapped == name:
+                return parent
+            # The user's replacement of the image the Dockerfile names.
+            return replace(parent, name=name, bases=tuple(
+                BaseImage(name, b.digest, "stand-in") if b.name == mapped else b for b in parent.bases))
+        mode = self.options.images
+        if mode != "stand-in" and self.runs_public_images:
+            try:
+                return self.public_image(name, progress, pull=build)
+            except PublicImageUnavailable as exc:
+                if mode == "public":
+                    raise BakeError(f"{where}: FROM {name}: {exc} (--reactbench-images=public: "
+                                    "no stand-in)") from None
+                if build and name not in self._warned:
+                    self._warned.add(name)
+                    line = (f"warning: {name} is not available ({exc}); using its stand-in "
+                            f"{stand_in.name} (results are not formal)")
+                    progress(line)
+                    warnings.warn(StandInWarning(f"reactbench: {line}"), stacklevel=2)
+        elif mode == "public":
+            raise BakeError(f"{where}: FROM {name}: the {self.name} backend runs stand-ins only; "
+                            "use --reactbench-sandbox=docker for the public images")
+        image = self._bake(self._stand_in_recipe(stand_in, recipe), progress, deadline, depth + 1,
+                           build=build)
+        return Parent(name, image.ref, image.digest,
+                      (BaseImage(name, image.digest, "stand-in"), *image.bases), image)
+
+    @staticmethod
+    def _stand_in_recipe(directory: Path, recipe: ImageRecipe) -> ImageRecipe:
+        return ImageRecipe(directory.name, directory / "Dockerfile", directory, timeout=recipe.timeout)

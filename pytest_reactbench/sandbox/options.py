@@ -1,0 +1,55 @@
+"""What a backend is made from: `SandboxOptions`, read by the plugin from its options
+and ini keys or by `reactbench images` from its flags."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP
+
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+
+#: Which side of the image map a bake uses for a public base image: the public image
+#: when the engine has it or can pull it, else its stand-in (`auto`); only the public
+#: image (`public`: a bake fails if it cannot be had); only the stand-in (`stand-in`).
+ImagesMode = Literal["auto", "public", "stand-in"]
+IMAGES_MODES: tuple[ImagesMode, ...] = ("auto", "public", "stand-in")
+
+
+def default_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(base) / "reactbench"
+
+
+def default_ca_bundle() -> Path | None:
+    """Bakes trust what the host trusts (a TLS-inspecting proxy's CA included)."""
+    value = os.environ.get("REACTBENCH_CA_BUNDLE")
+    if value:
+        return None if value == "none" else Path(value)
+    return HOST_CA_BUNDLE if HOST_CA_BUNDLE.is_file() else None
+
+
+def images_mode(value: str, source: str) -> ImagesMode:
+    if value not in IMAGES_MODES:
+        raise ValueError(f"{source}: {value!r} is not one of {', '.join(IMAGES_MODES)}")
+    return value
+
+
+@dataclass(frozen=True)
+class SandboxOptions:
+    """Everything a backend is made from."""
+
+    #: Where baked images, locks and build contexts live (shared by xdist workers).
+    cache: Path = field(default_factory=default_cache)
+    #: Public image name -> stand-in recipe (under images/, or a directory) or image.
+    image_map: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_IMAGE_MAP))
+    #: A CA bundle that downloads during bakes trust.
+    ca_bundle: Path | None = None
+    images: ImagesMode = "auto"
+    #: Who owns the sandboxes (host:pid by default): a later run removes those of
+    #: owners that died.
+    owner: str = ""

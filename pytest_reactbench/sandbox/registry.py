@@ -1,0 +1,44 @@
+"""The sandbox backends by name. Built-ins are listed here; another package adds one
+through the `pytest_reactbench_sandbox_backends` hook, returning `{name: factory}`
+where `factory(options)` makes the backend."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from pytest_reactbench.sandbox.base import Backend
+from pytest_reactbench.sandbox.options import SandboxOptions
+
+BackendFactory = Callable[[SandboxOptions], Backend]
+
+
+class BackendRegistryError(ValueError):
+    pass
+
+
+def _local(options: SandboxOptions) -> Backend:
+    from pytest_reactbench.sandbox.local import LocalBackend
+
+    return LocalBackend(options)
+
+
+def _docker(options: SandboxOptions) -> Backend:
+    # Imported when chosen: docker-py is only loaded by runs that use it.
+    from pytest_reactbench.sandbox.docker import DockerBackend
+
+    return DockerBackend(options)
+
+
+BUILTIN_BACKENDS: Mapping[str, BackendFactory] = {"local": _local, "docker": _docker}
+
+
+def merge_backends(registered: Iterable[Mapping[str, BackendFactory]]) -> dict[str, BackendFactory]:
+    """The hook's answers merged into one registry; a name given twice is refused
+    rather than one plugin silently replacing another's backend."""
+    merged: dict[str, BackendFactory] = {}
+    for part in registered:
+        for name, factory in part.items():
+            if name in merged and merged[name] is not factory:
+                raise BackendRegistryError(f"two plugins register the sandbox backend {name!r}")
+            merged[name] = factory
+    return merged

@@ -1,0 +1,118 @@
+"""The Sandbox contract, what every backend must do: the built-ins, and `wrapped`,
+a backend added through the hook (tests/sandbox/wrapped.py). A new backend joins
+by adding its name to BACKENDS_UNDER_TEST."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_reactbench.cli import registered_backends
+from pytest_reactbench.sandbox.base import Backend, Image, Limits, Sandbox, SandboxError
+from pytest_reactbench.sandbox.options import SandboxOptions
+from tests.reliability.faults import pids_with
+from tests.sandbox.helpers import recipe
+
+BACKENDS_UNDER_TEST = ["local", pytest.param("docker", marks=pytest.mark.docker), "wrapped"]
+
+
+@pytest.fixture(scope="module", params=BACKENDS_UNDER_TEST)
+def backend(request: pytest.FixtureRequest, bake_cache: Path) -> Iterator[Backend]:
+    # Made the way `reactbench images` and the plugin make them: through the hook.
+    factories = registered_backends(["tests.sandbox.wrapped"])
+    made = factories[request.param](SandboxOptions(cache=bake_cache))
+    yield made
+    made.close()
+
+
+@pytest.fixture(scope="module")
+def image(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> Image:
+    r = recipe(tmp_path_factory.mktemp("contract"), "FROM reactbench/system\nWORKDIR /app\n", timeout=1800)
+    return backend.bake(r, lambda _: None)
+
+
+@pytest.fixture
+def box(backend: Backend, image: Image) -> Iterator[Sandbox]:
+    sandbox = backend.boot(image, network=False, limits=Limits(), labels={"task": "contract"})
+    yield sandbox
+    sandbox.close()
+
+
+def test_exit_codes_and_streams(box: Sandbox) -> None:
+    result = box.exec("echo out; echo err >&2; exit 3")
+    assert (result.exit_code, result.stdout, result.stderr) == (3, b"out\n", b"err\n")
+    assert not result.timed_out
+    assert box.exec(["true"]).ok
+    # Killed by a signal: 128 + its number, as a shell says it.
+    assert box.exec("kill -9 $$").exit_code == 137
+
+
+def test_cwd_env_and_user(box: Sandbox) -> None:
+    assert box.exec("pwd").text == "/app\n"
+    result = box.exec('pwd; echo "$GREETING"', cwd="/tmp", env={"GREETING": "hi there"})
+    assert result.text == "/tmp\nhi there\n"
+    assert box.exec("id -u").text == "0\n"
+    assert box.exec("id -u", user="nobody").text == "65534\n"
+
+
+def test_timeout_kills_the_whole_tree(box: Sandbox) -> None:
+    # Unique durations: the processes are found from the host by their command lines.
+    first, second = (f"{300 + random.random():.6f}" for _ in range(2))
+    started = time.monotonic()
+    result = box.exec(f"(setsid sleep {first} &); sleep {second}", timeout=1)
+    assert result.timed_out and result.exit_code == 124
+    assert time.monotonic() - started < 15
+    deadline = time.monotonic() + 5
+    left = pids_with(f"sleep {first}") + pids_with(f"sleep {second}")
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = pids_with(f"sleep {first}") + pids_with(f"sleep {second}")
+    assert left == []
+    assert box.exec("echo still usable").ok
+
+
+def test_archives_round_trip(box: Sandbox) -> None:
+    box.write_file("/app/src/a.ts", "export const a = 1;\n")
+    box.write_file("/app/node_modules/x/index.js", "x")
+    data = box.get_archive("/app", exclude=["**/node_modules/**"])
+    box.put_archive("/tests/copy", data)
+    assert box.exec("cd /tests/copy && find . -type f | sort").text.split() == ["./src/a.ts"]
+    box.put_archive("/tmp/copy", data)
+    assert box.exec("cat /tmp/copy/src/a.ts").text == "export const a = 1;\n"
+    with pytest.raises(SandboxError):
+        box.get_archive("/nowhere")
+
+
+def _interfaces(box: Sandbox) -> set[str]:
+    lines = box.exec("cat /proc/net/dev").text.splitlines()[2:]
+    return {line.split(":")[0].strip() for line in lines}
+
+
+def test_network_off_and_on(backend: Backend, image: Image, box: Sandbox) -> None:
+    assert _interfaces(box) == {"lo"}
+    online = backend.boot(image, network=True, limits=Limits(), labels={"task": "contract"})
+    try:
+        assert _interfaces(online) - {"lo"}
+    finally:
+        online.close()
+
+
+def test_memory_limit_stops_a_hog(backend: Backend, image: Image) -> None:
+    limited = backend.boot(image, network=False, limits=Limits(memory_mb=128), labels={"task": "contract"})
+    try:
+        hog = limited.exec("node -e 'const a = []; for (;;) a.push(Buffer.alloc(1 << 20, 1))'", timeout=120)
+        assert hog.exit_code == 137 and not hog.timed_out, hog.error_text[-500:]
+    finally:
+        limited.close()
+
+
+def test_close_twice_and_after(backend: Backend, image: Image) -> None:
+    sandbox = backend.boot(image, network=False, limits=Limits(), labels={"task": "contract"})
+    sandbox.close()
+    sandbox.close()
+    with pytest.raises(SandboxError):
+        sandbox.exec("true")

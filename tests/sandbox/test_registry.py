@@ -1,0 +1,52 @@
+"""Backends by name: the built-ins and those added through the hook, the same for a
+test run and for `reactbench images`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_reactbench.cli import main, registered_backends
+from pytest_reactbench.sandbox.options import SandboxOptions
+from pytest_reactbench.sandbox.registry import BUILTIN_BACKENDS, BackendRegistryError, merge_backends
+from tests.conftest import write_task
+from tests.sandbox.wrapped import WrappedBackend
+
+
+def test_a_name_registered_twice_is_refused() -> None:
+    def other(options: SandboxOptions) -> WrappedBackend:
+        return WrappedBackend(options)
+
+    assert merge_backends([BUILTIN_BACKENDS, BUILTIN_BACKENDS]) == dict(BUILTIN_BACKENDS)
+    with pytest.raises(BackendRegistryError, match="two plugins register the sandbox backend 'local'"):
+        merge_backends([BUILTIN_BACKENDS, {"local": other}])
+
+
+def test_the_registry_has_the_built_ins_and_the_hooks_backends() -> None:
+    assert set(registered_backends([])) >= {"local", "docker"}
+    assert registered_backends(["tests.sandbox.wrapped"])["wrapped"] is WrappedBackend
+
+
+def test_images_lists_every_registered_backend(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    public = "ghcr.io/millionco/react-bench-base"
+    assert main(["images", "--list", "-p", "tests.sandbox.wrapped", "--cache", str(tmp_path),
+                 "--only", public]) == 0
+    out = capsys.readouterr().out
+    # Nothing is baked in an empty cache, and the listing built nothing.
+    assert "wrapped (not formal)" in out and "local (not formal)" in out
+    assert out.count(f"  {public}") >= 2 and "not baked" in out
+    assert "docker (formal)" in out or "docker: unavailable" in out
+    assert not list((tmp_path / "local" / "images").glob("*"))
+
+
+def test_images_names_an_unknown_backend(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["images", "--sandbox", "nowhere"]) == 2
+    assert "unknown backend 'nowhere'; known: docker, local" in capsys.readouterr().err
+
+
+def test_a_hook_registered_backend_runs_trials(suite: pytest.Pytester) -> None:
+    write_task(suite.path / "tasks", "t")
+    result = suite.runpytest("-p", "tests.sandbox.wrapped", "--reactbench-sandbox=wrapped",
+                             "--reactbench-agent=oracle,nop")
+    result.assert_outcomes(passed=1, failed=1)
