@@ -17,7 +17,7 @@ from pytest_reactbench.tasks import Task
 from pytest_reactbench.trial.outcome import TrialResult, Verdict
 from pytest_reactbench.verifier import (
     Grade,
-    SubmissionRefused,
+    SubmissionFailure,
     VerifierError,
     audit,
     collect,
@@ -122,8 +122,8 @@ def run_trial(
             for phase in ("test_command", "scan"):
                 if isinstance(timings.get(phase), int | float):
                     durations[phase] = float(timings[phase])
-    except SubmissionRefused as exc:
-        return finish(Verdict.FAILED, "submission", str(exc))
+    except SubmissionFailure as exc:
+        return finish(Verdict.FAILED, exc.failure, str(exc))
     except (SandboxError, VerifierError) as exc:
         return finish(Verdict.ERROR, type(exc).__name__, str(exc))
     verdict = Verdict.PASSED if graded.passed else Verdict.FAILED
