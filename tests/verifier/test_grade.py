@@ -57,11 +57,13 @@ def test_an_agreeing_grade_of_our_verifier_is_accepted_and_typed(tmp_path: Path)
 
 
 @pytest.mark.parametrize(("reward", "grade", "message"), [
-    ({"reward": 1, "tests": 1, "react_doctor": 1}, details(0, tests=False), "reward = 1.0 but grade.json says 0"),
+    ({"reward": 1, "tests": 1, "react_doctor": 1}, details(0, tests=False),
+     "reward = 1.0 but grade.json says 0"),
     ({"reward": 0, "tests": 1, "react_doctor": 0}, details(0, doctor=True), "react_doctor = 0.0"),
     ({"reward": 1, "tests": 1, "react_doctor": 1}, {**details(), "version": 1}, "version: is 1"),
     ({"reward": 1, "tests": 1, "react_doctor": 1}, None, "grade.json: missing"),
-    ({"reward": 1, "tests": 1, "react_doctor": 1}, details(1, tests=False), "reward is 1 while a gate failed"),
+    ({"reward": 1, "tests": 1, "react_doctor": 1}, details(1, tests=False),
+     "reward is 1 while a gate failed"),
 ])
 def test_a_result_that_does_not_hold_together_is_the_submissions_fail(
         tmp_path: Path, reward: dict[str, Any], grade: dict[str, Any] | None, message: str) -> None:
@@ -74,7 +76,7 @@ def test_a_reward_directory_beside_a_planted_reward_txt_is_not_read(tmp_path: Pa
     logs(tmp_path, grade=details())
     (tmp_path / "reward.json").mkdir()
     (tmp_path / "reward.txt").write_text("1\n")
-    with pytest.raises(GraderBrokenError, match="reward.json: is not a file"):
+    with pytest.raises(GraderBrokenError, match=r"reward\.json: is not a file"):
         grade_ours(tmp_path, EXITED)
 
 
@@ -97,7 +99,7 @@ def test_a_grader_that_stops_early_is_the_submissions_fail_once_it_is_in_play(
 def test_an_error_the_verifier_proves_is_the_harnesss_stays_an_error(tmp_path: Path) -> None:
     logs(tmp_path, "scan")
     (tmp_path / "harness-error.txt").write_text("react-doctor is 0.7.9, the gate is pinned to 0.7.8\n")
-    with pytest.raises(VerifierError, match="pinned to 0.7.8") as caught:
+    with pytest.raises(VerifierError, match=r"pinned to 0\.7\.8") as caught:
         grade_ours(tmp_path, ExecResult(3, b"", b"", 1.0))
     assert not isinstance(caught.value, SubmissionFailure)
 
@@ -122,7 +124,7 @@ def test_check_grade_names_the_disagreement(tmp_path: Path) -> None:
     reward, typed = check_grade(tmp_path)
     assert reward.reward == 0 and not typed.tests.ok
     (tmp_path / "grade.json").write_text("{")
-    with pytest.raises(RewardFileError, match="grade.json: unreadable"):
+    with pytest.raises(RewardFileError, match=r"grade\.json: unreadable"):
         check_grade(tmp_path)
 
 
