@@ -34,8 +34,24 @@ CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
                                   ".gitattributes", ".eslintignore", ".prettierignore", ".ignore")),
     ("environment file", (".env", ".env.*")),
     ("test file", ("*.test.*", "*.spec.*", "setupTests.*", "test-setup.*", "vitest.setup.*")),
+    # Names React Doctor scans with most rules off (stories, fixtures, mocks, benches)
+    # and configs of any tool, wherever they sit.
+    ("test-like name", ("*.stories.*", "*.story.*", "*.cy.*", "*.bench.*", "*.benchmark.*",
+                        "*.e2e.*", "*.mock.*", "*.fixture.*", "*.fixtures.*", "*.config.*",
+                        "*.conf.*")),
 )
 TEST_DIRS = ("__tests__", "__mocks__", "__verifier__")
+#: Folders React Doctor treats as tests, stories, fixtures or tooling (lower case).
+TEST_LIKE_DIRS = frozenset({
+    "test", "tests", "__test__", "__fixtures__", "fixtures", "mocks", "testutils", "test-utils",
+    "testdata", "test-data", "cypress", "playwright", "stories", "__stories__", "playground",
+    "playgrounds", "example", "examples", "demo", "demos", "sandbox", "sandboxes", "e2e",
+    "e2e-tests", "spec", "specs", "integration", "integration-tests", "__integration__", "it",
+    "benchmark", "benchmarks", "__benchmarks__", "perf", "perf-tests", "scripts", "script", "cli",
+    "bin", "tooling", "tools", "codemod", "codemods", "migration", "migrations", "generator",
+    "generators", "runbooks", "devtools", "internal-tools", "seed", "seeds", "dev-seeder",
+    "server", "servers", "worker", "workers", "lambda", "lambdas", "config", "configs",
+})
 RESOLVED_EXTENSIONS = (".mjs", ".js", ".mts", ".ts", ".jsx", ".tsx", ".json")
 SKIPPED_DIRS = ("build", "dist", "out", "coverage")
 HUGE_BYTES = 1024 * 1024
@@ -72,8 +88,15 @@ def _classify(path: str) -> str | None:
     for kind, patterns in CLASSES:
         if any(fnmatch.fnmatchcase(name, p) for p in patterns):
             return kind
-    if any(part in TEST_DIRS for part in path.split("/")[:-1]):
+    folders = path.split("/")[:-1]
+    if any(part in TEST_DIRS for part in folders):
         return "test file"
+    # The app's own top-level folders (an e2e/ beside src/) are not the scanner's
+    # concern; below a source folder they are.
+    if any(part.lower() in TEST_LIKE_DIRS for part in folders[1:]):
+        return "test-like folder"
+    if any(ord(ch) < 0x20 or ch == "\x7f" or "\udc80" <= ch <= "\udcff" for ch in path):
+        return "unhandleable name"
     return None
 
 
