@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -482,3 +483,23 @@ def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: 
     assert verdicts["invisible-reset"]["reactbench.gate.tests"] == "0"
     weak = failing(verdicts["weak-checks-profile"])
     assert "stops its timer when it unmounts" in weak and "keeps each tag on its own element" in weak, weak
+
+
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_a_submission_that_outlasts_the_scan_is_the_agents_fail(tmp_path: Path, backend: str) -> None:
+    # The shipped counter with a scan limit any changed tree outlasts: what the
+    # submission's files do to the scan is the submission's, never an error.
+    task = tmp_path / "slow-scan"
+    shutil.copytree(ROOT / "tasks" / "counter-reset", task)
+    config_path = task / "tests" / "config.json"
+    config = json.loads(config_path.read_text())
+    config["rd"]["timeout_sec"] = 1
+    config_path.write_text(json.dumps(config))
+    many = SOLVE + "\nfor i in $(seq 300); do echo \"export const v$i = $i;\" > /app/src/m$i.ts; done"
+    (tmp_path / "run").mkdir()
+    verdicts, out = run_attacks(tmp_path / "run", ["many-files"], f"--reactbench-sandbox={backend}",
+                                scripts={"many-files": many}, tasks=(str(task),))
+    props = verdicts["many-files"]
+    assert props["reactbench.verdict"] == "failed", out[-4000:]
+    assert grade_json(props)["failure"] == {
+        "phase": "scan", "reason": "the React Doctor scan did not finish within rd.timeout_sec = 1 s"}

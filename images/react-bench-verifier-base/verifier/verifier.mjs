@@ -171,8 +171,9 @@ function readConfig() {
 function scan(config, { afterSubmission = false } = {}) {
   // After the submission, whatever breaks the scan came from its files: the agent's.
   const Failure = afterSubmission ? SubmissionFailure : HarnessError;
-  // timeout(1) kills the whole process group: React Doctor and its linters.
-  const limit = String(config.rd.timeout_sec);
+  // timeout(1) kills the whole process group: React Doctor and its linters. The
+  // baseline at bake time has the bake's own limit.
+  const limit = String(afterSubmission ? config.rd.timeout_sec : 1800);
   const result = run("timeout", ["-s", "KILL", limit, "react-doctor", ...RD_FLAGS, config.rd.scan_root], {
     cwd: config.rd.scan_root,
     // The lint cache is keyed by file content: the one baked with the baseline
