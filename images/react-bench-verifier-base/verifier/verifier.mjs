@@ -108,9 +108,10 @@ const TEST_LIKE_DIRS = new Set([
 const TEST_LIKE_NAME =
   /\.(test|spec|cy|stories|story|bench|benchmark|e2e|e2e-spec|integration-spec|int-spec|integration-test|mock|fixture|fixtures)\.|^setup[-_]?(tests?|vitest|jest)\.|\.conf(ig)?\.[cm]?[jt]sx?$/i;
 // Files that configure the bundler, TypeScript or the package manager for the
-// folder they sit in: never a source, wherever they are.
+// folder they sit in, and type declarations (they can loosen the type check): never
+// a source, wherever they are. Dotfiles (`.babelrc`, `.npmrc`) are refused as such.
 const CONFIG_NAME =
-  /^(package\.json|package-lock\.json|pnpm-lock\.yaml|pnpm-workspace\.yaml|yarn\.lock|bun\.lockb?|bunfig\.toml|deno\.jsonc?|[tj]sconfig(\..*)?\.json|babel\.config\..*|[^/]*rc|[^/]*rc\.(json|js|cjs|mjs|ya?ml|toml)|[^/]*\.config\.[^/]*|[^/]*\.d\.[cm]?ts)$/i;
+  /^(package\.json|package-lock\.json|pnpm-lock\.yaml|pnpm-workspace\.yaml|yarn\.lock|bun\.lockb?|bunfig\.toml|deno\.jsonc?|[tj]sconfig(\..*)?\.json|babel\.config\..*|[^/]*\.config\.[^/]*|[^/]*\.d\.[cm]?ts)$/i;
 
 // An error of the harness, proven independent of the submission: no reward, exit 3.
 class HarnessError extends Error {}
