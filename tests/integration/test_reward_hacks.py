@@ -211,7 +211,8 @@ def run_attacks(tmp_path: Path, agents: list[str], *extra: str,
          f"--reactbench-agent={','.join(agents)}", f"--reactbench-records={tmp_path / 'records'}",
          f"--junitxml={xml}", f"--rootdir={tmp_path}", *extra, *(str(ROOT / "tasks" / t) for t in tasks)],
         cwd=tmp_path, capture_output=True, text=True, timeout=1800,
-        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        # This checkout's plugin (and images) whatever is installed, beside the attacks.
+        env={**os.environ, "PYTHONPATH": os.pathsep.join((str(tmp_path), str(ROOT)))},
     )
     assert xml.exists(), proc.stdout + proc.stderr
     verdicts = {}
