@@ -117,14 +117,19 @@ class ReactDoctorConfig(_Model):
     scan_root: str = "/app"
     mode: Literal["gate", "health"] = "gate"
     targets: list[str] = Field(default_factory=list)
+    #: The scan of the submission's own limit: outlasting it is the agent's fail.
+    timeout_sec: float = _timeout(120.0)
 
 
 class TestCommand(_Model):
     __test__ = False  # not a pytest test class
     cmd: str
     cwd: str | None = None
+    timeout_sec: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_SEC)
     #: Run after `cmd`, in a fresh room, with the e2e specs copied in only then.
     e2e_cmd: str | None = None
+    #: The folder of tests/specs that holds the e2e specs.
+    e2e_specs: str = "e2e"
     #: Every hidden test the gate expects, by spec file (relative to /app) and
     #: title path ("describe > test"); a skipped or missing one fails.
     expected: dict[str, list[str]] = Field(default_factory=dict)
@@ -138,6 +143,9 @@ class TestsConfig(_Model):
     rd: ReactDoctorConfig = Field(default_factory=ReactDoctorConfig)
     test: TestCommand
     verifier_timeout_sec: float | None = None
+    sources: list[str] = Field(default_factory=lambda: ["src"])
+    #: Test-like folders under the source roots the submission may change.
+    test_like_allowed: list[str] = Field(default_factory=list)
 
 
 class Reward(_Model):
