@@ -58,11 +58,21 @@ HUGE_BYTES = 1024 * 1024
 MINIFIED_LINE = 1000
 
 
+def printable(path: str) -> str:
+    """A path as text that any report can carry: bytes that are not UTF-8 (kept by
+    tarfile as surrogates) and control characters written as escapes."""
+    text = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
 @dataclass(frozen=True)
 class Finding:
     path: str
     kind: str
     detail: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", printable(self.path))
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.path}" + (f" ({self.detail})" if self.detail else "")

@@ -78,8 +78,8 @@ def test_each_class_is_found() -> None:
         "src/stories/Ticker.tsx": "test-like folder",
         "src/fixtures/data.ts": "test-like folder",
         "src/vite.config.ts": "build or test config",
-        "src/new\nline.tsx": "unhandleable name",
-        "src/bad\udcffname.tsx": "unhandleable name",
+        "src/new\\nline.tsx": "unhandleable name",
+        "src/bad\\xffname.tsx": "unhandleable name",
     }
 
 
