@@ -272,10 +272,10 @@ def test_strict_mode_fails_flagged_submissions_before_grading(tmp_path: Path) ->
 # their payload in a module the counter imports (`src/payload.ts`), which runs it
 # only under Node (the test runner) so that the production build stays intact.
 
-def counter_importing_payload(reset: bool = False, payload: str = "") -> str:
-    """The counter (with the Reset button when `reset`), importing `./payload`."""
-    button = ('      <button type="button" onClick={() => setCount(0)} disabled={count === 0}>\n'
-              "        Reset\n      </button>\n") if reset else ""
+def counter_importing_payload(reset_when: str = "", payload: str = "") -> str:
+    """The counter importing `./payload`, with the Reset button when `reset_when` holds."""
+    button = (f'      {{{reset_when} && <button type="button" onClick={{() => setCount(0)}} '
+              "disabled={count === 0}>Reset</button>}\n") if reset_when else ""
     return (
         "cat > /app/src/payload.ts <<'TS'\n"
         "const node = (globalThis as any).process?.getBuiltinModule?.bind((globalThis as any).process);\n"
@@ -334,9 +334,10 @@ import { beforeEach } from "vitest";
 beforeEach((context) => context.skip());
 TS
 """,
-    # 2. A daemon outlives the unit tests: it forges the runners' reports and plants
-    # e2e specs until the grader reads them.
-    "daemon-forges-the-reports": counter_importing_payload(payload=f"""
+    # 2. A daemon outlives the unit tests (which pass: the Reset exists under jsdom): it
+    # forges the runners' reports and plants e2e specs until the grader reads them.
+    "daemon-forges-the-reports": counter_importing_payload(
+        reset_when='navigator.userAgent.includes("jsdom")', payload=f"""
   const {{ spawn }} = node("node:child_process");
   const script = `while :; do
     for d in "$REACTBENCH_REPORTS" /tmp/reactbench-room/reports; do printf '%s' '{FORGED_VITEST}' > "$d/vitest.json"; done
@@ -456,8 +457,9 @@ def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: 
     for name in ("runner-skips-and-rewrites-e2e", "daemon-forges-the-reports"):
         assert "e2e/counter.spec.ts > resets the counter in the real app" in failing(verdicts[name]) or (
             "the e2e tests never ran" in failing(verdicts[name])), (name, failing(verdicts[name]))
-    assert "e2e/counter.spec.ts > resets the counter in the real app (failed)" in failing(
-        verdicts["daemon-forges-the-reports"])
+    # The unit phase passed on its own; the e2e spec that ran was the hidden one.
+    assert failing(verdicts["daemon-forges-the-reports"]).splitlines()[0] == (
+        "e2e/counter.spec.ts > resets the counter in the real app (failed)")
     # 3. The unit specs saw the feature; the browser, like a user, did not.
     for name in ("automation-only-reset", "runner-only-reset"):
         lines = failing(verdicts[name]).splitlines()
