@@ -4,6 +4,8 @@ from pytest_reactbench.tasks.load import Task, TaskError, find_tasks, load_task
 from pytest_reactbench.tasks.models import (
     Artifact,
     EnvironmentConfig,
+    GradeDetails,
+    GraderProgress,
     Reward,
     TaskConfig,
     TestsConfig,
@@ -12,6 +14,8 @@ from pytest_reactbench.tasks.models import (
 __all__ = [
     "Artifact",
     "EnvironmentConfig",
+    "GradeDetails",
+    "GraderProgress",
     "Reward",
     "Task",
     "TaskConfig",

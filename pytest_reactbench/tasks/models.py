@@ -1,4 +1,5 @@
-"""pydantic models of the files a task is made of: task.toml, tests/config.json, reward.json."""
+"""pydantic models of the files a task is made of: task.toml, tests/config.json, and what
+our verifier writes: reward.json, grade.json, progress.json."""
 
 from __future__ import annotations
 
@@ -125,12 +126,22 @@ class ReactDoctorConfig(_Model):
     scan_root: str = "/app"
     mode: Literal["gate", "health"] = "gate"
     targets: list[str] = Field(default_factory=list)
+    #: The scan of the submission's own limit: outlasting it is the agent's fail.
+    timeout_sec: float = _timeout(120.0)
 
 
 class TestCommand(_Model):
     __test__ = False  # not a pytest test class
     cmd: str
     cwd: str | None = None
+    timeout_sec: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_SEC)
+    #: Run after `cmd`, in a fresh room, with the e2e specs copied in only then.
+    e2e_cmd: str | None = None
+    #: The folder of tests/specs that holds the e2e specs.
+    e2e_specs: str = "e2e"
+    #: Every hidden test the gate expects, by spec file (relative to /app) and
+    #: title path ("describe > test"); a skipped or missing one fails.
+    expected: dict[str, list[str]] = Field(default_factory=dict)
 
 
 class TestsConfig(_Model):
@@ -141,6 +152,9 @@ class TestsConfig(_Model):
     rd: ReactDoctorConfig = Field(default_factory=ReactDoctorConfig)
     test: TestCommand
     verifier_timeout_sec: float | None = None
+    sources: list[str] = Field(default_factory=lambda: ["src"])
+    #: Test-like folders under the source roots the submission may change.
+    test_like_allowed: list[str] = Field(default_factory=list)
 
 
 class Reward(_Model):
@@ -159,3 +173,97 @@ class Reward(_Model):
         if self.reward >= 1 and any(g < 1 for g in gates):
             raise ValueError("reward is 1 while a gate failed (tests or react_doctor is 0)")
         return self
+
+
+class TestPhase(_Model):
+    __test__ = False  # not a pytest test class
+    name: str
+    exit_code: int | None = None
+    timed_out: bool = False
+    seconds: float | None = None
+
+
+class TestsGate(_Model):
+    """grade.json `tests`: the hidden tests' gate."""
+
+    __test__ = False  # not a pytest test class
+    ok: bool
+    exit_code: int | None = None
+    timed_out: bool = False
+    expected: int = 0
+    phases: list[TestPhase] = Field(default_factory=list)
+    failing: list[str] = Field(default_factory=list)
+
+
+class DoctorFinding(_Model):
+    rule: str
+    file: str
+    line: int | None = None
+    title: str = ""
+    message: str = ""
+    category: str = ""
+    count: str = ""
+
+
+class DoctorGate(_Model):
+    """grade.json `react_doctor`: new findings against the baseline, targets left."""
+
+    ok: bool
+    new: list[DoctorFinding] = Field(default_factory=list)
+    fixed_targets: list[str] = Field(default_factory=list)
+    remaining_targets: list[str] = Field(default_factory=list)
+    unscanned: list[str] = Field(default_factory=list)
+
+
+class RefusedPath(_Model):
+    path: str
+    reason: str
+
+
+class GradedSubmission(_Model):
+    refused: list[RefusedPath] = Field(default_factory=list)
+    changed: list[str] = Field(default_factory=list)
+
+
+class GradeFailure(_Model):
+    """Why grading stopped early: the submission broke it during `phase`."""
+
+    phase: str
+    reason: str
+
+
+#: The grade.json format our verifier writes and the harness accepts.
+GRADE_VERSION = 2
+
+
+class GradeDetails(_Model):
+    """/logs/verifier/grade.json, written by our verifier beside reward.json."""
+
+    version: int
+    reward: float = Field(ge=0, le=1)
+    tests: TestsGate
+    react_doctor: DoctorGate
+    submission: GradedSubmission = Field(default_factory=GradedSubmission)
+    timings: dict[str, float] = Field(default_factory=dict)
+    failure: GradeFailure | None = None
+
+    @field_validator("version")
+    @classmethod
+    def _known(cls, value: int) -> int:
+        if value != GRADE_VERSION:
+            raise ValueError(f"is {value}; this harness reads version {GRADE_VERSION}")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GradeDetails:
+        if self.reward >= 1 and not (self.tests.ok and self.react_doctor.ok and self.failure is None):
+            raise ValueError("reward is 1 while a gate failed or grading stopped early")
+        return self
+
+
+class GraderProgress(_Model):
+    """/logs/verifier/progress.json: how far our verifier got (`phase`)."""
+
+    grader: Literal["reactbench-verifier"]
+    version: int
+    phase: str

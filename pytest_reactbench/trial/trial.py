@@ -38,7 +38,7 @@ from pytest_reactbench.sandbox.base import (
 from pytest_reactbench.tasks import EnvironmentConfig, Task
 from pytest_reactbench.verifier import (
     Grade,
-    SubmissionRefused,
+    SubmissionFailure,
     VerifierError,
     audit,
     collect,
@@ -151,26 +151,24 @@ def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
 
 
 def _grade_fields(graded: Grade) -> dict[str, Any]:
-    """What the failure screen, JUnit and the report show of our verifier's grade.json."""
-    def section(name: str) -> dict[str, Any]:
-        value = graded.details.get(name)
-        return value if isinstance(value, dict) else {}
-
-    tests, doctor, submission = section("tests"), section("react_doctor"), section("submission")
-    return {
-        "reward": graded.reward.reward,
-        "gates": {gate: graded.gate(gate.value) for gate in Gate},
-        "failing_specs": [str(s) for s in tests.get("failing") or []],
-        "findings": [Finding(rule=str(f.get("rule", "?")), file=str(f.get("file", "?")),
-                             line=f.get("line") if isinstance(f.get("line"), int) else None,
-                             message=str(f.get("title") or f.get("message") or ""))
-                     for f in doctor.get("new") or [] if isinstance(f, dict)],
-        "remaining_targets": [str(t) for t in doctor.get("remaining_targets") or []],
-        "unscanned": [str(t) for t in doctor.get("unscanned") or []],
-        "doctor_reason": str(doctor.get("reason") or ""),
-        "refused": [Refusal(path=str(r.get("path")), reason=str(r.get("reason")))
-                    for r in submission.get("refused") or [] if isinstance(r, dict)],
-    }
+    """What the failure screen, JUnit and the report show of a grade: the reward and
+    gates, and from our verifier's typed grade.json the reasons behind them."""
+    fields: dict[str, Any] = {"reward": graded.reward.reward,
+                              "gates": {gate: graded.gate(gate.value) for gate in Gate}}
+    report = graded.details
+    if report is None:  # a grader of the task's own: reward.json is all there is
+        return fields
+    doctor = report.react_doctor
+    fields.update(
+        failing_specs=report.tests.failing,
+        findings=[Finding(rule=f.rule, file=f.file, line=f.line, message=f.title or f.message)
+                  for f in doctor.new],
+        remaining_targets=doctor.remaining_targets,
+        unscanned=doctor.unscanned,
+        refused=[Refusal(path=r.path, reason=r.reason) for r in report.submission.refused],
+        doctor_reason=report.failure.reason if report.failure else "",
+    )
+    return fields
 
 
 class Trial:
@@ -312,16 +310,16 @@ class Trial:
             with _timed(durations, "verify", record):
                 graded = grade(verifier, transfers, task.config.verifier.timeout_sec,
                                record.path / "verifier")
-        except SubmissionRefused as exc:
-            return finish(Verdict.FAILED, "submission", str(exc))
+        except SubmissionFailure as exc:
+            # The submission broke the grading once its code or files were in play.
+            return finish(Verdict.FAILED, exc.failure, str(exc))
         except (SandboxError, VerifierError) as exc:
             return finish(Verdict.ERROR, type(exc).__name__, str(exc))
-        # Our verifier times its parts: the task's test command and the React Doctor scan.
-        timings = graded.details.get("timings")
-        if isinstance(timings, dict):
+        if graded.details is not None:
+            # Our verifier times its parts: the task's test command and the React Doctor scan.
             for phase in ("test_command", "scan"):
-                if isinstance(timings.get(phase), int | float):
-                    durations[phase] = float(timings[phase])
+                if phase in graded.details.timings:
+                    durations[phase] = graded.details.timings[phase]
         fields = _grade_fields(graded)
         test_log = record.path / "verifier" / "test-stdout.txt"
         if test_log.is_file():

@@ -1,7 +1,7 @@
-"""The verifier: artifact transfer, running test.sh, reading rewards and gates."""
+"""The verifier: artifact transfer, running test.sh, reading rewards and gates, and
+who failed (`failures`: the submission's or the harness's)."""
 
 from pytest_reactbench.verifier.artifacts import (
-    SubmissionRefused,
     Transfer,
     collect,
     deliver,
@@ -9,33 +9,44 @@ from pytest_reactbench.verifier.artifacts import (
     sanitize,
 )
 from pytest_reactbench.verifier.audit import Finding, audit, parse_index
-from pytest_reactbench.verifier.grade import (
-    Grade,
+from pytest_reactbench.verifier.failures import (
+    GraderBrokenError,
     RewardFileError,
     RewardFileNotFoundError,
+    SubmissionFailure,
+    SubmissionRefused,
     VerifierError,
     VerifierKilledError,
     VerifierTimeoutError,
+)
+from pytest_reactbench.verifier.grade import (
+    Grade,
+    check_grade,
     grade,
+    read_progress,
     read_reward,
 )
 
 __all__ = [
     "Finding",
     "Grade",
+    "GraderBrokenError",
     "RewardFileError",
     "RewardFileNotFoundError",
+    "SubmissionFailure",
     "SubmissionRefused",
     "Transfer",
     "VerifierError",
     "VerifierKilledError",
     "VerifierTimeoutError",
     "audit",
+    "check_grade",
     "collect",
     "deliver",
     "excluded",
     "grade",
     "parse_index",
+    "read_progress",
     "read_reward",
     "sanitize",
 ]

@@ -11,13 +11,10 @@ from dataclasses import dataclass, field
 
 from pytest_reactbench.sandbox.base import Sandbox, SandboxError
 from pytest_reactbench.tasks import Artifact
+from pytest_reactbench.verifier.failures import SubmissionRefused
 
 #: The most a submission may carry to the verifier (after the excludes).
 MAX_SUBMISSION_BYTES = 128 * 1024 * 1024
-
-
-class SubmissionRefused(Exception):
-    """The agent's submission cannot be graded as it is: the agent's failure."""
 
 
 @dataclass

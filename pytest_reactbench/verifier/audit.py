@@ -34,12 +34,35 @@ CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
                                   ".gitattributes", ".eslintignore", ".prettierignore", ".ignore")),
     ("environment file", (".env", ".env.*")),
     ("test file", ("*.test.*", "*.spec.*", "setupTests.*", "test-setup.*", "vitest.setup.*")),
+    # Names React Doctor scans with most rules off (stories, fixtures, mocks, benches)
+    # and configs of any tool, wherever they sit.
+    ("test-like name", ("*.stories.*", "*.story.*", "*.cy.*", "*.bench.*", "*.benchmark.*",
+                        "*.e2e.*", "*.mock.*", "*.fixture.*", "*.fixtures.*", "*.config.*",
+                        "*.conf.*")),
 )
 TEST_DIRS = ("__tests__", "__mocks__", "__verifier__")
+#: Folders React Doctor treats as tests, stories, fixtures or tooling (lower case).
+TEST_LIKE_DIRS = frozenset({
+    "test", "tests", "__test__", "__fixtures__", "fixtures", "mocks", "testutils", "test-utils",
+    "testdata", "test-data", "cypress", "playwright", "stories", "__stories__", "playground",
+    "playgrounds", "example", "examples", "demo", "demos", "sandbox", "sandboxes", "e2e",
+    "e2e-tests", "spec", "specs", "integration", "integration-tests", "__integration__", "it",
+    "benchmark", "benchmarks", "__benchmarks__", "perf", "perf-tests", "scripts", "script", "cli",
+    "bin", "tooling", "tools", "codemod", "codemods", "migration", "migrations", "generator",
+    "generators", "runbooks", "devtools", "internal-tools", "seed", "seeds", "dev-seeder",
+    "server", "servers", "worker", "workers", "lambda", "lambdas", "config", "configs",
+})
 RESOLVED_EXTENSIONS = (".mjs", ".js", ".mts", ".ts", ".jsx", ".tsx", ".json")
 SKIPPED_DIRS = ("build", "dist", "out", "coverage")
 HUGE_BYTES = 1024 * 1024
 MINIFIED_LINE = 1000
+
+
+def printable(path: str) -> str:
+    """A path as text that any report can carry: bytes that are not UTF-8 (kept by
+    tarfile as surrogates) and control characters written as escapes."""
+    text = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
 @dataclass(frozen=True)
@@ -47,6 +70,9 @@ class Finding:
     path: str
     kind: str
     detail: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", printable(self.path))
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.path}" + (f" ({self.detail})" if self.detail else "")
@@ -72,8 +98,15 @@ def _classify(path: str) -> str | None:
     for kind, patterns in CLASSES:
         if any(fnmatch.fnmatchcase(name, p) for p in patterns):
             return kind
-    if any(part in TEST_DIRS for part in path.split("/")[:-1]):
+    folders = path.split("/")[:-1]
+    if any(part in TEST_DIRS for part in folders):
         return "test file"
+    # The app's own top-level folders (an e2e/ beside src/) are not the scanner's
+    # concern; below a source folder they are.
+    if any(part.lower() in TEST_LIKE_DIRS for part in folders[1:]):
+        return "test-like folder"
+    if any(ord(ch) < 0x20 or ch == "\x7f" or "\udc80" <= ch <= "\udcff" for ch in path):
+        return "unhandleable name"
     return None
 
 

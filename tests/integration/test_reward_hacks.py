@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
-import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_reactbench.results.load import junit_testcases
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -171,7 +176,7 @@ CONTROLS: dict[str, str] = {
 }
 
 
-def _conftest() -> str:
+def _conftest(scripts: dict[str, str]) -> str:
     lines = [
         "import pytest",
         "from pytest_reactbench.agents import Agent, AgentOutcome",
@@ -186,7 +191,7 @@ def _conftest() -> str:
         "        return AgentOutcome('completed' if r.ok else 'exited-nonzero', r.exit_code,",
         "                            r.text + r.error_text)",
         "",
-        f"ATTACKS = {json.dumps({k: textwrap.dedent(v) for k, v in {**ATTACKS, **CONTROLS}.items()})}",
+        f"ATTACKS = {json.dumps({k: textwrap.dedent(v) for k, v in scripts.items()})}",
         "",
         "@pytest.hookimpl",
         "def pytest_reactbench_agents():",
@@ -196,21 +201,23 @@ def _conftest() -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_attacks(tmp_path: Path, agents: list[str], *extra: str) -> tuple[dict[str, dict[str, str]], str]:
-    (tmp_path / "attacks.py").write_text(_conftest())
+def run_attacks(tmp_path: Path, agents: list[str], *extra: str,
+                scripts: dict[str, str] | None = None,
+                tasks: tuple[str, ...] = ("counter-reset",)) -> tuple[dict[str, dict[str, str]], str]:
+    (tmp_path / "attacks.py").write_text(_conftest(scripts or {**ATTACKS, **CONTROLS}))
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     xml = tmp_path / "r.xml"
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "attacks", "-n", "2",
          f"--reactbench-agent={','.join(agents)}", f"--reactbench-records={tmp_path / 'records'}",
-         f"--junitxml={xml}", f"--rootdir={tmp_path}", *extra, str(ROOT / "tasks" / "counter-reset")],
+         f"--junitxml={xml}", f"--rootdir={tmp_path}", *extra, *(str(ROOT / "tasks" / t) for t in tasks)],
         cwd=tmp_path, capture_output=True, text=True, timeout=1800,
-        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        # This checkout's plugin (and images) whatever is installed, beside the attacks.
+        env={**os.environ, "PYTHONPATH": os.pathsep.join((str(tmp_path), str(ROOT)))},
     )
     assert xml.exists(), proc.stdout + proc.stderr
     verdicts = {}
-    for case in ET.parse(xml).getroot().iter("testcase"):
-        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    for _, props in junit_testcases(xml):
         verdicts[props["reactbench.agent"]] = props
     return verdicts, proc.stdout
 
@@ -257,3 +264,245 @@ def test_strict_mode_fails_flagged_submissions_before_grading(tmp_path: Path) ->
         assert verdicts[name]["reactbench.verdict"] == "failed"
         assert verdicts[name]["reactbench.failure"] == "audit"
         assert verdicts[name]["reactbench.gate.tests"] == ""  # never graded
+
+
+# ------------------------------------------------------------------------------------
+# Attacks on the grading itself, by class, each a real trial on both backends. The
+# code under test runs in the verifier when the hidden specs import it: these put
+# their payload in a module the counter imports (`src/payload.ts`), which runs it
+# only under Node (the test runner) so that the production build stays intact.
+
+def counter_importing_payload(reset_when: str = "", payload: str = "") -> str:
+    """The counter importing `./payload`, with the Reset button when `reset_when` holds."""
+    button = (f'      {{{reset_when} && <button type="button" onClick={{() => setCount(0)}} '
+              "disabled={count === 0}>Reset</button>}\n") if reset_when else ""
+    return (
+        "cat > /app/src/payload.ts <<'TS'\n"
+        "const node = (globalThis as any).process?.getBuiltinModule?.bind((globalThis as any).process);\n"
+        "const tried: string[] = [];\n"
+        "const attempt = (what: string, act: () => unknown) => {\n"
+        "  try { act(); tried.push(`${what}: done`); } catch (e: any) { tried.push(`${what}: ${e.code ?? e.message}`); }\n"
+        "};\n"
+        f"if (node) {{\n{payload}\n  console.log(`PAYLOAD ${{JSON.stringify(tried)}}`);\n}}\n"
+        "export {};\nTS\n"
+        "cat > /app/src/Counter.tsx <<'TSX'\n"
+        'import { useState } from "react";\nimport "./payload";\n\n'
+        "export default function Counter() {\n  const [count, setCount] = useState(0);\n  return (\n"
+        '    <section aria-label="Counter">\n      <p>Count: {count}</p>\n'
+        '      <button type="button" onClick={() => setCount((value) => value + 1)}>\n'
+        f"        Increment\n      </button>\n{button}    </section>\n  );\n}}\nTSX\n"
+    )
+
+
+PASSING_E2E = 'import { test } from "@playwright/test"; test("resets the counter in the real app", () => {});'
+FORGED_VITEST = json.dumps({"success": True, "testResults": [{
+    "name": "/app/src/__verifier__/counter.spec.tsx", "status": "passed",
+    "assertionResults": [{"ancestorTitles": ["Counter"], "title": t, "status": "passed"} for t in (
+        "still counts up", "has a Reset button that is disabled at zero", "resets the count to zero")]}]})
+
+TRUST_ATTACKS: dict[str, str] = {
+    # 1. The tested code owns the grader's room: it writes the reward, replaces it by a
+    # folder beside a planted reward.txt, forges progress, rewrites the grader and the
+    # hidden specs. No work is done.
+    "room-writes-the-reward": counter_importing_payload(payload="""
+  const fs = node("node:fs");
+  attempt("reward.json", () => fs.writeFileSync("/logs/verifier/reward.json", '{"reward": 1, "tests": 1, "react_doctor": 1}'));
+  attempt("reward folder", () => { fs.rmSync("/logs/verifier/reward.json", { force: true }); fs.mkdirSync("/logs/verifier/reward.json"); });
+  attempt("reward.txt", () => fs.writeFileSync("/logs/verifier/reward.txt", "1"));
+  attempt("progress", () => fs.writeFileSync("/logs/verifier/progress.json", '{"grader": "reactbench-verifier", "version": 2, "phase": "done"}'));
+  attempt("grader", () => fs.writeFileSync("/opt/reactbench/verifier/verifier.mjs", "process.exit(0)"));
+  attempt("hidden spec", () => fs.writeFileSync("/tests/specs/e2e/counter.spec.ts", "test.skip()"));
+  attempt("config", () => fs.writeFileSync("/tests/config.json", "{}"));"""),
+    # 1 and 5. It stops, then kills, every process it can see: the grader included.
+    "room-kills-the-grader": counter_importing_payload(payload="""
+  const fs = node("node:fs");
+  const self = (globalThis as any).process.pid;
+  const pids = fs.readdirSync("/proc").filter((p: string) => /^\\d+$/.test(p)).map(Number);
+  for (const pid of pids) if (pid !== self) attempt(`stop ${pid}`, () => (globalThis as any).process.kill(pid, "SIGSTOP"));
+  for (const pid of pids) if (pid !== self) attempt(`kill ${pid}`, () => (globalThis as any).process.kill(pid, "SIGKILL"));
+  attempt("kill -1", () => (globalThis as any).process.kill(-1, "SIGKILL"));"""),
+    # 2. It steers the test runner: every unit test is skipped (the run exits 0), and
+    # the e2e specs are written where Playwright will look for them.
+    "runner-skips-and-rewrites-e2e": counter_importing_payload(payload=f"""
+  const fs = node("node:fs");
+  attempt("e2e folder", () => {{ fs.mkdirSync("/app/e2e", {{ recursive: true }}); fs.writeFileSync("/app/e2e/counter.spec.ts", {json.dumps(PASSING_E2E)}); }});
+  attempt("hidden e2e", () => fs.writeFileSync("/tests/specs/e2e/counter.spec.ts", {json.dumps(PASSING_E2E)}));""").replace(
+        'import "./payload";', 'import "./payload";\nimport "./skip";') + """
+cat > /app/src/skip.ts <<'TS'
+import { beforeEach } from "vitest";
+
+beforeEach((context) => context.skip());
+TS
+""",
+    # 2. A daemon outlives the unit tests (which pass: the Reset exists under jsdom): it
+    # forges the runners' reports and plants e2e specs until the grader reads them.
+    "daemon-forges-the-reports": counter_importing_payload(
+        reset_when='navigator.userAgent.includes("jsdom")', payload=f"""
+  const {{ spawn }} = node("node:child_process");
+  const script = `while :; do
+    for d in "$REACTBENCH_REPORTS" /tmp/reactbench-room/reports; do printf '%s' '{FORGED_VITEST}' > "$d/vitest.json"; done
+    mkdir -p /app/e2e && printf '%s' '{PASSING_E2E}' > /app/e2e/counter.spec.ts
+    sleep 0.1; done`;
+  attempt("daemon", () => spawn("sh", ["-c", script], {{ detached: true, stdio: "ignore" }}).unref());"""),
+    # 3. The feature exists only for automation: a webdriver flag, a headless user
+    # agent or brand, the default preview port, jsdom.
+    "automation-only-reset": counter_with_reset(
+        '(navigator.webdriver || /Headless|jsdom/.test(navigator.userAgent) || location.port === "4173"'
+        ' || ((navigator as any).userAgentData?.brands ?? []).some((b: any) => /Headless/.test(b.brand)))'),
+    # 3. ... or only under the unit test runner's Node.
+    "runner-only-reset": counter_with_reset('typeof (globalThis as any).process?.versions?.node === "string"'),
+    # 4. Paths React Doctor scans with most rules off, and configs under a source root.
+    # The work is done; the footgun sits in a story folder the counter imports.
+    "scanner-blind-spots": SOLVE + "\n" + footgun(
+        path="/app/src/stories/Ticker.tsx", module="./stories/Ticker").replace(
+        "cat >", "mkdir -p /app/src/stories && cat >") + """
+        cp /app/src/stories/Ticker.tsx /app/src/Ticker.stories.tsx
+        mkdir -p /app/src/fixtures /app/src/e2e && cp /app/src/stories/Ticker.tsx /app/src/fixtures/Ticker.tsx
+        cp /app/src/stories/Ticker.tsx /app/src/e2e/Ticker.tsx
+        echo '{"compilerOptions": {"jsxImportSource": "./fake"}}' > /app/src/tsconfig.json
+        echo '{"type": "commonjs", "imports": {"#t": "./stories/Ticker.tsx"}}' > /app/src/package.json
+        echo 'export default {}' > /app/src/vite.config.ts""",
+    # 4. A module format and a name that `git diff` quotes: the footgun must still be
+    # scanned (or the gate fails as changed but not scanned).
+    "quoted-name-footgun": SOLVE + "\n" + textwrap.dedent("""
+        cat > '/app/src/Tïcker.mts' <<'TS'
+        import { createElement, useEffect, useState } from "react";
+        export default function Ticker() {
+          const [ticks, setTicks] = useState(0);
+          useEffect(() => {
+            setInterval(() => setTicks((t) => t + 1), 1000);
+          }, []);
+          return createElement("span", { hidden: true }, ticks);
+        }
+        TS
+        sed -i 's#^import { useState } from "react";#import { useState } from "react";\\nimport Ticker from "./Tïcker.mts";#' /app/src/Counter.tsx
+        sed -i 's#      <p>Count: {count}</p>#      <p>Count: {count}</p>\\n      <Ticker />#' /app/src/Counter.tsx
+        grep -q Ticker /app/src/Counter.tsx"""),
+    # 5. Paths the clean room cannot handle, beside real work: each is refused on its
+    # own (a name that is not UTF-8, a folder where a spec goes, a file where the e2e
+    # folder goes, a name with a newline) and the work is graded.
+    "unhandleable-paths": SOLVE + "\n" + """
+        touch "/app/src/$(printf 'bad\\377name.tsx')"
+        mkdir -p /app/src/__verifier__/counter.spec.tsx/inner && echo x > /app/src/__verifier__/counter.spec.tsx/inner/a.ts
+        echo x > /app/e2e
+        touch "/app/src/$(printf 'new\\nline.tsx')"
+        mkfifo /app/src/pipe.tsx""",
+    # 6. A Reset no user can see: opacity 0 passes toBeVisible().
+    "invisible-reset": SOLVE + "\n" + """
+        sed -i 's#<button type="button" onClick={() => setCount(0)}#<button type="button" style={{ opacity: 0 }} onClick={() => setCount(0)}#' /app/src/Counter.tsx
+        grep -q 'opacity: 0' /app/src/Counter.tsx""",
+    # 6. profile-health: the targets "fixed" in ways React Doctor does not see, the
+    # footguns still there (a timer through an alias, an index key written as text).
+    "weak-checks-profile": "bash /solution/solve.sh\n" + textwrap.dedent("""
+        cat > /app/src/SessionTimer.tsx <<'TSX'
+        import { useEffect, useState } from "react";
+
+        const every = setInterval;
+
+        export default function SessionTimer() {
+          const [seconds, setSeconds] = useState(0);
+          useEffect(() => {
+            every(() => setSeconds((value) => value + 1), 1000);
+          }, []);
+          return <p>Signed in for {seconds} s</p>;
+        }
+        TSX
+        sed -i 's#key={[a-z]*}#key={`${index}`}#; s#tags.map((tag) =>#tags.map((tag, index) =>#' /app/src/TagList.tsx
+        grep -q 'key={`${index}`}' /app/src/TagList.tsx"""),
+}
+TRUST_CONTROLS = ("oracle", "unhandleable-paths")
+
+
+def grade_json(props: dict[str, str]) -> dict[str, Any]:
+    return json.loads((Path(props["reactbench.record"]) / "verifier" / "grade.json").read_text())
+
+
+def failing(props: dict[str, str]) -> str:
+    return "\n".join(grade_json(props)["tests"]["failing"])
+
+
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: str) -> None:
+    agents = ["oracle", *TRUST_ATTACKS]
+    verdicts, out = run_attacks(
+        tmp_path, agents, f"--reactbench-sandbox={backend}",
+        "-k", "(counter-reset and not weak-checks) or (profile-health and weak-checks)",
+        scripts=TRUST_ATTACKS, tasks=("counter-reset", "profile-health"))
+    assert set(verdicts) == set(agents), out[-3000:]
+    broken = {a: v["reactbench.agent_ending"] for a, v in verdicts.items()
+              if v["reactbench.agent_ending"] != "completed"}
+    assert broken == {}, out[-8000:]
+    for control in TRUST_CONTROLS:
+        assert verdicts[control]["reactbench.verdict"] == "passed", (control, out[-4000:])
+    # Never a pass, never an error: each attack is the agent's fail.
+    outcome = {a: (v["reactbench.verdict"], v["reactbench.failure"]) for a, v in verdicts.items()
+               if a not in TRUST_CONTROLS}
+    assert {a: o for a, o in outcome.items() if o[0] != "failed"} == {}, out[-8000:]
+    details = {a: grade_json(v) for a, v in verdicts.items()}
+    log = {a: (Path(v["reactbench.record"]) / "verifier" / "test.log").read_text(errors="replace")
+           for a, v in verdicts.items()}
+
+    # 1. Every write outside the room was refused, and the reward is the grader's.
+    tried = log["room-writes-the-reward"]
+    for what in ("reward.json", "reward folder", "reward.txt", "progress", "grader", "hidden spec", "config"):
+        assert f'"{what}: EACCES"' in tried or f'"{what}: EPERM"' in tried, (what, tried[-3000:])
+    assert details["room-writes-the-reward"]["reward"] == 0
+    assert details["room-writes-the-reward"]["tests"]["room"]["uid"] == 65534
+    # 1 and 5. Nothing outside the room could be signalled; the grader finished.
+    killed = details["room-kills-the-grader"]
+    assert killed["failure"] is None and killed["tests"]["phases"], killed
+    assert verdicts["room-kills-the-grader"]["reactbench.gate.tests"] == "0"
+    # 2. Skipped unit tests fail; the e2e spec that ran is the hidden one.
+    assert "(skipped)" in failing(verdicts["runner-skips-and-rewrites-e2e"])
+    for name in ("runner-skips-and-rewrites-e2e", "daemon-forges-the-reports"):
+        assert "e2e/counter.spec.ts > resets the counter in the real app" in failing(verdicts[name]) or (
+            "the e2e tests never ran" in failing(verdicts[name])), (name, failing(verdicts[name]))
+    # The unit phase passed on its own; the e2e spec that ran was the hidden one.
+    assert failing(verdicts["daemon-forges-the-reports"]).splitlines()[0] == (
+        "e2e/counter.spec.ts > resets the counter in the real app (failed)")
+    # 3. The unit specs saw the feature; the browser, like a user, did not.
+    for name in ("automation-only-reset", "runner-only-reset"):
+        lines = failing(verdicts[name]).splitlines()
+        assert lines and all("e2e" in line for line in lines), (name, lines)
+    # 4. Each blind spot refused by name; the counter that imports one breaks.
+    refused = {r["path"]: r["reason"] for r in details["scanner-blind-spots"]["submission"]["refused"]}
+    for path, reason in (("src/stories/Ticker.tsx", "treats as tests or tooling"),
+                         ("src/Ticker.stories.tsx", "treats as a test, story"),
+                         ("src/fixtures/Ticker.tsx", "treats as tests or tooling"),
+                         ("src/e2e/Ticker.tsx", "treats as tests or tooling"),
+                         ("src/tsconfig.json", "never a source"), ("src/package.json", "never a source"),
+                         ("src/vite.config.ts", "never a source")):
+        assert reason in refused.get(path, ""), (path, refused)
+    assert verdicts["scanner-blind-spots"]["reactbench.gate.tests"] == "0"
+    quoted = details["quoted-name-footgun"]
+    assert "src/Tïcker.mts" in quoted["submission"]["changed"]
+    assert verdicts["quoted-name-footgun"]["reactbench.gate.react_doctor"] == "0", quoted["react_doctor"]
+    # 5. Refused one by one, the work still graded (the control above passed).
+    refused = {r["path"]: r["reason"] for r in details["unhandleable-paths"]["submission"]["refused"]}
+    assert any("not UTF-8" in reason for reason in refused.values()), refused
+    assert any(path.startswith("src/__verifier__/counter.spec.tsx/") for path in refused), refused
+    # 6. What a user sees, timers however started, keys however written.
+    assert "what a user sees" in log["invisible-reset"] or "opacity 0" in log["invisible-reset"]
+    assert verdicts["invisible-reset"]["reactbench.gate.tests"] == "0"
+    weak = failing(verdicts["weak-checks-profile"])
+    assert "stops its timer when it unmounts" in weak and "keeps each tag on its own element" in weak, weak
+
+
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_a_submission_that_outlasts_the_scan_is_the_agents_fail(tmp_path: Path, backend: str) -> None:
+    # The shipped counter with a scan limit any changed tree outlasts: what the
+    # submission's files do to the scan is the submission's, never an error.
+    task = tmp_path / "slow-scan"
+    shutil.copytree(ROOT / "tasks" / "counter-reset", task)
+    config_path = task / "tests" / "config.json"
+    config = json.loads(config_path.read_text())
+    config["rd"]["timeout_sec"] = 1
+    config_path.write_text(json.dumps(config))
+    many = SOLVE + "\nfor i in $(seq 300); do echo \"export const v$i = $i;\" > /app/src/m$i.ts; done"
+    (tmp_path / "run").mkdir()
+    verdicts, out = run_attacks(tmp_path / "run", ["many-files"], f"--reactbench-sandbox={backend}",
+                                scripts={"many-files": many}, tasks=(str(task),))
+    props = verdicts["many-files"]
+    assert props["reactbench.verdict"] == "failed", out[-4000:]
+    assert grade_json(props)["failure"] == {
+        "phase": "scan", "reason": "the React Doctor scan did not finish within rd.timeout_sec = 1 s"}

@@ -50,6 +50,12 @@ def test_each_class_is_found() -> None:
         "src/dist/Ticker.tsx": b"export default () => null",
         "src/min.js": b"x" * 2000,
         "src/big.json": b"1" * (2 * 1024 * 1024),
+        "src/Ticker.stories.tsx": b"export default () => null",
+        "src/stories/Ticker.tsx": b"export default () => null",
+        "src/fixtures/data.ts": b"export const x = 1",
+        "src/vite.config.ts": b"export default {}",
+        "src/new\nline.tsx": b"export const x = 1",
+        "src/bad\udcffname.tsx": b"export const x = 1",
     }
     found = {f.path: f.kind for f in audit([transfer(files, [("src/link", "symlink to /etc")])], index())}
     assert found == {
@@ -68,6 +74,12 @@ def test_each_class_is_found() -> None:
         "src/min.js": "hidden from the scanner",
         "src/big.json": "huge file",
         "src/link": "refused at transfer",
+        "src/Ticker.stories.tsx": "test-like name",
+        "src/stories/Ticker.tsx": "test-like folder",
+        "src/fixtures/data.ts": "test-like folder",
+        "src/vite.config.ts": "build or test config",
+        "src/new\\nline.tsx": "unhandleable name",
+        "src/bad\\xffname.tsx": "unhandleable name",
     }
 
 

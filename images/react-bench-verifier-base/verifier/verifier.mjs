@@ -7,20 +7,39 @@
 //   node verifier.mjs grade   from tests/test.sh: rebuilds the tree from the base
 //                             commit plus the admissible part of the submission,
 //                             runs the React Doctor gate, then the hidden specs, and
-//                             writes /logs/verifier/reward.json.
+//                             writes /logs/verifier/grade.json and reward.json.
 //
-// A broken harness (vacuous scan, missing state) writes no reward and exits 3:
-// that is an error of the harness, never a pass or a fail of the agent.
+// Two rooms. This process (the grader) runs as root and keeps the hidden specs, the
+// reward and the React Doctor scan. The test commands import the submission's code,
+// so they run in the test room: an unprivileged user, in their own process
+// namespace where the sandbox allows one, with /tests, the grader and
+// /logs/verifier out of reach. Their reports land in the room's own folder; the
+// grader reads them without following links and checks that every hidden test it
+// expects ran and passed.
+//
+// Who failed. A broken harness (missing state, a tool of the image that is not
+// there) writes no reward and exits 3: an error of the harness. Once the
+// submission is in play (clean room, scan, test room), anything that goes wrong
+// is the submission's: reward 0, with the reason in grade.json. progress.json says
+// how far grading got, for the harness to tell the two apart if this process dies.
 import { spawnSync } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 
 const APP = process.env.REACTBENCH_APP ?? "/app";
 const TESTS = process.env.REACTBENCH_TESTS ?? "/tests";
 const LOGS = process.env.REACTBENCH_LOGS ?? "/logs/verifier";
 const STATE = process.env.REACTBENCH_STATE ?? "/opt/reactbench/state";
+const VERIFIER_DIR = path.dirname(new URL(import.meta.url).pathname);
 
+// grade.json's format; the harness refuses a grade.json of another version.
+export const GRADE_VERSION = 2;
+// The test room's user: nobody exists in every Debian image and on the host the
+// local backend borrows /etc from; nothing of the grader's belongs to it.
+const ROOM_UID = 65534;
+const ROOM_GID = 65534;
 const RD_VERSION = "0.7.8";
 // The same flags for the baseline and the result. Inline disable comments are not
 // honoured: an agent must not be able to silence a finding with a comment.
@@ -72,8 +91,32 @@ const RESOLVED_EXTENSIONS = [".mjs", ".js", ".mts", ".ts", ".jsx", ".tsx", ".jso
 // test setup files (they run before every spec) and module mocks.
 const SPEC_PATH =
   /(^|\/)(__verifier__|__mocks__|__tests__)(\/|$)|\.(test|spec)\.[cm]?[jt]sx?$|(^|\/)(setupTests|setup-tests|test-setup|vitest\.setup|jest\.setup)\.[cm]?[jt]sx?$/;
+// Names and folders React Doctor treats as tests, stories, fixtures or tooling: it
+// scans them with most rules off yet counts them as analysed. Under a source root
+// they are refused unless the task declares them (config.json `test_like_allowed`).
+const TEST_LIKE_DIRS = new Set([
+  "test", "tests", "__tests__", "__test__", "__fixtures__", "fixtures", "__mocks__", "mocks",
+  "testutils", "test-utils", "testdata", "test-data", "cypress", "playwright", "stories",
+  "__stories__", "playground", "playgrounds", "example", "examples", "demo", "demos", "sandbox",
+  "sandboxes", "e2e", "e2e-tests", "spec", "specs", "integration", "integration-tests",
+  "__integration__", "it", "benchmark", "benchmarks", "__benchmarks__", "perf", "perf-tests",
+  "scripts", "script", "cli", "bin", "tooling", "tools", "codemod", "codemods", "migration",
+  "migrations", "generator", "generators", "runbooks", "devtools", "internal-tools", "seed",
+  "seeds", "dev-seeder", "server", "servers", "worker", "workers", "lambda", "lambdas", "config",
+  "configs",
+]);
+const TEST_LIKE_NAME =
+  /\.(test|spec|cy|stories|story|bench|benchmark|e2e|e2e-spec|integration-spec|int-spec|integration-test|mock|fixture|fixtures)\.|^setup[-_]?(tests?|vitest|jest)\.|\.conf(ig)?\.[cm]?[jt]sx?$/i;
+// Files that configure the bundler, TypeScript or the package manager for the
+// folder they sit in, and type declarations (they can loosen the type check): never
+// a source, wherever they are. Dotfiles (`.babelrc`, `.npmrc`) are refused as such.
+const CONFIG_NAME =
+  /^(package\.json|package-lock\.json|pnpm-lock\.yaml|pnpm-workspace\.yaml|yarn\.lock|bun\.lockb?|bunfig\.toml|deno\.jsonc?|[tj]sconfig(\..*)?\.json|babel\.config\..*|[^/]*\.config\.[^/]*|[^/]*\.d\.[cm]?ts)$/i;
 
+// An error of the harness, proven independent of the submission: no reward, exit 3.
 class HarnessError extends Error {}
+// Something the submission caused: reward 0 with the reason.
+class SubmissionFailure extends Error {}
 
 const log = (...args) => console.log("[verifier]", ...args);
 
@@ -96,7 +139,7 @@ function run(command, args, { cwd = APP, env = {}, timeoutMs, input } = {}) {
 
 function git(...args) {
   const result = run("git", args);
-  if (result.code !== 0) throw new HarnessError(`git ${args.join(" ")}: ${result.stderr.trim()}`);
+  if (result.code !== 0) throw new Error(`git ${args.join(" ")}: ${result.stderr.trim()}`);
   return result.stdout;
 }
 
@@ -109,29 +152,43 @@ function readConfig() {
     throw new HarnessError(`${file}: ${error.message}`);
   }
   if (!config.test?.cmd) throw new HarnessError(`${file}: test.cmd is missing`);
+  const expected = config.test.expected ?? {};
+  for (const [file_, names] of Object.entries(expected)) {
+    if (!Array.isArray(names) || !names.length || names.some((n) => typeof n !== "string")) {
+      throw new HarnessError(`${file}: test.expected["${file_}"] must be a non-empty list of test names`);
+    }
+  }
   return {
     ...config,
-    rd: { scan_root: APP, mode: "gate", targets: [], ...config.rd },
+    test: { e2e_specs: "e2e", ...config.test, expected },
+    rd: { scan_root: APP, mode: "gate", targets: [], timeout_sec: 120, ...config.rd },
     sources: config.sources ?? ["src"],
+    test_like_allowed: config.test_like_allowed ?? [],
   };
 }
 
 // ---------------------------------------------------------------- React Doctor
 
-class EmptySubmission extends Error {}
-
 function scan(config, { afterSubmission = false } = {}) {
-  const result = run("react-doctor", [...RD_FLAGS, config.rd.scan_root], {
+  // After the submission, whatever breaks the scan came from its files: the agent's.
+  const Failure = afterSubmission ? SubmissionFailure : HarnessError;
+  // timeout(1) kills the whole process group: React Doctor and its linters. The
+  // baseline at bake time has the bake's own limit.
+  const limit = String(afterSubmission ? config.rd.timeout_sec : 1800);
+  const result = run("timeout", ["-s", "KILL", limit, "react-doctor", ...RD_FLAGS, config.rd.scan_root], {
     cwd: config.rd.scan_root,
     // The lint cache is keyed by file content: the one baked with the baseline
     // makes the after-scan of unchanged files free.
     env: { DO_NOT_TRACK: "1", REACT_DOCTOR_CACHE_DIR: path.join(STATE, "rd-cache") },
   });
+  if (result.code === 137 || result.code === 124) {
+    throw new Failure(`the React Doctor scan did not finish within rd.timeout_sec = ${limit} s`);
+  }
   let report;
   try {
     report = JSON.parse(result.stdout);
   } catch {
-    throw new HarnessError(
+    throw new Failure(
       `react-doctor printed no JSON report (exit ${result.code}): ${result.stderr.slice(-800)}`,
     );
   }
@@ -143,19 +200,19 @@ function scan(config, { afterSubmission = false } = {}) {
   if (!files) {
     // The baseline was sound (the bake checks it): an after-scan with nothing left
     // to analyse means the submission deleted the app's source. That is the agent's.
-    if (afterSubmission) throw new EmptySubmission("the submission leaves no source file to analyse");
+    if (afterSubmission) throw new Failure("the submission leaves no source file to analyse");
     throw new HarnessError(`react-doctor analysed 0 files under ${config.rd.scan_root}`);
   }
-  if (!report.reactDetected) throw new HarnessError(`react-doctor found no React under ${config.rd.scan_root}`);
+  if (!report.reactDetected) throw new Failure(`react-doctor found no React under ${config.rd.scan_root}`);
   for (const project of projects) {
     const reasons = Object.entries(project.skippedCheckReasons ?? {}).map(([k, v]) => `${k}: ${v}`);
     const skipped = [...(project.skippedChecks ?? []), ...reasons];
     if (skipped.length || project.complete === false) {
-      throw new HarnessError(`react-doctor scan was partial: ${skipped.join("; ") || "incomplete"}`);
+      throw new Failure(`react-doctor scan was partial: ${skipped.join("; ") || "incomplete"}`);
     }
   }
   if (report.ok === false || report.error) {
-    throw new HarnessError(`react-doctor failed: ${JSON.stringify(report.error)}`);
+    throw new Failure(`react-doctor failed: ${JSON.stringify(report.error)}`);
   }
   return report;
 }
@@ -234,6 +291,15 @@ function bake() {
   fs.cpSync(path.join(APP, ".git"), path.join(STATE, "base-git"), { recursive: true });
   linkDependencies();
   if (!fs.existsSync(path.join(TESTS, "specs"))) throw new HarnessError(`${TESTS}/specs is missing: no hidden specs`);
+  for (const file of Object.keys(config.test.expected)) {
+    if (!fs.existsSync(path.join(TESTS, "specs", file)) && !fs.existsSync(path.join(APP, file))) {
+      throw new HarnessError(`${TESTS}/config.json: test.expected names ${file}, which is neither in ${TESTS}/specs nor in the base app`);
+    }
+  }
+  // The test room needs these; a missing one is the image's fault, found here.
+  for (const tool of ["setpriv", "timeout", "find"]) {
+    if (run("which", [tool]).code !== 0) throw new HarnessError(`${tool} is missing from the verifier image`);
+  }
   const baseline = scan(config);
   fs.writeFileSync(path.join(STATE, "rd-baseline.json"), JSON.stringify(baseline));
   const targets = config.rd.targets;
@@ -246,12 +312,18 @@ function bake() {
 
 // --------------------------------------------------------------------- grade
 
-function walk(dir, prefix = "", out = []) {
-  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
-    const rel = prefix ? `${prefix}/${entry.name}` : entry.name;
-    if (!prefix && (entry.name === ".git" || entry.name === "node_modules")) continue;
-    if (entry.isDirectory()) walk(path.join(dir, entry.name), rel, out);
-    else out.push(rel);
+const isUtf8 = (name) => Buffer.from(name.toString("utf8"), "utf8").equals(name);
+
+// Every file under `dir`, as paths relative to it. Names that are not UTF-8 cannot
+// be graded (nor named in a report): they are listed apart, as raw bytes.
+function walk(dir, prefix = Buffer.alloc(0), out = { files: [], unnamed: [] }) {
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true, encoding: "buffer" })) {
+    const rel = prefix.length ? Buffer.concat([prefix, Buffer.from("/"), entry.name]) : entry.name;
+    const name = entry.name.toString("utf8");
+    if (!prefix.length && (name === ".git" || name === "node_modules")) continue;
+    if (!isUtf8(entry.name)) out.unnamed.push(rel);
+    else if (entry.isDirectory()) walk(Buffer.concat([Buffer.from(dir), Buffer.from("/"), entry.name]), rel, out);
+    else out.files.push(rel.toString("utf8"));
   }
   return out;
 }
@@ -273,12 +345,24 @@ function baseTree(base) {
   return tree;
 }
 
+const declared = (file, config) =>
+  config.test_like_allowed.some((root) => file === root || file.startsWith(`${root}/`));
+
 // Why a path may not carry the submission's content (null: it may).
 function pathRefusal(file, config) {
   const underRoot = config.sources.some((root) => file === root || file.startsWith(`${root}/`));
   if (!underRoot) return `outside the source roots (${config.sources.join(", ")})`;
   if (SPEC_PATH.test(file)) return "test files, test setup and mocks belong to the verifier";
-  if (file.split("/").some((part) => part.startsWith("."))) return "dotfiles are not source";
+  const parts = file.split("/");
+  if (parts.some((part) => part.startsWith("."))) return "dotfiles are not source";
+  if (/[\u0000-\u001f\u007f\\]/.test(file)) return "control characters or backslashes in the name";
+  const name = parts.at(-1);
+  if (CONFIG_NAME.test(name)) return "a bundler, TypeScript or package-manager config is never a source";
+  if (!declared(file, config)) {
+    const folder = parts.slice(0, -1).find((part) => TEST_LIKE_DIRS.has(part.toLowerCase()));
+    if (folder) return `a folder React Doctor treats as tests or tooling (${folder}/): scanned with most rules off`;
+    if (TEST_LIKE_NAME.test(name)) return "a name React Doctor treats as a test, story or config: scanned with most rules off";
+  }
   return null;
 }
 
@@ -311,10 +395,34 @@ function refusal(file, config, tree, present) {
     if (twin) return `a new module beside ${twin} that the bundler would resolve instead`;
   }
   if (CODE_EXTENSIONS.has(ext)) {
-    const longest = Math.max(0, ...fs.readFileSync(full, "utf8").split("\n").map((line) => line.length));
+    const text = fs.readFileSync(full);
+    if (!isUtf8(text)) return "code that is not UTF-8 text";
+    const longest = Math.max(0, ...text.toString("utf8").split("\n").map((line) => line.length));
     if (longest > MAX_LINE_CHARS) return "minified-looking (a line over 1000 characters): the scan skips it";
   }
   return null;
+}
+
+// One path the clean room cannot handle is refused on its own, never the lot.
+function judge(file, config, tree, present) {
+  try {
+    return refusal(file, config, tree, present);
+  } catch (error) {
+    return `cannot be read (${error.code ?? error.message})`;
+  }
+}
+
+// Remove a path and any folder it leaves empty up to /app.
+function removeRefused(rel) {
+  fs.rmSync(Buffer.concat([Buffer.from(`${APP}/`), Buffer.from(rel)]), { force: true, recursive: true });
+}
+
+function pruneEmptyDirs(dir = APP, top = true) {
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    if (top && (entry.name === ".git" || entry.name === "node_modules")) continue;
+    if (entry.isDirectory()) pruneEmptyDirs(path.join(dir, entry.name), false);
+  }
+  if (!top && !fs.readdirSync(dir).length) fs.rmdirSync(dir);
 }
 
 // Rebuild /app as: the base commit, plus the submission's admissible changes.
@@ -324,26 +432,37 @@ function cleanRoom(config) {
   fs.cpSync(path.join(STATE, "base-git"), path.join(APP, ".git"), { recursive: true });
   fs.rmSync(path.join(APP, "node_modules"), { recursive: true, force: true });
   const tree = baseTree(base);
-  const present = new Set(walk(APP));
+  const { files, unnamed } = walk(APP);
   const refused = [];
+  for (const raw of unnamed) {
+    refused.push({ path: raw.toString("utf8"), reason: "the name is not UTF-8" });
+    removeRefused(raw);
+  }
+  const present = new Set(files);
   const restore = [];
   const admitted = [];
   for (const file of present) {
     const known = tree.get(file);
-    if (known && known.id === blobId(path.join(APP, file))) continue;
-    const reason = refusal(file, config, tree, present);
+    let same = false;
+    try {
+      same = Boolean(known) && known.id === blobId(path.join(APP, file));
+    } catch {}
+    if (same) continue;
+    const reason = judge(file, config, tree, present);
     if (!reason) {
       admitted.push(file);
       continue;
     }
     refused.push({ path: file, reason });
-    fs.rmSync(path.join(APP, file), { force: true, recursive: true });
+    removeRefused(Buffer.from(file));
     if (known) restore.push(file);
   }
   for (const file of tree.keys()) {
     // A deleted source file is a legitimate change; anything else comes back.
     if (!present.has(file) && pathRefusal(file, config) !== null) restore.push(file);
   }
+  // A refused file's folder must not stay behind where a base file or a spec goes.
+  pruneEmptyDirs();
   restoreFromBase(base, restore);
   // With the base's ignore rules back, an admitted file they ignore would be skipped
   // by the scan (React Doctor lists files the way git does): refuse it.
@@ -357,7 +476,9 @@ function cleanRoom(config) {
   linkDependencies();
   git("add", "-A", "-N", ".");
   fs.writeFileSync(path.join(LOGS, "model.patch"), git("diff", "--binary", base));
-  const changed = git("diff", "--name-only", base).split("\n").filter(Boolean);
+  // -z: names exactly as they are, never quoted, so that they compare byte for byte
+  // with what the scan analysed.
+  const changed = git("diff", "--name-only", "--no-renames", "-z", base).split("\0").filter(Boolean);
   git("reset", "-q");
   return { refused, changed };
 }
@@ -367,7 +488,7 @@ function restoreFromBase(base, files) {
   const result = run("git", ["checkout", base, "--pathspec-from-file=-", "--pathspec-file-nul"], {
     input: files.join("\0"),
   });
-  if (result.code !== 0) throw new HarnessError(`cannot restore base files: ${result.stderr}`);
+  if (result.code !== 0) throw new Error(`cannot restore base files: ${result.stderr}`);
 }
 
 // Changed code files the after-scan did not analyse: a gate that did not look at
@@ -386,102 +507,410 @@ function unscanned(report, changed) {
   );
 }
 
-function applySpecs() {
-  fs.cpSync(path.join(TESTS, "specs"), APP, { recursive: true });
+// ------------------------------------------------------------------ test room
+
+const ROOM = "/tmp/reactbench-room";
+const ROOM_REPORTS = path.join(ROOM, "reports");
+
+// Root owns the tree the room reads; /app itself stays open for new entries (the
+// sticky bit keeps the room from replacing what it does not own), because the
+// bundler writes its config bundle and dist/ there.
+function lockDown() {
+  const chown = run("chown", ["-R", "-h", "0:0", APP, TESTS, LOGS]);
+  const chmod = run("chmod", ["-R", "u+rwX,go-w,a-st", APP]);
+  if (chown.code !== 0 || chmod.code !== 0) throw new Error(`cannot hand /app to root: ${chown.stderr}${chmod.stderr}`);
+  fs.chmodSync(APP, 0o1777);
+  fs.chmodSync(TESTS, 0o700);
+  fs.chmodSync(LOGS, 0o700);
+  fs.chmodSync(VERIFIER_DIR, 0o700);
+  fs.chmodSync(STATE, 0o711);
+  for (const entry of fs.readdirSync(STATE)) {
+    if (entry !== "deps") fs.chmodSync(path.join(STATE, entry), 0o700);
+  }
 }
 
-function failingSpecs() {
-  const failing = [];
-  const vitest = path.join(LOGS, "vitest.json");
-  if (fs.existsSync(vitest)) {
-    const report = JSON.parse(fs.readFileSync(vitest, "utf8"));
-    for (const file of report.testResults ?? []) {
-      for (const test of file.assertionResults ?? []) {
-        if (test.status === "failed") failing.push(`${path.relative(APP, file.name)} > ${test.fullName}`);
-      }
-      if (file.status === "failed" && !(file.assertionResults ?? []).length) {
-        failing.push(`${path.relative(APP, file.name)} (${(file.message ?? "failed to run").split("\n")[0]})`);
-      }
+// Whatever the room left that a later room or the grader could trip on: its
+// processes, its files in /app, /tmp and /dev/shm. Root's files stay.
+function sweepRoom() {
+  killRoom();
+  run("find", [APP, "/tmp", "/dev/shm", "-mindepth", "1", "-xdev", "-user", String(ROOM_UID),
+    "-prune", "-exec", "rm", "-rf", "{}", "+"], { cwd: "/" });
+  fs.rmSync(ROOM, { recursive: true, force: true });
+}
+
+function openRoom() {
+  sweepRoom();
+  fs.mkdirSync(ROOM, { mode: 0o700 });
+  for (const sub of ["home", "tmp", "reports", "e2e-output"]) {
+    fs.mkdirSync(path.join(ROOM, sub), { mode: 0o700 });
+    fs.chownSync(path.join(ROOM, sub), ROOM_UID, ROOM_GID);
+  }
+  fs.chmodSync(ROOM, 0o755);
+}
+
+// Where the sandbox lets the grader make one, the room gets its own process
+// namespace (the docker backend's default capabilities do not allow it; the uid
+// alone keeps the room from signalling the grader there).
+let pidNamespace = null;
+function roomPrefix() {
+  if (pidNamespace === null) {
+    pidNamespace = run("unshare", ["--pid", "--fork", "--kill-child", "--mount-proc", "true"], { cwd: "/" }).code === 0;
+  }
+  const drop = ["setpriv", `--reuid=${ROOM_UID}`, `--regid=${ROOM_GID}`, "--clear-groups",
+    "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"];
+  return pidNamespace ? ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", ...drop] : drop;
+}
+
+function roomEnv(extra) {
+  const env = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (!key.startsWith("REACTBENCH_")) env[key] = value;
+  }
+  return {
+    ...env,
+    HOME: path.join(ROOM, "home"),
+    TMPDIR: path.join(ROOM, "tmp"),
+    XDG_CACHE_HOME: path.join(ROOM, "home", ".cache"),
+    CI: "1",
+    NO_COLOR: "1",
+    FORCE_COLOR: "0",
+    // pnpm would try to reinstall the root-owned dependencies before running.
+    npm_config_verify_deps_before_run: "false",
+    pnpm_config_verify_deps_before_run: "false",
+    REACTBENCH_REPORTS: ROOM_REPORTS,
+    PLAYWRIGHT_JSON_OUTPUT_NAME: path.join(ROOM_REPORTS, "playwright.json"),
+    ...extra,
+  };
+}
+
+// Reports written by configs made before the room existed name /logs/verifier.
+const inRoom = (cmd) => cmd.replaceAll(`${LOGS}/`, `${ROOM_REPORTS}/`);
+
+function runInRoom(cmd, { cwd, budget, env = {} }) {
+  const started = performance.now();
+  const result = spawnSync(roomPrefix()[0], [...roomPrefix().slice(1), "bash", "-c", inRoom(cmd)], {
+    cwd,
+    env: roomEnv(env),
+    timeout: Math.ceil(budget * 1000),
+    killSignal: "SIGKILL",
+    maxBuffer: 256 * 1024 * 1024,
+  });
+  const seconds = (performance.now() - started) / 1000;
+  killRoom();
+  return {
+    code: result.status ?? 128 + (os.constants.signals[result.signal] ?? 0),
+    output: (result.stdout?.toString() ?? "") + (result.stderr?.toString() ?? ""),
+    timedOut: result.error?.code === "ETIMEDOUT",
+    seconds,
+  };
+}
+
+// Every process of the room's user, wherever it hid (a detached daemon included).
+function killRoom() {
+  for (const pid of fs.readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
+    try {
+      if (fs.statSync(`/proc/${pid}`).uid === ROOM_UID) process.kill(Number(pid), "SIGKILL");
+    } catch {}
+  }
+}
+
+// A report the room wrote, read as root: never through a link, only a regular file
+// of sane size.
+function readReport(name) {
+  const file = path.join(ROOM_REPORTS, name);
+  let fd;
+  try {
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+  } catch (error) {
+    if (error.code === "ENOENT") return null;
+    throw new SubmissionFailure(`the test room's ${name} cannot be read (${error.code})`);
+  }
+  try {
+    const stat = fs.fstatSync(fd);
+    if (!stat.isFile() || stat.size > 64 * 1024 * 1024) {
+      throw new SubmissionFailure(`the test room's ${name} is not a plain report file`);
+    }
+    const text = fs.readFileSync(fd, "utf8");
+    fs.writeFileSync(path.join(LOGS, name), text);
+    try {
+      return JSON.parse(text);
+    } catch (error) {
+      throw new SubmissionFailure(`the test room's ${name} is not JSON (${error.message})`);
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+const testKey = (file, titles) => `${file}\u0000${titles.join(" > ")}`;
+
+// Test results from both runners: file (relative to /app) and title path -> status.
+function vitestResults(report, into) {
+  for (const file of report?.testResults ?? []) {
+    const rel = path.relative(APP, String(file.name ?? ""));
+    for (const test of file.assertionResults ?? []) {
+      into.set(testKey(rel, [...(test.ancestorTitles ?? []), test.title]), test.status);
+    }
+    if (file.status === "failed" && !(file.assertionResults ?? []).length) {
+      into.set(testKey(rel, ["(file)"]), `failed: ${String(file.message ?? "failed to run").split("\n")[0]}`);
     }
   }
-  const playwright = path.join(LOGS, "playwright.json");
-  if (fs.existsSync(playwright)) {
-    const visit = (suite, trail) => {
-      for (const spec of suite.specs ?? []) {
-        const bad = (spec.tests ?? []).some((t) => (t.results ?? []).some((r) => r.status !== "passed" && r.status !== "skipped"));
-        if (bad || spec.ok === false) failing.push(`${spec.file ?? suite.file} > ${[...trail, spec.title].join(" > ")}`);
+}
+
+function playwrightResults(report, into) {
+  const root = report?.config?.rootDir ?? APP;
+  const visit = (suite, trail) => {
+    for (const spec of suite.specs ?? []) {
+      const rel = path.relative(APP, path.resolve(root, String(spec.file ?? suite.file ?? "")));
+      const results = (spec.tests ?? []).flatMap((t) => t.results ?? []);
+      const statuses = new Set(results.map((r) => r.status));
+      let status = "passed";
+      if (!results.length) status = "missing";
+      else if (statuses.has("skipped")) status = "skipped";
+      else if ([...statuses].some((s) => s !== "passed") || spec.ok === false) status = "failed";
+      into.set(testKey(rel, [...trail, spec.title]), status);
+    }
+    for (const child of suite.suites ?? []) visit(child, [...trail, child.title]);
+  };
+  for (const suite of report?.suites ?? []) visit(suite, []);
+  for (const error of report?.errors ?? []) {
+    into.set(testKey("playwright", [String(error.message ?? "").split("\n")[0]]), "failed");
+  }
+}
+
+// Every expected test must have run and passed; without a declared list (tasks made
+// before it existed) every test that ran must have passed, skipped ones included.
+function judgeTests(expected, results) {
+  const failing = [];
+  const declared = Object.entries(expected);
+  if (declared.length) {
+    for (const [file, names] of declared) {
+      for (const name of names) {
+        const status = results.get(testKey(file, [name]));
+        if (status !== "passed") failing.push(`${file} > ${name} (${status ?? "did not run"})`);
       }
-      for (const child of suite.suites ?? []) visit(child, suite.title && !suite.file ? [...trail, suite.title] : trail);
-    };
-    const report = JSON.parse(fs.readFileSync(playwright, "utf8"));
-    for (const suite of report.suites ?? []) visit(suite, []);
-    for (const error of report.errors ?? []) failing.push(`playwright: ${(error.message ?? "").split("\n")[0]}`);
+    }
+  } else if (![...results.values()].includes("passed")) {
+    failing.push("no test passed");
+  }
+  for (const [key, status] of results) {
+    if (status === "passed") continue;
+    const label = key.replace("\u0000", " > ") + ` (${status})`;
+    if (!failing.some((f) => f.startsWith(key.replace("\u0000", " > ")))) failing.push(label);
   }
   return failing;
 }
 
-function testGate(config) {
-  const budget = config.test.timeout_sec ?? (config.verifier_timeout_sec ?? 300) * 0.7;
-  const result = run("bash", ["-c", config.test.cmd], {
-    cwd: config.test.cwd ?? APP,
-    timeoutMs: budget * 1000,
-    env: { CI: "1", PLAYWRIGHT_JSON_OUTPUT_NAME: path.join(LOGS, "playwright.json"), NO_COLOR: "1", FORCE_COLOR: "0" },
-  });
-  const output = result.stdout + result.stderr;
-  fs.writeFileSync(path.join(LOGS, "test.log"), output);
-  console.log(output.split("\n").slice(-60).join("\n"));
-  let failing = [];
-  try {
-    failing = failingSpecs();
-  } catch (error) {
-    failing = [`(could not read the test reports: ${error.message})`];
+// Copy the hidden specs of one phase into /app, root-owned, over whatever is there.
+function applySpecs(parts) {
+  const specs = path.join(TESTS, "specs");
+  for (const part of parts) {
+    const source = path.join(specs, part);
+    if (!fs.existsSync(source)) continue;
+    for (const rel of walkSpecs(source, part)) {
+      // Any non-directory on the way (a file, a link) goes, so the copy lands.
+      let at = APP;
+      for (const segment of path.dirname(rel).split("/").filter((s) => s !== ".")) {
+        at = path.join(at, segment);
+        const stat = fs.lstatSync(at, { throwIfNoEntry: false });
+        if (stat && !stat.isDirectory()) fs.rmSync(at, { force: true });
+      }
+      fs.rmSync(path.join(APP, rel), { recursive: true, force: true });
+    }
+    fs.cpSync(source, path.join(APP, part), { recursive: true });
   }
-  if (result.timedOut) failing.push(`the test command did not finish within ${budget} s`);
-  return { ok: result.code === 0 && !result.timedOut, exit_code: result.code, timed_out: result.timedOut, failing };
+  run("chown", ["-R", "-h", "0:0", APP]);
+  run("chmod", ["-R", "go-w", ...parts.map((p) => path.join(APP, p)).filter((p) => fs.existsSync(p))]);
+}
+
+function walkSpecs(dir, prefix) {
+  const out = [];
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const rel = `${prefix}/${entry.name}`;
+    if (entry.isDirectory()) out.push(...walkSpecs(path.join(dir, entry.name), rel));
+    else out.push(rel);
+  }
+  return out;
+}
+
+// The e2e run's own Playwright config: the app's, with a browser that looks like a
+// user's (no automation flag, no headless user agent) on a port chosen per run.
+const E2E_CONFIG = "reactbench.e2e.config.ts";
+
+function writeE2eConfig(port) {
+  const source = `// Written by the verifier for one grading run.
+import base from "./playwright.config.ts";
+
+const url = "http://127.0.0.1:${port}";
+const launch = base.use?.launchOptions ?? {};
+export default {
+  ...base,
+  outputDir: process.env.REACTBENCH_E2E_OUTPUT,
+  use: {
+    ...base.use,
+    baseURL: url,
+    userAgent: process.env.REACTBENCH_E2E_USER_AGENT,
+    launchOptions: {
+      ...launch,
+      args: [...(launch.args ?? []), "--disable-blink-features=AutomationControlled"],
+      ignoreDefaultArgs: ["--enable-automation"],
+    },
+  },
+  webServer: base.webServer && {
+    ...base.webServer,
+    command: "pnpm exec vite build --logLevel warn && pnpm exec vite preview --port ${port} --strictPort",
+    url,
+  },
+};
+`;
+  fs.writeFileSync(path.join(APP, E2E_CONFIG), source, { mode: 0o644 });
+}
+
+function userAgent() {
+  const version = /(\d+)\./.exec(run("chromium", ["--version"], { cwd: "/" }).stdout)?.[1] ?? "130";
+  return `Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/${version}.0.0.0 Safari/537.36`;
+}
+
+// The e2e command of config.json may name the app's Playwright config or none: it
+// gets ours.
+const withE2eConfig = (cmd) =>
+  /playwright\s+test/.test(cmd)
+    ? cmd.replace(/(playwright\s+test)((\s+(-c|--config)[=\s]\S+)?)/, `$1 -c ${E2E_CONFIG}`)
+    : cmd;
+
+function testGate(config, setPhase) {
+  const total = config.test.timeout_sec ?? (config.verifier_timeout_sec ?? 300) * 0.7;
+  const started = performance.now();
+  const remaining = () => Math.max(1, total - (performance.now() - started) / 1000);
+  const e2eDir = config.test.e2e_specs;
+  const specParts = fs.readdirSync(path.join(TESTS, "specs")).filter((p) => p !== e2eDir);
+  const results = new Map();
+  const phases = [];
+  let log_ = "";
+  // Unit specs first; the e2e specs are copied in only after every process of that
+  // room is gone, from /tests, which the room never had.
+  const e2eCmd = config.test.e2e_cmd;
+  const steps = [{ name: "unit", cmd: config.test.cmd, parts: specParts }];
+  if (e2eCmd) steps.push({ name: "e2e", cmd: withE2eConfig(e2eCmd), parts: [e2eDir] });
+  else specParts.push(e2eDir);
+  for (const step of steps) {
+    setPhase(`tests:${step.name}`);
+    openRoom();
+    fs.rmSync(path.join(APP, E2E_CONFIG), { force: true });
+    applySpecs(step.parts);
+    let env = {};
+    if (step.name === "e2e") {
+      const port = 20000 + crypto.randomInt(40000);
+      writeE2eConfig(port);
+      env = { REACTBENCH_E2E_OUTPUT: path.join(ROOM, "e2e-output", "results"), REACTBENCH_E2E_USER_AGENT: userAgent() };
+    }
+    const result = runInRoom(step.cmd, { cwd: config.test.cwd ?? APP, budget: remaining(), env });
+    log_ += result.output;
+    console.log(result.output.split("\n").slice(-40).join("\n"));
+    vitestResults(readReport("vitest.json"), results);
+    playwrightResults(readReport("playwright.json"), results);
+    phases.push({ name: step.name, exit_code: result.code, timed_out: result.timedOut, seconds: result.seconds });
+    sweepRoom();
+    if (result.code !== 0 || result.timedOut) break;
+  }
+  fs.writeFileSync(path.join(LOGS, "test.log"), log_);
+  const failing = judgeTests(config.test.expected, results);
+  for (const phase of phases) {
+    if (phase.timed_out) failing.push(`the ${phase.name} tests did not finish within ${Math.round(total)} s`);
+    else if (phase.exit_code !== 0) failing.push(`the ${phase.name} test command exited ${phase.exit_code}`);
+  }
+  if (phases.length < steps.length) failing.push(`the ${steps[phases.length].name} tests never ran`);
+  const expected = Object.values(config.test.expected).reduce((n, names) => n + names.length, 0);
+  return {
+    ok: failing.length === 0,
+    exit_code: phases.at(-1)?.exit_code ?? null,
+    timed_out: phases.some((p) => p.timed_out),
+    expected,
+    phases,
+    failing,
+    room: { uid: ROOM_UID, pid_namespace: Boolean(pidNamespace) },
+  };
+}
+
+// ----------------------------------------------------------------- the grade
+
+function writeProgress(phase) {
+  fs.writeFileSync(path.join(LOGS, "progress.json"), JSON.stringify({ grader: "reactbench-verifier", version: GRADE_VERSION, phase }) + "\n");
+}
+
+function writeGrade(details) {
+  fs.writeFileSync(path.join(LOGS, "grade.json"), JSON.stringify({ version: GRADE_VERSION, ...details }, null, 2));
+  const reward = { reward: details.reward, tests: Number(details.tests?.ok ?? false), react_doctor: Number(details.react_doctor?.ok ?? false) };
+  fs.writeFileSync(path.join(LOGS, "reward.json"), JSON.stringify(reward) + "\n");
+  log(`reward=${details.reward}`);
 }
 
 function grade() {
   fs.mkdirSync(LOGS, { recursive: true });
+  fs.chmodSync(LOGS, 0o700);
+  writeProgress("config");
   const config = readConfig();
-  const submission = cleanRoom(config);
-  log(`clean room: ${submission.changed.length} changed file(s) graded, ${submission.refused.length} refused`);
-  for (const r of submission.refused) log(`  refused ${r.path}: ${r.reason}`);
   const before = JSON.parse(fs.readFileSync(path.join(STATE, "rd-baseline.json"), "utf8"));
-  fs.writeFileSync(path.join(LOGS, "rd-before.json"), JSON.stringify(before));
-  // Scanned before the hidden specs are applied, so that they are never findings.
-  let doctor;
   const timings = {};
-  const scanStarted = performance.now();
+  let phase = "clean-room";
+  const setPhase = (name) => {
+    phase = name;
+    writeProgress(name);
+  };
+  const state = { submission: null, doctor: null, tests: null };
   try {
-    // An unchanged tree is the base commit: its scan is the baked baseline.
-    const after = submission.changed.length ? scan(config, { afterSubmission: true }) : before;
-    fs.writeFileSync(path.join(LOGS, "rd-after.json"), JSON.stringify(after));
-    doctor = compareReports(before, after, config.rd.targets);
-    doctor.unscanned = unscanned(after, submission.changed);
-    if (doctor.unscanned.length) doctor.ok = false;
+    // From here on the submission is in play.
+    setPhase("clean-room");
+    state.submission = cleanRoom(config);
+    log(`clean room: ${state.submission.changed.length} changed file(s) graded, ${state.submission.refused.length} refused`);
+    for (const r of state.submission.refused) log(`  refused ${r.path}: ${r.reason}`);
+    fs.writeFileSync(path.join(LOGS, "rd-before.json"), JSON.stringify(before));
+    // Scanned before the hidden specs are applied, so that they are never findings.
+    setPhase("scan");
+    const scanStarted = performance.now();
+    try {
+      // An unchanged tree is the base commit: its scan is the baked baseline.
+      const after = state.submission.changed.length ? scan(config, { afterSubmission: true }) : before;
+      fs.writeFileSync(path.join(LOGS, "rd-after.json"), JSON.stringify(after));
+      state.doctor = compareReports(before, after, config.rd.targets);
+      state.doctor.unscanned = unscanned(after, state.submission.changed);
+      if (state.doctor.unscanned.length) state.doctor.ok = false;
+    } finally {
+      timings.scan = (performance.now() - scanStarted) / 1000;
+    }
+    const doctor = state.doctor;
+    log(`react doctor: ${doctor.ok ? "pass" : "FAIL"} (${doctor.new.length} new, ${doctor.remaining_targets.length} targets left)`);
+    for (const f of doctor.new) log(`  new ${f.rule} ${f.file}:${f.line ?? ""} ${f.title}`);
+    for (const f of doctor.unscanned ?? []) log(`  changed but not scanned: ${f}`);
+    setPhase("tests");
+    lockDown();
+    const testStarted = performance.now();
+    state.tests = testGate(config, setPhase);
+    timings.test_command = (performance.now() - testStarted) / 1000;
+    log(`tests: ${state.tests.ok ? "pass" : "FAIL"}`);
+    for (const f of state.tests.failing) log(`  failing: ${f}`);
   } catch (error) {
-    if (!(error instanceof EmptySubmission)) throw error;
-    doctor = { ok: false, new: [], fixed_targets: [], remaining_targets: config.rd.targets, reason: error.message };
+    if (error instanceof HarnessError) throw error;
+    // Whatever broke while the submission was in play is the submission's.
+    const reason = error instanceof SubmissionFailure ? error.message : `${error.code ?? error.name}: ${error.message}`;
+    log(`the submission broke grading during ${phase}: ${reason}`);
+    try {
+      sweepRoom();
+    } catch {}
+    writeProgress("done");
+    writeGrade({
+      reward: 0,
+      tests: state.tests ?? { ok: false, failing: [] },
+      react_doctor: state.doctor ?? { ok: false, new: [], fixed_targets: [], remaining_targets: config.rd.targets },
+      submission: state.submission ?? { refused: [], changed: [] },
+      timings,
+      failure: { phase, reason },
+    });
+    return;
   }
-  log(`react doctor: ${doctor.ok ? "pass" : "FAIL"} (${doctor.new.length} new, ${doctor.remaining_targets.length} targets left)`);
-  for (const f of doctor.new) log(`  new ${f.rule} ${f.file}:${f.line ?? ""} ${f.title}`);
-  for (const f of doctor.unscanned ?? []) log(`  changed but not scanned: ${f}`);
-  timings.scan = (performance.now() - scanStarted) / 1000;
-  applySpecs();
-  const testStarted = performance.now();
-  const tests = testGate(config);
-  timings.test_command = (performance.now() - testStarted) / 1000;
-  log(`tests: ${tests.ok ? "pass" : "FAIL"}`);
-  const reward = tests.ok && doctor.ok ? 1 : 0;
-  fs.writeFileSync(
-    path.join(LOGS, "grade.json"),
-    JSON.stringify({ reward, tests, react_doctor: doctor, submission, timings }, null, 2),
-  );
-  fs.writeFileSync(
-    path.join(LOGS, "reward.json"),
-    JSON.stringify({ reward, tests: Number(tests.ok), react_doctor: Number(doctor.ok) }) + "\n",
-  );
-  log(`reward=${reward}`);
+  const reward = state.tests.ok && state.doctor.ok ? 1 : 0;
+  writeProgress("done");
+  writeGrade({ reward, tests: state.tests, react_doctor: state.doctor, submission: state.submission, timings, failure: null });
 }
 
 const commands = { bake, grade };

@@ -1,14 +1,18 @@
 import { render, screen } from "@testing-library/react";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 
 import ProfileHeader from "../ProfileHeader";
 import SessionTimer from "../SessionTimer";
 import TagList from "../TagList";
 
+// Fake timers before any module of the app loads: a timer function a component
+// keeps under another name (`const every = setInterval`) is the fake one too, so
+// the cleanup check below sees every timer however it was started.
+vi.hoisted(() => {
+  vi.useFakeTimers();
+});
+
 describe("profile components", () => {
-  afterEach(() => {
-    vi.useRealTimers();
-  });
 
   it("shows the full name on the first render", () => {
     render(<ProfileHeader user={{ id: "x", firstName: "Grace", lastName: "Hopper", tags: [] }} />);
@@ -20,8 +24,17 @@ describe("profile components", () => {
     expect(screen.getAllByRole("listitem").map((item) => item.textContent)).toEqual(["b", "a", "c"]);
   });
 
+  it("keeps each tag on its own element when the list changes", () => {
+    // Keys that follow the tag, however written: with index keys the element that
+    // showed "b" shows another tag once one is put in front.
+    const { rerender } = render(<TagList tags={["a", "b"]} />);
+    const shown = screen.getByText("b");
+    rerender(<TagList tags={["z", "a", "b"]} />);
+    expect(screen.getByText("b")).toBe(shown);
+    expect(shown.textContent).toBe("b");
+  });
+
   it("stops its timer when it unmounts", () => {
-    vi.useFakeTimers();
     const { unmount } = render(<SessionTimer />);
     expect(vi.getTimerCount()).toBe(1);
     unmount();
