@@ -14,18 +14,19 @@ from pytest_reactbench.plugin.progress import progress_printer
 from pytest_reactbench.plugin.settings import Settings, UsageError
 from pytest_reactbench.results import RunRecords
 from pytest_reactbench.sandbox.base import Backend
+from pytest_reactbench.sandbox.registry import BackendRegistryError, merge_backends
 from pytest_reactbench.trial import TrialOptions
 
 if TYPE_CHECKING:
     from pytest_reactbench.results import TrialResult
 
 
-def _merge(name: str, parts: list[Mapping[str, object]]) -> dict[str, object]:
+def _merge_agents(parts: list[Mapping[str, object]]) -> dict[str, object]:
     merged: dict[str, object] = {}
     for part in parts:
         for key, value in part.items():
             if key in merged and merged[key] is not value:
-                raise UsageError(f"two plugins register the {name} {key!r}")
+                raise UsageError(f"two plugins register the agent {key!r}")
             merged[key] = value
     return merged
 
@@ -76,16 +77,20 @@ class ReactbenchSession:
         )
         self._backend: Backend | None = None
         self.agents = self._make_agents()
-        backends = _merge("sandbox backend", self.config.hook.pytest_reactbench_sandbox_backends())
-        self._backend_factory = backends.get(settings.backend)
-        if self._backend_factory is None:
+        try:
+            backends = merge_backends(self.config.hook.pytest_reactbench_sandbox_backends())
+        except BackendRegistryError as exc:
+            raise UsageError(str(exc)) from None
+        factory = backends.get(settings.backend)
+        if factory is None:
             raise UsageError(
                 f"--reactbench-sandbox: unknown backend {settings.backend!r}; "
                 f"known: {', '.join(sorted(backends))}"
             )
+        self._backend_factory = factory
 
     def _make_agents(self) -> dict[str, Agent]:
-        factories = _merge("agent", self.config.hook.pytest_reactbench_agents())
+        factories = _merge_agents(self.config.hook.pytest_reactbench_agents())
         agents: dict[str, Agent] = {}
         for name, command in self.settings.commands.items():
             if name in factories:
@@ -109,7 +114,7 @@ class ReactbenchSession:
 
     def backend(self) -> Backend:
         if self._backend is None:
-            self._backend = self._backend_factory(self.settings.sandbox_options())  # type: ignore[operator]
+            self._backend = self._backend_factory(self.settings.sandbox_options())
             removed = self._backend.sweep()
             if removed:
                 progress_printer(self.config)(
