@@ -27,6 +27,7 @@ from pytest_reactbench.plugin.items import (
     TrialErrored,
     TrialFailed,
     TrialItem,
+    register_task_markers,
 )
 from pytest_reactbench.plugin.report import describe_failure
 from pytest_reactbench.plugin.session import SESSION_KEY, ReactbenchSession
@@ -89,6 +90,8 @@ def _item_arguments(config: pytest.Config) -> list[str]:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     settings = read_settings(config)
+    if settings.active or config.option.markers:
+        register_task_markers(config, settings.task_roots)
     if not settings.active:
         return
     workerinput = getattr(config, "workerinput", None)
