@@ -40,7 +40,8 @@ def reactbench_agent(request: pytest.FixtureRequest) -> Agent:
 def reactbench_stages(request: pytest.FixtureRequest, reactbench_backend: Backend) -> Stages:
     """How the trial bakes its images and boots its sandboxes (a `Stages`)."""
     session = request.config.stash[SESSION_KEY]
-    return Stages(reactbench_backend, progress_printer(request.config), session.trial_options.labels)
+    return Stages(reactbench_backend, progress_printer(request.config, session.once),
+                  session.trial_options.labels)
 
 
 @pytest.fixture
