@@ -51,18 +51,27 @@ def _validate(args: argparse.Namespace) -> int:
         tasks.append(task)
     if not tasks:
         return 1
+    records = Path(args.records) if args.records else Path(".reactbench", "records")
     controls = run_controls([t.path for t in tasks], sandbox=args.sandbox,
-                            records=Path(args.records) if args.records else None, workers=args.n,
+                            records=records.resolve(), workers=args.n,
                             echo=lambda line: print(line, flush=True))
     for task in tasks:
         for agent, expected in CONTROLS.items():
             got = controls.verdict(task.id, agent)
             ok = got == expected
             problems += not ok
+            reason = controls.reason(task.id, agent)
             print(f"{'ok     ' if ok else 'WRONG  '} {task.id}: {agent} {got}"
-                  + ("" if ok else f" (must be {expected})"))
-    if problems:
+                  + ("" if ok else f" (must be {expected})") + (f": {reason}" if reason else ""))
+            result = controls.result(task.id, agent)
+            if not ok and result is not None and result.record:
+                print(f"          record: {result.record}")
+    for run in controls.run_dirs:
+        print(f"records: {run}")
+    if problems and args.verbose:
         print(controls.output[-6000:])
+    elif problems:
+        print("(the controls' pytest output: run again with -v)")
     return 1 if problems else 0
 
 
@@ -196,7 +205,10 @@ def main(argv: list[str] | None = None) -> int:
         "validate", help="check task directories: schema, files, oracle scores 1 and nop 0")
     validate.add_argument("tasks", nargs="+", metavar="TASK_DIR")
     validate.add_argument("--sandbox", default="local", help="backend for the controls (default local)")
-    validate.add_argument("--records", help="keep the controls' run records here")
+    validate.add_argument("--records",
+                          help="where the controls' run records go (default .reactbench/records)")
+    validate.add_argument("-v", "--verbose", action="store_true",
+                          help="print the controls' pytest output when a check fails")
     validate.add_argument("-n", type=int, default=0, help="xdist workers for the controls")
     validate.set_defaults(run=_validate)
     report = commands.add_parser("report", help="a leaderboard from run records or JUnit XML")
