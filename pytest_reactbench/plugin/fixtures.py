@@ -51,6 +51,9 @@ def reactbench_trial(request: pytest.FixtureRequest, reactbench_task: Task, reac
     (JUnit `<error>`), never a failure."""
     session = request.config.stash[SESSION_KEY]
     agent = reactbench_agent
+    kept = session.kept.get((reactbench_task.id, agent.name, request.node.attempt))
+    if kept is not None:
+        return kept  # a resumed run: this trial was scored already
     options = replace(session.trial_options, manifest={
         **session.trial_options.manifest, "nodeid": request.node.nodeid,
         "agent_spec": session.agent_specs.get(agent.name, agent.name)})

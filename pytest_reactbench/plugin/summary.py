@@ -36,8 +36,11 @@ class ResultsSummary:
     """Registered on the controller only."""
 
     def __init__(self, records: RunRecords, baseline: Path | None,
-                 sweep: Callable[[], int], allow_missing: bool = False) -> None:
+                 sweep: Callable[[], int], allow_missing: bool = False,
+                 kept: set[str] | None = None) -> None:
         self.records = records
+        #: In a resumed run, the records of the scored trials it keeps.
+        self.kept = kept
         self.sweep = sweep
         self.baseline = baseline
         self.allow_missing = allow_missing
@@ -79,6 +82,10 @@ class ResultsSummary:
         tr = terminalreporter
         tr.section(f"reactbench: {len(tasks)} task(s) x {len(scores)} agent(s)")
         tr.line(provenance(self.outcomes))
+        if self.kept is not None:
+            kept = sum(1 for o in self.outcomes if o.record in self.kept)
+            tr.line(f"resumed run {self.records.run_id}: {kept} scored trial(s) kept from its "
+                    f"records, {len(self.outcomes) - kept} run in this session")
         width = max(len(s.agent) for s in scores) + 2
         tr.line(f"{'agent':<{width}}{'score':>7}{'95% CI':>12}{'pass@1':>8}{'pass@k':>12}"
                 f"{'tasks':>8}{'errors':>8}")
