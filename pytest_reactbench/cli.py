@@ -24,7 +24,8 @@ from pytest_reactbench.plugin.builtins import pytest_reactbench_sandbox_backends
 from pytest_reactbench.plugin.settings import Settings, default_ca_bundle, default_cache
 from pytest_reactbench.results.compare import ALPHA, compare
 from pytest_reactbench.results.load import ResultsError, load_outcomes
-from pytest_reactbench.results.render import html_page, markdown
+from pytest_reactbench.results.render import markdown
+from pytest_reactbench.results.site import RunInfo, write_site
 from pytest_reactbench.sandbox.base import ImageRecipe, SandboxError
 from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP, parse_image_map, recipe_dir
 from pytest_reactbench.tasks import TaskError, load_task
@@ -115,9 +116,16 @@ def _images(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     outcomes = []
+    runs = []
     try:
-        for run in args.runs:
-            outcomes += load_outcomes(Path(run))
+        for raw in args.runs:
+            outcomes += load_outcomes(Path(raw))
+            folder = Path(raw)
+            for manifest in ([folder / "manifest.json"] if (folder / "manifest.json").is_file()
+                             else sorted(folder.glob("*/manifest.json")) if folder.is_dir() else []):
+                info = RunInfo.read(manifest.parent)
+                if info is not None:
+                    runs.append(info)
     except ResultsError as exc:
         print(f"reactbench report: {exc}", file=sys.stderr)
         return 2
@@ -125,9 +133,9 @@ def _report(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     text = markdown(outcomes, args.title)
     (out / "report.md").write_text(text)
-    (out / "report.html").write_text(html_page(outcomes, args.title, base=out.resolve()))
+    index = write_site(outcomes, out, title=args.title, runs=runs)
     print(text)
-    print(f"wrote {out / 'report.md'} and {out / 'report.html'}")
+    print(f"wrote {out / 'report.md'} and {index} (with a page per trial under {out / 'trials'})")
     return 0
 
 
@@ -213,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     validate.set_defaults(run=_validate)
     report = commands.add_parser("report", help="a leaderboard from run records or JUnit XML")
     report.add_argument("runs", nargs="+", metavar="RUN", help="run record directories or JUnit XML files")
-    report.add_argument("--out", help="where report.md and report.html go (default: the first run)")
+    report.add_argument("--out", help="the folder of report.md, report.html and the trial pages, "
+                        "self-contained (default: the first run)")
     report.add_argument("--title", default="ReactBench results")
     report.set_defaults(run=_report)
     comparing = commands.add_parser("compare", help="flips and regressions between two runs")

@@ -5,6 +5,7 @@ plugin collects nothing and changes nothing."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args[:] = [str(root) for root in settings.task_roots]
     if workerinput is None:
         manifest = {
+            "started_at": time.time(),
             "plugin_version": __version__,
             "backend": settings.backend,
             "agents": list(settings.agents),

@@ -14,7 +14,9 @@ from pytest_reactbench.results.aggregate import score_agents
 from pytest_reactbench.results.compare import Comparison, compare
 from pytest_reactbench.results.load import ResultsError, load_outcomes
 from pytest_reactbench.results.records import RunRecords
-from pytest_reactbench.results.render import html_page, markdown, provenance
+from pytest_reactbench.results.render import markdown, provenance
+from pytest_reactbench.results.site import CollectionError, RunInfo, write_collection_errors, write_site
+from pytest_reactbench.results.trial_result import strip_ansi
 
 SHORT = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "not-attempted": "n/a"}
 
@@ -45,6 +47,9 @@ class ResultsSummary:
         self.baseline = baseline
         self.allow_missing = allow_missing
         self.outcomes: list[TrialResult] = []
+        #: Collectors that failed (a malformed task), by node id; xdist workers each
+        #: report the same one.
+        self.collection_errors: dict[str, CollectionError] = {}
         self.comparison: Comparison | None = None
         self.baseline_error: str | None = None
 
@@ -53,15 +58,23 @@ class ResultsSummary:
         if outcome is not None:
             self.outcomes.append(outcome)
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.collection_errors[report.nodeid] = CollectionError(
+                report.nodeid or ".", strip_ansi(report.longreprtext))
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         # A worker that died left its trials' records running and its sandboxes behind.
         if self.records.close_orphans():
             self.sweep()
         if not self.outcomes:
             return
-        (self.records.run_dir / "report.md").write_text(markdown(self.outcomes))
-        (self.records.run_dir / "report.html").write_text(
-            html_page(self.outcomes, base=self.records.run_dir))
+        run_dir = self.records.run_dir
+        if self.collection_errors:
+            write_collection_errors(run_dir, list(self.collection_errors.values()))
+        (run_dir / "report.md").write_text(markdown(self.outcomes))
+        info = RunInfo.read(run_dir)
+        write_site(self.outcomes, run_dir, runs=[info] if info else [])
         if self.baseline is None:
             return
         try:
