@@ -222,8 +222,11 @@ def _reason(result: TrialResult, evidence: Evidence) -> str:
                            ("Submission audit", result.audit)):
         if entries:
             more = f"<li>… and {len(entries) - MAX_LISTED} more</li>" if len(entries) > MAX_LISTED else ""
-            parts.append(f"<h3>{_e(title)} ({len(entries)})</h3><ul>"
-                         + "".join(f"<li>{_e(x)}</li>" for x in entries[:MAX_LISTED]) + more + "</ul>")
+            # A long list stays folded: the reason above it is what a reader wants first.
+            parts.append(f"<details{' open' if len(entries) <= 5 else ''}><summary><b>{_e(title)} "
+                         f"({len(entries)})</b></summary><ul>"
+                         + "".join(f"<li>{_e(x)}</li>" for x in entries[:MAX_LISTED]) + more
+                         + "</ul></details>")
     if result.doctor_reason:
         parts.append(f"<p>React Doctor: {_e(result.doctor_reason)}</p>")
     return f'<section id=reason class="reason {v.value}">{"".join(parts)}</section>'
