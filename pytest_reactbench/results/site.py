@@ -393,6 +393,10 @@ def write_site(outcomes: Sequence[TrialResult], out: Path, *, title: str = "Reac
             shutil.rmtree(site.trials / slug)  # copies of an earlier report of the same name
         (site.trials / f"{slug}.html").write_text(_trial_page(o, gather(o), slug, site))
         pages[id(o)] = f"trials/{quote(slug)}.html"
+    for stale in site.trials.iterdir():
+        # Pages of an earlier report in this folder (a resumed run's superseded trials).
+        if stale.name.removesuffix(".html") not in taken:
+            shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
     head = "".join(f"<th>{_e(a)}</th>" for a in board.agents)
     body = []
     for task in board.tasks:
