@@ -13,6 +13,7 @@ from pytest_reactbench.agents.command import CommandAgent, CommandSpec
 from pytest_reactbench.plugin.progress import OncePerSession, progress_printer
 from pytest_reactbench.plugin.settings import Settings, UsageError
 from pytest_reactbench.results import RunRecords
+from pytest_reactbench.results.load import ResultsError
 from pytest_reactbench.results.resume import kept_trials
 from pytest_reactbench.sandbox.base import Backend
 from pytest_reactbench.trial import TrialOptions
@@ -77,7 +78,10 @@ class ReactbenchSession:
                       "options": replay_options(settings)},
         )
         #: The scored trials a resumed run keeps from its records.
-        self.kept = kept_trials(self.records.run_dir) if settings.resume else {}
+        try:
+            self.kept = kept_trials(self.records.run_dir) if settings.resume else {}
+        except ResultsError as exc:
+            raise UsageError(f"--reactbench-resume: {exc}") from None
         self._backend: Backend | None = None
         self.agents = self._make_agents()
         backends = _merge("sandbox backend", self.config.hook.pytest_reactbench_sandbox_backends())

@@ -101,3 +101,9 @@ def test_resume_of_an_unknown_run_says_which_exist(suite: pytest.Pytester) -> No
     result = suite.runpytest("--reactbench-resume=nope")
     result.stderr.fnmatch_lines(["*--reactbench-resume: no run 'nope' in *records (the latest: 2*; "
                                  "or use 'last')"])
+    # A record that cannot be read stops the resumption, naming it.
+    (run,) = (suite.path / "records").iterdir()
+    (run / "alpha__nop__1" / "status.json").write_text("{garbled")
+    result = suite.runpytest("--reactbench-resume=last")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--reactbench-resume: *alpha__nop__1: unreadable record*"])
