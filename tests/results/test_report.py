@@ -50,7 +50,7 @@ def pytest_reactbench_agents():
 """
 
 # What our verifier leaves in /logs/verifier when a spec fails and React Doctor finds
-# something new: reward.json, grade.json and Vitest's JSON report.
+# something new: reward.json, its progress, grade.json and Vitest's JSON report.
 GRADES = r"""#!/bin/bash
 if [ "$(cat /app/out.txt 2>/dev/null)" = hello ]; then
   echo '{"reward": 1, "tests": 1, "react_doctor": 1}' > /logs/verifier/reward.json
@@ -58,10 +58,12 @@ if [ "$(cat /app/out.txt 2>/dev/null)" = hello ]; then
 fi
 printf '\033[31m FAIL \033[0m src/App.test.tsx > counter > resets\n'
 echo '{"reward": 0, "tests": 0, "react_doctor": 0}' > /logs/verifier/reward.json
+echo '{"grader": "reactbench-verifier", "version": 2, "phase": "done"}' > /logs/verifier/progress.json
 cat > /logs/verifier/grade.json <<'JSON'
-{"tests": {"failing": ["src/App.test.tsx > counter resets"]},
- "react_doctor": {"new": [{"rule": "no-array-index-key", "file": "src/App.tsx", "line": 12,
-                           "title": "Array index used as a key"}]}}
+{"version": 2, "reward": 0,
+ "tests": {"ok": false, "exit_code": 1, "failing": ["src/App.test.tsx > counter resets"]},
+ "react_doctor": {"ok": false, "new": [{"rule": "no-array-index-key", "file": "src/App.tsx",
+                                        "line": 12, "title": "Array index used as a key"}]}}
 JSON
 cat > /logs/verifier/vitest.json <<'JSON'
 {"testResults": [{"name": "/app/src/App.test.tsx", "status": "failed", "assertionResults": [
