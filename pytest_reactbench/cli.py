@@ -26,7 +26,8 @@ from pytest_reactbench.mining import MiningError, Request, mine
 from pytest_reactbench.plugin import builtins, hookspecs
 from pytest_reactbench.results.compare import ALPHA, compare
 from pytest_reactbench.results.load import ResultsError, load_outcomes
-from pytest_reactbench.results.render import html_page, markdown
+from pytest_reactbench.results.render import markdown
+from pytest_reactbench.results.site import RunInfo, write_site
 from pytest_reactbench.sandbox.bake import BakingBackend
 from pytest_reactbench.sandbox.base import Backend, BaseImage, ImageRecipe, Progress, SandboxError
 from pytest_reactbench.sandbox.options import (
@@ -62,18 +63,27 @@ def _validate(args: argparse.Namespace) -> int:
         tasks.append(task)
     if not tasks:
         return 1
+    records = Path(args.records) if args.records else Path(".reactbench", "records")
     controls = run_controls([t.path for t in tasks], sandbox=args.sandbox,
-                            records=Path(args.records) if args.records else None, workers=args.n,
+                            records=records.resolve(), workers=args.n,
                             echo=lambda line: print(line, flush=True))
     for task in tasks:
         for agent, expected in CONTROLS.items():
             got = controls.verdict(task.id, agent)
             ok = got == expected
             problems += not ok
+            reason = controls.reason(task.id, agent)
             print(f"{'ok     ' if ok else 'WRONG  '} {task.id}: {agent} {got}"
-                  + ("" if ok else f" (must be {expected})"))
-    if problems:
+                  + ("" if ok else f" (must be {expected})") + (f": {reason}" if reason else ""))
+            result = controls.result(task.id, agent)
+            if not ok and result is not None and result.record:
+                print(f"          record: {result.record}")
+    for run in controls.run_dirs:
+        print(f"records: {run}")
+    if problems and args.verbose:
         print(controls.output[-6000:])
+    elif problems:
+        print("(the controls' pytest output: run again with -v)")
     return 1 if problems else 0
 
 
@@ -157,9 +167,16 @@ def _images(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     outcomes = []
+    runs = []
     try:
-        for run in args.runs:
-            outcomes += load_outcomes(Path(run))
+        for raw in args.runs:
+            outcomes += load_outcomes(Path(raw))
+            folder = Path(raw)
+            for manifest in ([folder / "manifest.json"] if (folder / "manifest.json").is_file()
+                             else sorted(folder.glob("*/manifest.json")) if folder.is_dir() else []):
+                info = RunInfo.read(manifest.parent)
+                if info is not None:
+                    runs.append(info)
     except ResultsError as exc:
         print(f"reactbench report: {exc}", file=sys.stderr)
         return 2
@@ -167,9 +184,9 @@ def _report(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     text = markdown(outcomes, args.title)
     (out / "report.md").write_text(text)
-    (out / "report.html").write_text(html_page(outcomes, args.title, base=out.resolve()))
+    index = write_site(outcomes, out, title=args.title, runs=runs)
     print(text)
-    print(f"wrote {out / 'report.md'} and {out / 'report.html'}")
+    print(f"wrote {out / 'report.md'} and {index} (with a page per trial under {out / 'trials'})")
     return 0
 
 
@@ -254,12 +271,16 @@ def main(argv: list[str] | None = None) -> int:
         "validate", help="check task directories: schema, files, oracle scores 1 and nop 0")
     validate.add_argument("tasks", nargs="+", metavar="TASK_DIR")
     validate.add_argument("--sandbox", default="local", help="backend for the controls (default local)")
-    validate.add_argument("--records", help="keep the controls' run records here")
+    validate.add_argument("--records",
+                          help="where the controls' run records go (default .reactbench/records)")
+    validate.add_argument("-v", "--verbose", action="store_true",
+                          help="print the controls' pytest output when a check fails")
     validate.add_argument("-n", type=int, default=0, help="xdist workers for the controls")
     validate.set_defaults(run=_validate)
     report = commands.add_parser("report", help="a leaderboard from run records or JUnit XML")
     report.add_argument("runs", nargs="+", metavar="RUN", help="run record directories or JUnit XML files")
-    report.add_argument("--out", help="where report.md and report.html go (default: the first run)")
+    report.add_argument("--out", help="the folder of report.md, report.html and the trial pages, "
+                        "self-contained (default: the first run)")
     report.add_argument("--title", default="ReactBench results")
     report.set_defaults(run=_report)
     comparing = commands.add_parser("compare", help="flips and regressions between two runs")

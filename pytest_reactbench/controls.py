@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_reactbench.results import TrialResult
+from pytest_reactbench.results import TrialResult, strip_ansi
 from pytest_reactbench.results.load import from_junit
 
 #: What each control agent must score on a valid task.
@@ -23,10 +23,20 @@ CONTROLS = {"oracle": "passed", "nop": "failed"}
 
 @dataclass(frozen=True)
 class ControlRun:
-    """The result of each (task id, agent) item, and the run's output."""
+    """The result of each (task id, agent) item, and the run's output (ANSI codes
+    stripped)."""
 
     results: dict[tuple[str, str], TrialResult]
     output: str
+    #: Where the run records were kept; None when they went with a temporary folder.
+    records: Path | None = None
+
+    @property
+    def run_dirs(self) -> list[Path]:
+        """The run folders the controls' records are in (while they are kept)."""
+        if self.records is None:
+            return []
+        return sorted({Path(r.record).parent for r in self.results.values() if r.record})
 
     def result(self, task: str, agent: str) -> TrialResult | None:
         return self.results.get((task, agent))
@@ -41,7 +51,7 @@ class ControlRun:
         if result is None:
             return "the item did not run (see the output)"
         first = result.message.splitlines()[0] if result.message else ""
-        return f"{result.failure}: {first}" if first else result.failure
+        return f"{result.failure}: {first}" if first and result.failure else first or result.failure
 
 
 def run_controls(
@@ -52,7 +62,8 @@ def run_controls(
     workers: int = 0,
     echo: Callable[[str], None] = print,
 ) -> ControlRun:
-    """Run `oracle` and `nop` on each task directory and read their verdicts."""
+    """Run `oracle` and `nop` on each task directory and read their verdicts. Without
+    `records` the records go with a temporary folder."""
     with tempfile.TemporaryDirectory(prefix="reactbench-controls-") as tmp:
         xml = Path(tmp, "controls.xml")
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
@@ -64,4 +75,4 @@ def run_controls(
         echo("controls: " + " ".join(command[3:]))
         proc = subprocess.run(command, cwd=tmp, capture_output=True, text=True)
         results = {(r.task, r.agent): r for r in (from_junit(xml) if xml.exists() else [])}
-    return ControlRun(results, proc.stdout + proc.stderr)
+    return ControlRun(results, strip_ansi(proc.stdout + proc.stderr), records)

@@ -52,16 +52,32 @@ def test_console_script_is_installed() -> None:
     assert result.returncode == 0 and "images" in result.stdout
 
 
-def test_validate_checks_schema_and_controls(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    from tests.conftest import write_task
+def test_validate_checks_schema_and_controls(tmp_path: Path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from tests.conftest import CHECKS_OUT, write_task
 
+    monkeypatch.chdir(tmp_path)
     good = write_task(tmp_path, "good")
-    lazy = write_task(tmp_path, "lazy", solve_sh="#!/bin/bash\ntrue\n")  # the oracle does nothing
+    # The oracle does nothing, and the verifier's log is coloured.
+    coloured = CHECKS_OUT.replace("#!/bin/bash\n", "#!/bin/bash\nprintf '\\033[31mred\\033[0m\\n'\n")
+    lazy = write_task(tmp_path, "lazy", solve_sh="#!/bin/bash\ntrue\n", test_sh=coloured)
     broken = write_task(tmp_path, "broken")
     (broken / "task.toml").write_text('version = "1.0"\n[verifier]\ntimeout_sec = 0\n')
     assert main(["validate", str(good), str(lazy), str(broken)]) == 1
     out = capsys.readouterr().out
     assert f"INVALID {broken / 'task.toml'}: verifier.timeout_sec: Input should be greater than 0" in out
-    assert "ok      good: oracle passed" in out and "ok      good: nop failed" in out
-    assert "WRONG   lazy: oracle failed (must be passed)" in out
+    assert "ok      good: oracle passed\n" in out
+    assert "ok      good: nop failed: tests: failed gate tests" in out
+    # A wrong control says why, and the record it names is still there.
+    assert "WRONG   lazy: oracle failed (must be passed): tests: failed gate tests" in out
+    record = Path(out.split("WRONG   lazy: oracle", 1)[1].split("record: ", 1)[1].split("\n", 1)[0])
+    assert record.is_relative_to(tmp_path / ".reactbench" / "records")
+    assert (record / "status.json").is_file() and (record / "verifier").is_dir()
+    assert f"records: {record.parent}" in out
+    # No raw pytest output unless asked for; asked for, it has no colour codes.
+    assert "short test summary" not in out
+    assert "run again with -v" in out
+    assert main(["validate", str(lazy), "-v", "--records", str(tmp_path / "kept")]) == 1
+    out = capsys.readouterr().out
+    assert "short test summary" in out and "red" in out and "\x1b[" not in out
+    assert any((tmp_path / "kept").iterdir())
     assert main(["validate", str(good)]) == 0

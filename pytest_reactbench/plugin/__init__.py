@@ -5,6 +5,7 @@ plugin collects nothing and changes nothing."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from pytest_reactbench.plugin.items import (
     TrialErrored,
     TrialFailed,
     TrialItem,
+    register_task_markers,
 )
 from pytest_reactbench.plugin.report import describe_failure
 from pytest_reactbench.plugin.session import SESSION_KEY, ReactbenchSession
@@ -89,10 +91,15 @@ def _item_arguments(config: pytest.Config) -> list[str]:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     settings = read_settings(config)
+    if settings.active or config.option.markers:
+        register_task_markers(config, settings.task_roots)
     if not settings.active:
         return
     workerinput = getattr(config, "workerinput", None)
-    run_id = workerinput["reactbench_run_id"] if workerinput else new_run_id()
+    if workerinput:
+        run_id = workerinput["reactbench_run_id"]
+    else:
+        run_id = settings.resume.name if settings.resume else new_run_id()
     session = ReactbenchSession(config, settings, run_id)
     # xdist workers may get the arguments as given: they are rewritten there too.
     named = _item_arguments(config)
@@ -106,18 +113,24 @@ def pytest_configure(config: pytest.Config) -> None:
         # config.args is read by the session's collection right after configure.
         config.args[:] = [str(root) for root in settings.task_roots]
     if workerinput is None:
-        session.records.write_manifest({
+        manifest = {
+            "started_at": time.time(),
             "plugin_version": __version__,
             "backend": settings.backend,
             "agents": list(settings.agents),
             "task_roots": [str(r) for r in settings.task_roots],
             "args": list(config.invocation_params.args),
-        })
+        }
+        if settings.resume:
+            session.records.add_resumption({**manifest, "kept": len(session.kept)})
+        else:
+            session.records.write_manifest(manifest)
         if config.pluginmanager.hasplugin("xdist"):
             config.pluginmanager.register(XdistHooks(run_id, session.selected), "reactbench-xdist")
         config.pluginmanager.register(
             ResultsSummary(session.records, settings.baseline, lambda: session.backend().sweep(),
-                           allow_missing=settings.allow_missing),
+                           allow_missing=settings.allow_missing,
+                           kept={r.record for r in session.kept.values()} if settings.resume else None),
             "reactbench-summary")
 
 

@@ -40,7 +40,8 @@ def reactbench_agent(request: pytest.FixtureRequest) -> Agent:
 def reactbench_stages(request: pytest.FixtureRequest, reactbench_backend: Backend) -> Stages:
     """How the trial bakes its images and boots its sandboxes (a `Stages`)."""
     session = request.config.stash[SESSION_KEY]
-    return Stages(reactbench_backend, progress_printer(request.config), session.trial_options.labels)
+    return Stages(reactbench_backend, progress_printer(request.config, session.once),
+                  session.trial_options.labels)
 
 
 @pytest.fixture
@@ -50,6 +51,9 @@ def reactbench_trial(request: pytest.FixtureRequest, reactbench_task: Task, reac
     (JUnit `<error>`), never a failure."""
     session = request.config.stash[SESSION_KEY]
     agent = reactbench_agent
+    kept = session.kept.get((reactbench_task.id, agent.name, request.node.attempt))
+    if kept is not None:
+        return kept  # a resumed run: this trial was scored already
     options = replace(session.trial_options, manifest={
         **session.trial_options.manifest, "nodeid": request.node.nodeid,
         "agent_spec": session.agent_specs.get(agent.name, agent.name)})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from pytest_reactbench.agents import Agent, AgentConfigError
 from pytest_reactbench.plugin.session import SESSION_KEY
 from pytest_reactbench.results import TrialResult, Verdict
-from pytest_reactbench.tasks import Task, TaskError, load_task
+from pytest_reactbench.tasks import Task, TaskError, find_tasks, load_task
 
 AGENTS_KEY = pytest.StashKey[dict[str, Agent]]()
 
@@ -32,8 +33,28 @@ class TrialErrored(Exception):
         self.result = result
 
 
-def marker_name(value: str) -> str:
-    return re.sub(r"\W+", "_", value).strip("_").lower()
+#: What `-m` reads as one name (pytest's mark expression grammar).
+_MARK_CHARS = re.compile(r"[^\w:+\-.\[\]\\/]+")
+_MARK_KEYWORDS = ("and", "or", "not")
+
+
+def marker_name(tag: str) -> str:
+    """The marker of a task tag, difficulty or category: the tag as written wherever
+    `-m` can name it (`write-react`); otherwise each run of other characters becomes
+    `_` (`React 19` -> `React_19`) and a bare keyword of `-m` gets a trailing `_`."""
+    name = _MARK_CHARS.sub("_", tag.strip()).strip("_")
+    return f"{name}_" if name in _MARK_KEYWORDS else name
+
+
+def register_markers(config: pytest.Config, tags: Iterable[str]) -> None:
+    """Task tags as registered markers (listed by `pytest --markers`, accepted by
+    --strict-markers)."""
+    known = {line.split(":")[0].strip() for line in config.getini("markers")}
+    for tag in tags:
+        name = marker_name(tag)
+        if name and name not in known:
+            known.add(name)
+            config.addinivalue_line("markers", f"{name}: tasks tagged {tag!r} (task.toml [metadata])")
 
 
 def _trial(reactbench_trial: TrialResult) -> None:
@@ -41,6 +62,18 @@ def _trial(reactbench_trial: TrialResult) -> None:
     (which raises TrialErrored itself: an error is the item's setup error)."""
     if reactbench_trial.verdict is Verdict.FAILED:
         raise TrialFailed(reactbench_trial)
+
+
+def register_task_markers(config: pytest.Config, roots: Iterable[Path]) -> None:
+    """The tags of every task under the roots, registered before collection so that
+    `pytest --markers` lists them (a task that does not load is skipped here: it is a
+    collection error later)."""
+    for root in roots:
+        for path in find_tasks(root) if root.is_dir() else ():
+            try:
+                register_markers(config, load_task(path).markers)
+            except TaskError:
+                continue
 
 
 class TaskDirectory(pytest.Directory):
@@ -89,10 +122,10 @@ class TrialItem(pytest.Function):
         self.attempt = attempt
         #: Why the agent has nothing for this task (the item is skipped), or None.
         self.not_attempted = not_attempted
-        for name in task.markers:
-            marker = marker_name(name)
-            self.config.addinivalue_line("markers", f"{marker}: task metadata")
-            self.add_marker(marker)
+        register_markers(self.config, task.markers)
+        for tag in task.markers:
+            if marker_name(tag):
+                self.add_marker(marker_name(tag))
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path / "task.toml", 0, f"{self.task.id} [{self.agent.name}]"

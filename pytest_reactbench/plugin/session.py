@@ -10,9 +10,11 @@ import pytest
 from pytest_reactbench import __version__
 from pytest_reactbench.agents import Agent
 from pytest_reactbench.agents.command import CommandAgent, CommandSpec
-from pytest_reactbench.plugin.progress import progress_printer
+from pytest_reactbench.plugin.progress import OncePerSession, progress_printer
 from pytest_reactbench.plugin.settings import Settings, UsageError
 from pytest_reactbench.results import RunRecords
+from pytest_reactbench.results.load import ResultsError
+from pytest_reactbench.results.resume import kept_trials
 from pytest_reactbench.sandbox.base import Backend
 from pytest_reactbench.sandbox.registry import BackendRegistryError, merge_backends
 from pytest_reactbench.trial import TrialOptions
@@ -59,6 +61,8 @@ class ReactbenchSession:
         self.config = config
         self.settings = settings
         self.records = RunRecords(settings.records, run_id)
+        #: Filters progress lines to one per bake decision for the whole session.
+        self.once = OncePerSession(self.records.run_dir / ".progress")
         self.worker: str = getattr(config, "workerinput", {}).get("workerid", "controller")
         self.results: list[TrialResult] = []
         #: Ids of the task directories collected in this session.
@@ -75,6 +79,11 @@ class ReactbenchSession:
                       # What a replay of one of this session's trials repeats.
                       "options": replay_options(settings)},
         )
+        #: The scored trials a resumed run keeps from its records.
+        try:
+            self.kept = kept_trials(self.records.run_dir) if settings.resume else {}
+        except ResultsError as exc:
+            raise UsageError(f"--reactbench-resume: {exc}") from None
         self._backend: Backend | None = None
         self.agents = self._make_agents()
         try:
@@ -117,7 +126,7 @@ class ReactbenchSession:
             self._backend = self._backend_factory(self.settings.sandbox_options())
             removed = self._backend.sweep()
             if removed:
-                progress_printer(self.config)(
+                progress_printer(self.config, self.once)(
                     f"removed {removed} leftover sandbox(es) of a run that died"
                 )
         return self._backend
@@ -129,6 +138,7 @@ class ReactbenchSession:
     def close(self) -> None:
         self.records.close("the session ended before the trial finished (interrupted?)")
         if self.worker == "controller":
+            self.once.remove()
             self.records.remove_if_empty()
         if self._backend is not None:
             self._backend.close()

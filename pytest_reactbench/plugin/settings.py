@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from pytest_reactbench.results.load import ResultsError
+from pytest_reactbench.results.resume import resolve_run
 from pytest_reactbench.sandbox.options import (
     IMAGES_MODES,
     ImagesMode,
@@ -103,6 +106,12 @@ def addoption(parser: pytest.Parser) -> None:
         help="with --reactbench-baseline: a baseline item missing from this run is not a regression",
     )
     group.addoption(
+        "--reactbench-resume", default=None, metavar="RUN_ID",
+        help="resume a run (its id under the records folder, or 'last'): its scored trials are "
+        "kept from their records, the missing, errored and incomplete ones run again into the same "
+        "run folder, and one leaderboard covers the whole run; the agents default to the run's",
+    )
+    group.addoption(
         "--reactbench-strict", action="store_true", default=None,
         help="fail a trial whose submission touches files that can fool a grader (package-"
         "manager hooks, runner or linter configs, test files, shadowing modules...), even on "
@@ -142,6 +151,8 @@ class Settings:
     allow_missing: bool = False
     agent_env: tuple[str, ...] = ()
     model_hosts: tuple[str, ...] = ()
+    #: The run folder a resumed run continues, or None.
+    resume: Path | None = None
 
     @property
     def active(self) -> bool:
@@ -200,6 +211,14 @@ def read_settings(config: pytest.Config) -> Settings:
                   else images_mode(config.getini("reactbench_images"), "ini reactbench_images"))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    resume = None
+    if opt.reactbench_resume:
+        try:
+            resume = resolve_run(records, opt.reactbench_resume)
+        except ResultsError as exc:
+            raise UsageError(str(exc)) from None
+        if not agents:
+            agents = tuple(_run_agents(resume))
     explicit_paths = config.args_source is pytest.Config.ArgsSource.ARGS
     if opt.reactbench_baseline and not _cli_path(config, opt.reactbench_baseline).exists():
         raise UsageError(f"--reactbench-baseline: {opt.reactbench_baseline} does not exist")
@@ -231,7 +250,20 @@ def read_settings(config: pytest.Config) -> Settings:
         agent_env=tuple(dict.fromkeys([*config.getini("reactbench_agent_env"), *opt.reactbench_agent_env])),
         model_hosts=tuple(dict.fromkeys([*config.getini("reactbench_model_hosts"),
                                          *opt.reactbench_model_host])),
+        resume=resume,
     )
+
+
+def _run_agents(run_dir: Path) -> list[str]:
+    """The agents a recorded run was asked for."""
+    try:
+        agents = json.loads((run_dir / "manifest.json").read_text()).get("agents")
+    except (OSError, ValueError, AttributeError):
+        agents = None
+    if not isinstance(agents, list) or not agents:
+        raise UsageError(f"--reactbench-resume: {run_dir / 'manifest.json'} names no agents; "
+                         "give them with --reactbench-agent")
+    return [str(a) for a in agents]
 
 
 def _count(option: int | None, ini: str, name: str, low: int, high: int) -> int:

@@ -14,7 +14,9 @@ from pytest_reactbench.results.aggregate import score_agents
 from pytest_reactbench.results.compare import Comparison, compare
 from pytest_reactbench.results.load import ResultsError, load_outcomes
 from pytest_reactbench.results.records import RunRecords
-from pytest_reactbench.results.render import html_page, markdown, provenance
+from pytest_reactbench.results.render import markdown, provenance
+from pytest_reactbench.results.site import CollectionError, RunInfo, write_collection_errors, write_site
+from pytest_reactbench.results.trial_result import strip_ansi
 
 SHORT = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "not-attempted": "n/a"}
 
@@ -36,12 +38,18 @@ class ResultsSummary:
     """Registered on the controller only."""
 
     def __init__(self, records: RunRecords, baseline: Path | None,
-                 sweep: Callable[[], int], allow_missing: bool = False) -> None:
+                 sweep: Callable[[], int], allow_missing: bool = False,
+                 kept: set[str] | None = None) -> None:
         self.records = records
+        #: In a resumed run, the records of the scored trials it keeps.
+        self.kept = kept
         self.sweep = sweep
         self.baseline = baseline
         self.allow_missing = allow_missing
         self.outcomes: list[TrialResult] = []
+        #: Collectors that failed (a malformed task), by node id; xdist workers each
+        #: report the same one.
+        self.collection_errors: dict[str, CollectionError] = {}
         self.comparison: Comparison | None = None
         self.baseline_error: str | None = None
 
@@ -50,15 +58,23 @@ class ResultsSummary:
         if outcome is not None:
             self.outcomes.append(outcome)
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.collection_errors[report.nodeid] = CollectionError(
+                report.nodeid or ".", strip_ansi(report.longreprtext))
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         # A worker that died left its trials' records running and its sandboxes behind.
         if self.records.close_orphans():
             self.sweep()
         if not self.outcomes:
             return
-        (self.records.run_dir / "report.md").write_text(markdown(self.outcomes))
-        (self.records.run_dir / "report.html").write_text(
-            html_page(self.outcomes, base=self.records.run_dir))
+        run_dir = self.records.run_dir
+        if self.collection_errors:
+            write_collection_errors(run_dir, list(self.collection_errors.values()))
+        (run_dir / "report.md").write_text(markdown(self.outcomes))
+        info = RunInfo.read(run_dir)
+        write_site(self.outcomes, run_dir, runs=[info] if info else [])
         if self.baseline is None:
             return
         try:
@@ -79,6 +95,10 @@ class ResultsSummary:
         tr = terminalreporter
         tr.section(f"reactbench: {len(tasks)} task(s) x {len(scores)} agent(s)")
         tr.line(provenance(self.outcomes))
+        if self.kept is not None:
+            kept = sum(1 for o in self.outcomes if o.record in self.kept)
+            tr.line(f"resumed run {self.records.run_id}: {kept} scored trial(s) kept from its "
+                    f"records, {len(self.outcomes) - kept} run in this session")
         width = max(len(s.agent) for s in scores) + 2
         tr.line(f"{'agent':<{width}}{'score':>7}{'95% CI':>12}{'pass@1':>8}{'pass@k':>12}"
                 f"{'tasks':>8}{'errors':>8}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,8 +38,24 @@ def read_record(trial: Path) -> TrialResult:
         raise ResultsError(f"{trial / 'status.json'}: {exc}") from None
 
 
+def _retry_number(trial: Path) -> int:
+    match = re.search(r"\.(\d+)$", trial.name)
+    return int(match.group(1)) if match else 0
+
+
 def from_records(path: Path) -> list[TrialResult]:
-    return [read_record(trial) for trial in _trial_dirs(path)]
+    """One result per trial of each run under `path`. A trial started again (a retry
+    of an error, a resumed run) has several records (`x__a__1`, `x__a__1.1`...): the
+    one that counts is its last scored record, else its last record."""
+    trials: dict[tuple[Path, str], list[Path]] = {}
+    for trial in _trial_dirs(path):
+        trials.setdefault((trial.parent, re.sub(r"\.\d+$", "", trial.name)), []).append(trial)
+    results = []
+    for records in trials.values():
+        read = [read_record(r) for r in sorted(records, key=_retry_number)]
+        scored = [r for r in read if r.valid]
+        results.append((scored or read)[-1])
+    return results
 
 
 def junit_testcases(path: Path) -> list[tuple[str, dict[str, str]]]:

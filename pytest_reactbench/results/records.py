@@ -85,6 +85,14 @@ class RunRecords:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(self.run_dir / "manifest.json", {"run_id": self.run_id, **manifest})
 
+    def add_resumption(self, session: dict[str, Any]) -> None:
+        """A later session that resumes this run: the manifest keeps the first
+        session's entries and lists each resumption."""
+        path = self.run_dir / "manifest.json"
+        manifest = json.loads(path.read_text())
+        manifest.setdefault("resumed", []).append({**session, "at": time.time()})
+        write_json_atomic(path, manifest)
+
     def remove_if_empty(self) -> None:
         """A run that began no trial (a usage error, --collect-only) leaves no folder."""
         if self.run_dir.is_dir() and all(p.name == "manifest.json" for p in self.run_dir.iterdir()):

@@ -3,8 +3,9 @@ our verifier writes: reward.json, grade.json, progress.json."""
 
 from __future__ import annotations
 
+import difflib
 import math
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -23,11 +24,32 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
 
+class _TomlModel(BaseModel):
+    """A table of task.toml. An unknown key is refused, naming it (with the nearest
+    known key): a typo such as `timout_sec` would otherwise leave a default in force
+    unnoticed. Every key the public suite writes is declared."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        known = sorted(cls.model_fields)
+        for key in data:
+            if key not in cls.model_fields:
+                near = difflib.get_close_matches(str(key), known, n=1)
+                hint = f"; did you mean {near[0]!r}?" if near else f"; known keys: {', '.join(known)}"
+                raise ValueError(f"unknown key {key!r}{hint}")
+        return data
+
+
 def _timeout(default: float) -> float:
     return Field(default=default, gt=0, le=MAX_TIMEOUT_SEC)
 
 
-class TaskInfo(_Model):
+class TaskInfo(_TomlModel):
     name: str | None = None
     description: str | None = None
     authors: list[str | dict[str, str]] = Field(default_factory=list)
@@ -35,23 +57,30 @@ class TaskInfo(_Model):
 
 
 class Metadata(_Model):
+    """Free-form in the Harbor format (the public suite keeps origin, base_sha... here):
+    its keys are descriptive, so unknown ones are kept, not refused."""
+
     difficulty: str | None = None
     category: str | None = None
     tags: list[str] = Field(default_factory=list)
     keywords: list[str] = Field(default_factory=list)
 
 
-class AgentConfig(_Model):
+class AgentConfig(_TomlModel):
     timeout_sec: float = _timeout(600.0)
 
 
-class EnvironmentConfig(_Model):
+class EnvironmentConfig(_TomlModel):
     build_timeout_sec: float = _timeout(600.0)
     cpus: float = Field(default=1, gt=0, le=MAX_CPUS)
     memory_mb: int = Field(default=2048, ge=64, le=MAX_MEMORY_MB)
     storage_mb: int = Field(default=10240, ge=64, le=64 * MAX_MEMORY_MB)
     gpus: int = Field(default=0, ge=0, le=64)
     allow_internet: bool = False
+    #: Written by a few public tasks ("no-network"); grading is offline here anyway.
+    network_mode: str | None = None
+    #: A prebuilt image in place of the Dockerfile (Harbor); the Dockerfile is baked here.
+    docker_image: str | None = None
 
     @field_validator("cpus")
     @classmethod
@@ -61,13 +90,15 @@ class EnvironmentConfig(_Model):
         return value
 
 
-class VerifierConfig(_Model):
+class VerifierConfig(_TomlModel):
     timeout_sec: float = _timeout(600.0)
     environment_mode: Literal["separate", "shared"] = "separate"
     environment: EnvironmentConfig | None = None
+    #: Variables Harbor passes to the verifier.
+    env: dict[str, str] = Field(default_factory=dict)
 
 
-class Artifact(_Model):
+class Artifact(_TomlModel):
     source: str
     #: Where the run record keeps a copy of what crossed: `artifacts/<destination>.tar`.
     destination: str | None = None
@@ -91,7 +122,12 @@ class Artifact(_Model):
         return value.rstrip("/") or "/"
 
 
-class TaskConfig(_Model):
+class SolutionConfig(_TomlModel):
+    #: Variables Harbor passes to the reference solution.
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class TaskConfig(_TomlModel):
     """task.toml, in both forms of the public suite: `version = "1.0"` and
     `schema_version = "1.3"` with a `[task]` table."""
 
@@ -103,6 +139,9 @@ class TaskConfig(_Model):
     verifier: VerifierConfig = Field(default_factory=VerifierConfig)
     environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
     artifacts: list[Artifact] = Field(default_factory=list)
+    solution: SolutionConfig = Field(default_factory=SolutionConfig)
+    #: Where a task was adapted from (Harbor).
+    source: str | None = None
 
     @model_validator(mode="after")
     def _known_version(self) -> TaskConfig:

@@ -21,9 +21,28 @@ def test_select_with_k_and_metadata_markers(suite: pytest.Pytester) -> None:
     result = suite.runpytest("--reactbench-agent=oracle,nop", "--collect-only", "-q",
                              "-k", "beta and nop")
     result.stdout.fnmatch_lines(["tasks/beta::nop", "1/4 tests collected (3 deselected)*"])
+    # A tag is a marker under the name written in task.toml.
     result = suite.runpytest("--reactbench-agent=nop", "--collect-only", "-q",
-                             "-m", "write_react", "--strict-markers")
+                             "-m", "write-react and not easy", "--strict-markers")
+    result.stdout.fnmatch_lines(["no tests collected (2 deselected)*"])
+    result = suite.runpytest("--reactbench-agent=nop", "--collect-only", "-q",
+                             "-m", "write-react", "--strict-markers")
     result.stdout.fnmatch_lines(["tasks/beta::nop", "1/2 tests collected (1 deselected)*"])
+
+
+def test_task_tags_are_listed_by_markers(suite: pytest.Pytester) -> None:
+    write_task(suite.path / "tasks", "beta", tags=("write-react", "React 19", "not"))
+    result = suite.runpytest("--markers")
+    result.stdout.fnmatch_lines([
+        "@pytest.mark.easy: tasks tagged 'easy'*",
+        "@pytest.mark.write-react: tasks tagged 'write-react'*",
+        # What -m cannot name as written gets the documented mapping.
+        "@pytest.mark.React_19: tasks tagged 'React 19'*",
+        "@pytest.mark.not_: tasks tagged 'not'*",
+    ])
+    result = suite.runpytest("--reactbench-agent=nop", "--collect-only", "-q", "--strict-markers",
+                             "-m", "React_19 and not_")
+    result.stdout.fnmatch_lines(["tasks/beta::nop", "1 test collected*"])
 
 
 def test_nothing_is_collected_without_an_agent(suite: pytest.Pytester) -> None:

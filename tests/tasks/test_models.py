@@ -92,6 +92,16 @@ def test_schema_1_3_form_with_task_table(tmp_path: Path) -> None:
         ('version = "1.0"\n[[artifacts]]\nsource = "app"', "artifacts[0].source", "absolute path"),
         ('version = "1.0"\n[[artifacts]]\nsource = "/etc"', "artifacts[0].source",
          "outside the agent workspace"),
+        # A typo'd key would leave the default in force unnoticed: refused, with a suggestion.
+        ('version = "1.0"\n[agent]\ntimout_sec = 5', "agent",
+         "unknown key 'timout_sec'; did you mean 'timeout_sec'?"),
+        ('version = "1.0"\n[verifier.environment]\nmemory = 4096', "verifier.environment",
+         "unknown key 'memory'; did you mean 'memory_mb'?"),
+        ('version = "1.0"\n[[artifacts]]\nsource = "/app"\nexclud = []', "artifacts[0]",
+         "unknown key 'exclud'; did you mean 'exclude'?"),
+        ('version = "1.0"\n[enviroment]\ncpus = 2', "(top level)",
+         "unknown key 'enviroment'; did you mean 'environment'?"),
+        ('version = "1.0"\nzzz = 1', "(top level)", "unknown key 'zzz'; known keys: agent, artifacts"),
     ],
 )
 def test_bad_task_toml_names_file_and_field(tmp_path: Path, toml: str, field: str,
@@ -102,6 +112,57 @@ def test_bad_task_toml_names_file_and_field(tmp_path: Path, toml: str, field: st
     message = str(info.value)
     assert message.startswith(f"{root / 'task.toml'}: {field}: ")
     assert expected in message
+
+
+PUBLIC_FORM = """
+version = "1.0"
+[[artifacts]]
+source = "/app"
+destination = "workspace"
+exclude = ["**/node_modules/**"]
+[metadata]
+difficulty = "medium"
+category = "state"
+tags = ["write-react"]
+origin = "mined"
+base_sha = "abc"
+head_sha = "def"
+source = "upstream pull request"
+keywords = ["react"]
+[agent]
+timeout_sec = 900.0
+[verifier]
+timeout_sec = 300.0
+environment_mode = "separate"
+env = { CI = "1" }
+[verifier.environment]
+build_timeout_sec = 600.0
+cpus = 2
+memory_mb = 4096
+storage_mb = 10240
+gpus = 0
+allow_internet = false
+[environment]
+build_timeout_sec = 600.0
+cpus = 1
+memory_mb = 2048
+storage_mb = 10240
+gpus = 0
+allow_internet = false
+network_mode = "no-network"
+[solution]
+env = { CI = "1" }
+"""
+
+
+def test_every_form_of_the_public_suite_stays_valid(tmp_path: Path) -> None:
+    """The keys the public suite's task.toml files write (both format versions, the
+    free-form [metadata], network_mode) and Harbor's env tables load."""
+    task = load_task(make_task(tmp_path / "public", PUBLIC_FORM))
+    assert task.config.environment.network_mode == "no-network"
+    assert task.config.verifier.env == {"CI": "1"}
+    assert (task.config.metadata.model_extra or {})["origin"] == "mined"
+    assert load_task(make_task(tmp_path / "v13", V13)).config.schema_version == "1.3"
 
 
 def test_malformed_toml_names_the_file(tmp_path: Path) -> None:

@@ -1,0 +1,152 @@
+"""What a trial's run record holds beyond its TrialResult, read for the report: the
+instruction, the diff, the agent's log and tool calls, the failing specs' messages,
+the cost, and the record's files worth a link. Everything here is optional: a record
+may be gone (a report from JUnit XML of another machine) or from an older version."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_reactbench.results.trial_result import TrialResult, strip_ansi
+
+#: Where the verifier's specs see the submission; spec names are relative to it.
+APP = "/app"
+#: The most of a diff or log a page shows (the full file is linked).
+MAX_SHOWN = 200_000
+LOG_TAIL_LINES = 80
+MESSAGE_LINES = 12
+#: Record files a report links to (the artifacts' tarballs stay in the record).
+LINKED = ("diff.patch", "agent.log", "events.jsonl", "status.json", "manifest.json", "audit.json",
+          "artifacts.json")
+LINKED_DIRS = ("verifier",)
+
+
+@dataclass
+class ToolCall:
+    tool: str
+    args: dict[str, Any]
+    seconds: float | None
+    error: str | None
+    result_bytes: int | None
+
+
+@dataclass
+class Evidence:
+    record: Path | None
+    instruction: str = ""
+    diff: str = ""
+    agent_log_tail: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    #: Failing spec -> its assertion message, where the test reports say.
+    spec_messages: dict[str, str] = field(default_factory=dict)
+    #: Summed over the record's events that carry `cost_usd` (an agent's usage events).
+    cost_usd: float | None = None
+    tokens: dict[str, int] = field(default_factory=dict)
+    #: Files of the record worth a link, relative to the record.
+    files: list[str] = field(default_factory=list)
+
+
+def _read(path: Path, limit: int = MAX_SHOWN) -> str:
+    try:
+        with path.open("rb") as f:
+            data = f.read(limit + 1)
+    except OSError:
+        return ""
+    text = data[:limit].decode("utf-8", "replace")
+    return strip_ansi(text) + ("\n[… cut here; the whole file is linked]\n" if len(data) > limit else "")
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _first_lines(text: str) -> str:
+    return "\n".join(strip_ansi(text).strip().splitlines()[:MESSAGE_LINES])
+
+
+def spec_messages(verifier: Path) -> dict[str, str]:
+    """The failure messages of the verifier's Vitest and Playwright JSON reports, under
+    the names our verifier gives failing specs (`src/x.test.tsx > suite test`)."""
+    messages: dict[str, str] = {}
+    vitest = _json(verifier / "vitest.json")
+    for file in (vitest or {}).get("testResults") or [] if isinstance(vitest, dict) else []:
+        name = os.path.relpath(str(file.get("name", "")), APP)
+        for test in file.get("assertionResults") or []:
+            if test.get("status") == "failed":
+                text = "\n".join(str(m) for m in test.get("failureMessages") or [])
+                messages[f"{name} > {test.get('fullName', '')}"] = _first_lines(text)
+    playwright = _json(verifier / "playwright.json")
+
+    def visit(suite: dict[str, Any], trail: list[str]) -> None:
+        for spec in suite.get("specs") or []:
+            errors = [str((r.get("error") or {}).get("message", "")) for t in spec.get("tests") or []
+                      for r in t.get("results") or [] if r.get("status") not in ("passed", "skipped")]
+            if any(errors):
+                where = spec.get("file") or suite.get("file")
+                key = f"{where} > {' > '.join([*trail, str(spec.get('title'))])}"
+                messages[key] = _first_lines(next(e for e in errors if e))
+        for child in suite.get("suites") or []:
+            title = suite.get("title")
+            visit(child, [*trail, str(title)] if title and not suite.get("file") else trail)
+
+    if isinstance(playwright, dict):
+        for suite in playwright.get("suites") or []:
+            visit(suite, [])
+    return messages
+
+
+def _tool_calls_and_cost(events: Path) -> tuple[list[ToolCall], float | None, dict[str, int]]:
+    calls: list[ToolCall] = []
+    cost: float | None = None
+    tokens: dict[str, int] = {}
+    try:
+        lines = events.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return calls, cost, tokens
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        if event.get("event") == "tool":
+            args = event.get("args")
+            calls.append(ToolCall(str(event.get("tool", "?")), args if isinstance(args, dict) else {},
+                                  event.get("seconds"), event.get("error"), event.get("result_bytes")))
+        if isinstance(event.get("cost_usd"), int | float):
+            cost = (cost or 0.0) + float(event["cost_usd"])
+        for key in ("input_tokens", "output_tokens"):
+            if isinstance(event.get(key), int):
+                tokens[key] = tokens.get(key, 0) + event[key]
+    return calls, cost, tokens
+
+
+def gather(result: TrialResult) -> Evidence:
+    """The evidence of one trial, from its record when the record is at hand."""
+    record = Path(result.record) if result.record else None
+    if record is None or not record.is_dir():
+        return Evidence(record=None, agent_log_tail=result.agent_log_tail)
+    manifest = _json(record / "manifest.json")
+    instruction = ""
+    if isinstance(manifest, dict) and manifest.get("task_path"):
+        instruction = _read(Path(str(manifest["task_path"])) / "instruction.md")
+    log = _read(record / "agent.log", limit=10 * MAX_SHOWN)
+    tail = "\n".join(log.rstrip().splitlines()[-LOG_TAIL_LINES:]) if log else result.agent_log_tail
+    calls, cost, tokens = _tool_calls_and_cost(record / "events.jsonl")
+    files = [name for name in LINKED if (record / name).is_file()]
+    for folder in LINKED_DIRS:
+        if (record / folder).is_dir():
+            files += sorted(p.relative_to(record).as_posix() for p in (record / folder).rglob("*")
+                            if p.is_file())
+    return Evidence(record=record, instruction=instruction, diff=_read(record / "diff.patch"),
+                    agent_log_tail=tail, tool_calls=calls,
+                    spec_messages=spec_messages(record / "verifier"), cost_usd=cost, tokens=tokens,
+                    files=files)

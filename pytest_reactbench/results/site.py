@@ -1,0 +1,439 @@
+"""The HTML report: a self-contained folder (report.html, one page per trial under
+trials/, and a copy of every record file it links that lies outside the folder), so
+it can be opened from disk or uploaded as a CI artifact. All links are relative.
+
+report.html: the run header (id, date, command, plugin version, backend, images and
+their provenance, formal or not), the collection errors, the leaderboard, a chart of
+each task's score with its interval, and the tasks x agents matrix. A trial's page:
+the verdict and the reason, the instruction, the diff, the agent's log tail and tool
+calls, the verifier's log, timings and cost, and the record's files."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import re
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import quote
+
+from pytest_reactbench.results.evidence import Evidence, gather
+from pytest_reactbench.results.load import ResultsError, read_record
+from pytest_reactbench.results.render import (
+    BOARD_COLUMNS,
+    COLOURS,
+    Board,
+    cell_verdict,
+    provenance,
+)
+from pytest_reactbench.results.trial_result import TrialResult, Verdict, strip_ansi
+
+#: Written by the session into its run folder: tasks that failed to load.
+COLLECTION_ERRORS = "collection-errors.json"
+#: The most entries of a list (audit findings...) a trial page shows.
+MAX_LISTED = 30
+#: One colour per agent in the chart (the verdict colours stay for verdicts).
+AGENT_COLOURS = ("#1565c0", "#ef6c00", "#6a1b9a", "#00838f", "#ad1457", "#558b2f", "#4e342e")
+
+_e = html.escape
+
+
+@dataclass(frozen=True)
+class CollectionError:
+    where: str
+    message: str
+
+
+@dataclass
+class RunInfo:
+    """What a run's manifest.json says of the session that made it."""
+
+    run_id: str
+    started: str = ""
+    command: str = ""
+    plugin_version: str = ""
+    backend: str = ""
+    resumed: list[str] = field(default_factory=list)
+    collection_errors: list[CollectionError] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, run_dir: Path) -> RunInfo | None:
+        try:
+            manifest = json.loads((run_dir / "manifest.json").read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(manifest, dict) or "run_id" not in manifest:
+            return None
+        errors = []
+        try:
+            raw = json.loads((run_dir / COLLECTION_ERRORS).read_text())
+            errors = [CollectionError(str(e["where"]), strip_ansi(str(e["message"]))) for e in raw]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        return cls(
+            run_id=str(manifest["run_id"]),
+            started=_date(manifest.get("started_at"), str(manifest["run_id"])),
+            command=" ".join(["pytest", *map(str, manifest.get("args") or [])]),
+            plugin_version=str(manifest.get("plugin_version", "")),
+            backend=str(manifest.get("backend", "")),
+            resumed=[_date(r.get("at"), "") + ": pytest " + " ".join(map(str, r.get("args") or []))
+                     for r in manifest.get("resumed") or [] if isinstance(r, dict)],
+            collection_errors=errors,
+        )
+
+
+def write_collection_errors(run_dir: Path, errors: Sequence[CollectionError]) -> None:
+    (run_dir / COLLECTION_ERRORS).write_text(json.dumps(
+        [{"where": e.where, "message": e.message} for e in errors], indent=2) + "\n")
+
+
+def _date(stamp: object, run_id: str) -> str:
+    if isinstance(stamp, int | float):
+        return datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    match = re.match(r"(\d{8}T\d{6})Z", run_id)
+    if match:
+        return datetime.strptime(match.group(1), "%Y%m%dT%H%M%S").strftime("%Y-%m-%d %H:%M:%S UTC")
+    return ""
+
+
+def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a proportion (sound at 0/n and n/n, unlike the
+    normal one)."""
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+# -- the pages -------------------------------------------------------------------------
+
+STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 24px; color: #222; max-width: 1200px; }
+table { border-collapse: collapse; margin: 12px 0 24px; }
+th, td { border: 1px solid #ccc; padding: 5px 9px; text-align: left; vertical-align: top; }
+td[data-verdict] { color: #fff; min-width: 140px; }
+td[data-verdict] a, .badge a { color: #fff; }
+.t { margin-top: 4px; } .key, .badge { color: #fff; padding: 2px 8px; margin-right: 6px; border-radius: 3px; }
+dl.run { display: grid; grid-template-columns: max-content auto; gap: 2px 16px; }
+dl.run dt { font-weight: 600; } dl.run dd { margin: 0; }
+pre { background: #f6f8fa; padding: 10px; overflow-x: auto; white-space: pre-wrap;
+      border: 1px solid #e1e4e8; }
+pre.diff .add { color: #116329; background: #dafbe1; } pre.diff .del { color: #82071e; background: #ffebe9; }
+pre.diff .hunk { color: #6639ba; }
+.reason { border-left: 4px solid #c62828; padding: 4px 12px; background: #fff5f5; }
+.reason.error { border-color: #6d4c41; background: #f7f1ef; }
+.reason.passed { border-color: #2e7d32; background: #f1f8f1; }
+section { margin: 18px 0; } code { background: #f0f0f0; padding: 0 3px; }
+"""
+
+
+def _page(title: str, body: str) -> str:
+    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
+            f"<style>{STYLE}</style></head><body>\n{body}\n</body></html>\n")
+
+
+def _from_record(result: TrialResult) -> TrialResult:
+    """The whole result where its record is at hand: JUnit properties (what a session
+    and a JUnit file give) carry no logs and fewer details."""
+    record = Path(result.record) if result.record else None
+    if record is None or not (record / "status.json").is_file():
+        return result
+    try:
+        full = read_record(record)
+    except ResultsError:
+        return result
+    same = (full.task, full.agent, full.attempt) == (result.task, result.agent, result.attempt)
+    return full if same else result
+
+
+def _slug(result: TrialResult, taken: set[str]) -> str:
+    base = Path(result.record).name if result.record else f"{result.task}__{result.agent}__{result.attempt}"
+    base = re.sub(r"[^A-Za-z0-9_.-]+", "-", base) or "trial"
+    slug, n = base, 1
+    while slug in taken:
+        n += 1
+        slug = f"{base}-{n}"
+    taken.add(slug)
+    return slug
+
+
+class _Site:
+    def __init__(self, out: Path) -> None:
+        self.out = out.resolve()
+        self.trials = self.out / "trials"
+
+    def link(self, target: Path, slug: str, name: str) -> str:
+        """A relative href to a record file from a trial page, copying the file into
+        the site when it lies outside it."""
+        target = target.resolve()
+        if not target.is_relative_to(self.out):
+            copy = self.trials / slug / name
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(target, copy)
+            target = copy
+        return quote(os.path.relpath(target, self.trials))
+
+
+def _reason(result: TrialResult, evidence: Evidence) -> str:
+    """Why the trial ended as it did, in what a user acts on."""
+    v = result.verdict
+    parts: list[str] = []
+    if v is Verdict.PASSED:
+        parts.append("<p>Reward 1: the hidden tests pass and the change adds no React Doctor "
+                     "finding.</p>")
+    elif v is Verdict.ERROR:
+        parts.append(f"<p><b>Error ({_e(result.failure)})</b>: no score; the harness, a sandbox "
+                     "or the verifier broke, not the agent.</p>")
+        parts.append(f"<pre class=message>{_e(result.message)}</pre>")
+    elif v is Verdict.NOT_ATTEMPTED:
+        parts.append(f"<p><b>Not attempted</b>: {_e(result.message)}</p>")
+    else:
+        reward = "not graded" if result.reward is None else f"reward {result.reward:g}"
+        parts.append(f"<p><b>Failed</b> ({_e(reward)}): {_e(result.message)}</p>")
+    if result.gates:
+        parts.append("<ul class=gates>" + "".join(
+            f"<li>gate {_e(g.value)}: {'pass' if ok else 'FAIL' if ok is False else 'n/a'}</li>"
+            for g, ok in result.gates.items()) + "</ul>")
+    if result.agent_ending and result.agent_ending != "completed":
+        parts.append(f"<p>The agent's ending: <b>{_e(result.agent_ending)}</b>.</p>")
+    if result.failing_specs:
+        items = []
+        for spec in result.failing_specs:
+            message = evidence.spec_messages.get(spec, "")
+            items.append(f"<li><code>{_e(spec)}</code>"
+                         + (f"<pre class=message>{_e(message)}</pre>" if message else "") + "</li>")
+        parts.append(f"<h3>Failing specs ({len(result.failing_specs)})</h3>"
+                     f"<ul id=failing-specs>{''.join(items)}</ul>")
+    if result.findings:
+        rows = "".join(f"<tr><td>{_e(f.rule)}</td><td><code>{_e(f.file)}"
+                       f"{'' if f.line is None else f':{f.line}'}</code></td><td>{_e(f.message)}</td></tr>"
+                       for f in result.findings)
+        parts.append("<h3>New React Doctor findings</h3><table id=findings><tr><th>rule</th>"
+                     f"<th>file:line</th><th>message</th></tr>{rows}</table>")
+    for title, entries in (("Target findings still present", result.remaining_targets),
+                           ("Changed files React Doctor did not analyse", result.unscanned),
+                           ("Refused from the submission", [f"{r.path}: {r.reason}" for r in result.refused]),
+                           ("Submission audit", result.audit)):
+        if entries:
+            more = f"<li>… and {len(entries) - MAX_LISTED} more</li>" if len(entries) > MAX_LISTED else ""
+            # A long list stays folded: the reason above it is what a reader wants first.
+            parts.append(f"<details{' open' if len(entries) <= 5 else ''}><summary><b>{_e(title)} "
+                         f"({len(entries)})</b></summary><ul>"
+                         + "".join(f"<li>{_e(x)}</li>" for x in entries[:MAX_LISTED]) + more
+                         + "</ul></details>")
+    if result.doctor_reason:
+        parts.append(f"<p>React Doctor: {_e(result.doctor_reason)}</p>")
+    return f'<section id=reason class="reason {v.value}">{"".join(parts)}</section>'
+
+
+#: The phases of a trial in the order they happen.
+PHASES = ("bake", "boot", "agent", "artifacts", "verifier_boot", "verify", "test_command", "scan")
+
+
+def _phase_order(phase: str) -> tuple[int, str]:
+    return (PHASES.index(phase) if phase in PHASES else len(PHASES), phase)
+
+
+def _diff(text: str) -> str:
+    lines = []
+    for line in text.splitlines():
+        kind = ("add" if line.startswith("+") and not line.startswith("+++") else
+                "del" if line.startswith("-") and not line.startswith("---") else
+                "hunk" if line.startswith("@@") else "")
+        lines.append(f'<span class="{kind}">{_e(line)}</span>' if kind else _e(line))
+    return "<pre class=diff>" + "\n".join(lines) + "</pre>"
+
+
+def _trial_page(result: TrialResult, evidence: Evidence, slug: str, site: _Site) -> str:
+    colour = COLOURS[result.verdict.value]
+    title = f"{result.task} · {result.agent} #{result.attempt}"
+    body = [f'<p><a href="../report.html">← the run</a></p><h1>{_e(title)}</h1>',
+            f'<p><span class="badge" id=verdict style="background:{colour}">{_e(result.verdict.value)}</span>'
+            f"{_e(result.failure)}</p>",
+            _reason(result, evidence)]
+    if evidence.instruction:
+        body.append(f"<section id=instruction><h2>Instruction</h2><pre>{_e(evidence.instruction)}</pre>"
+                    "</section>")
+    stat = f" ({_e(str(result.diff))})" if result.diff.files else ""
+    body.append(f"<section id=diff><h2>The agent's diff{stat}</h2>"
+                + (_diff(evidence.diff) if evidence.diff.strip() else "<p>No change.</p>") + "</section>")
+    if evidence.agent_log_tail:
+        body.append(f"<section id=agent-log><h2>The agent's log (tail)</h2><pre>{_e(evidence.agent_log_tail)}"
+                    "</pre></section>")
+    if evidence.tool_calls:
+        rows = "".join(
+            f"<tr><td>{n}</td><td>{_e(c.tool)}</td><td><code>{_e(json.dumps(c.args)[:400])}</code></td>"
+            f"<td>{'' if c.seconds is None else f'{c.seconds:.2f} s'}</td>"
+            f"<td>{_e(c.error) if c.error else '' if c.result_bytes is None else f'{c.result_bytes} bytes'}"
+            "</td></tr>" for n, c in enumerate(evidence.tool_calls, 1))
+        body.append(f"<section id=transcript><h2>Tool calls ({len(evidence.tool_calls)})</h2><table>"
+                    f"<tr><th>#</th><th>tool</th><th>arguments</th><th>time</th><th>result</th></tr>{rows}"
+                    "</table></section>")
+    if result.test_log_tail:
+        body.append(f"<section id=test-log><h2>The verifier's test log (tail)</h2>"
+                    f"<pre>{_e(result.test_log_tail)}</pre></section>")
+    rows = "".join(f"<tr><td>{_e(phase)}</td><td>{seconds:.2f} s</td></tr>" for phase, seconds
+                   in sorted(result.durations.items(), key=lambda p: _phase_order(p[0])))
+    cost = ""
+    if evidence.cost_usd is not None:
+        cost += f"<tr><td>cost</td><td>${evidence.cost_usd:.4f}</td></tr>"
+    cost += "".join(f"<tr><td>{_e(k.replace('_', ' '))}</td><td>{v}</td></tr>"
+                    for k, v in evidence.tokens.items())
+    body.append(f"<section id=timings><h2>Timings</h2><table>{rows}<tr><th>total</th>"
+                f"<th>{sum(result.durations.values()):.2f} s</th></tr>{cost}</table>"
+                f"<p>Retries before this result: {result.retries}.</p></section>")
+    images = "".join(f"<li>{_e(role)}: <code>{_e(digest)}</code></li>"
+                     for role, digest in sorted(result.images.items()))
+    images += "".join(f"<li>base: {_e(str(b))}</li>" for b in result.bases)
+    body.append(f"<section id=images><h2>Sandbox</h2><p>backend {_e(result.backend or '?')}; "
+                f"{'formal' if result.formal else 'not formal'}</p><ul>{images}</ul></section>")
+    if evidence.record is not None:
+        record = evidence.record
+        links = "".join(f'<li><a href="{site.link(record / name, slug, name)}">{_e(name)}</a></li>'
+                        for name in evidence.files)
+        body.append(f"<section id=record><h2>Run record</h2><p><code>{_e(str(record))}</code></p>"
+                    f"<ul>{links}</ul></section>")
+    return _page(title, "\n".join(body))
+
+
+def _chart(board: Board) -> str:
+    """Each task's score per agent with its 95% interval (Wilson, over the valid
+    attempts), and each agent's overall score with its bootstrap interval."""
+    Mark = tuple[str, float, tuple[float, float] | None]
+    overall: list[Mark] = []
+    for agent in board.agents:
+        total = board.scores[agent]
+        if total.score is not None:
+            overall.append((agent, total.score, total.ci))
+    rows: list[tuple[str, list[Mark]]] = [("all tasks", overall)]
+    for task in board.tasks:
+        marks: list[Mark] = []
+        for agent in board.agents:
+            score = board.scores[agent]
+            if task in score.per_task:
+                n, _ = score.counts[task]
+                marks.append((agent, score.per_task[task], wilson(score.per_task[task] * n, n)))
+        rows.append((task, marks))
+    label, plot, per_agent = 220, 460, 14
+    heights = [max(1, len(marks)) * per_agent + 10 for _, marks in rows]
+    height = sum(heights) + 40
+    width = label + plot + 20
+    colour = {a: AGENT_COLOURS[i % len(AGENT_COLOURS)] for i, a in enumerate(board.agents)}
+    out = [f'<svg id=score-chart xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'role="img" aria-label="score per task with its 95% interval">']
+    for tick in (0, 0.25, 0.5, 0.75, 1):
+        x = label + tick * plot
+        out.append(f'<line x1="{x}" y1="10" x2="{x}" y2="{height - 25}" stroke="#ddd"/>'
+                   f'<text x="{x}" y="{height - 10}" font-size="11" text-anchor="middle">{tick:.0%}</text>')
+    y = 10
+    for (name, row), h in zip(rows, heights, strict=True):
+        weight = "bold" if name == "all tasks" else "normal"
+        out.append(f'<text x="{label - 8}" y="{y + h / 2 + 4}" font-size="12" text-anchor="end" '
+                   f'font-weight="{weight}">{_e(name[:32])}</text>')
+        for i, (agent, value, ci) in enumerate(row):
+            cy = y + 5 + i * per_agent + per_agent / 2
+            if ci is not None:
+                out.append(f'<line x1="{label + ci[0] * plot}" y1="{cy}" x2="{label + ci[1] * plot}" '
+                           f'y2="{cy}" stroke="{colour[agent]}" stroke-width="2"/>')
+            out.append(f'<circle cx="{label + value * plot}" cy="{cy}" r="5" fill="{colour[agent]}">'
+                       f"<title>{_e(agent)}: {value:.2f}"
+                       f"{'' if ci is None else f' (95% CI {ci[0]:.2f}-{ci[1]:.2f})'}</title></circle>")
+        out.append(f'<line x1="0" y1="{y + h}" x2="{width}" y2="{y + h}" stroke="#eee"/>')
+        y += h
+    out.append("</svg>")
+    legend = " ".join(f'<span class=key style="background:{colour[a]}">{_e(a)}</span>' for a in board.agents)
+    return (f"<figure id=scores>{''.join(out)}<figcaption>{legend}<br>Score per task (mean reward of "
+            "the valid attempts) with its 95% interval; the top row is each agent's score with its "
+            "bootstrap interval over tasks.</figcaption></figure>")
+
+
+def _header(outcomes: Sequence[TrialResult], runs: Sequence[RunInfo]) -> str:
+    entries: list[tuple[str, str]] = []
+    for run in runs:
+        entries += [("run", _e(run.run_id)), ("date", _e(run.started)),
+                    ("command", f"<code>{_e(run.command)}</code>"),
+                    ("plugin version", _e(run.plugin_version))]
+        entries += [("resumed", _e(r)) for r in run.resumed]
+    backends = sorted({o.backend for o in outcomes if o.backend} | {r.backend for r in runs if r.backend})
+    entries.append(("backend", _e(", ".join(backends) or "?")))
+    bases = sorted({str(b) for o in outcomes for b in o.bases})
+    entries.append(("images", "<br>".join(_e(b) for b in bases) or "(not recorded)"))
+    formal = provenance(outcomes).rpartition("; ")[2]
+    entries.append(("verdicts", f'<span id="provenance">{_e(formal)}</span>'))
+    return "<dl class=run id=run>" + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in entries) + "</dl>"
+
+
+def _collection_errors(runs: Sequence[RunInfo]) -> str:
+    errors = [e for run in runs for e in run.collection_errors]
+    if not errors:
+        return ""
+    items = "".join(f"<li><code>{_e(e.where)}</code><pre>{_e(e.message)}</pre></li>" for e in errors)
+    return (f"<section id=collection-errors class='reason error'><h2>Tasks that failed to load "
+            f"({len(errors)})</h2><ul>{items}</ul></section>")
+
+
+def write_site(outcomes: Sequence[TrialResult], out: Path, *, title: str = "ReactBench results",
+               runs: Sequence[RunInfo] = ()) -> Path:
+    """report.html and the trial pages under `out`; returns report.html's path."""
+    site = _Site(out)
+    site.trials.mkdir(parents=True, exist_ok=True)
+    outcomes = [_from_record(o) for o in outcomes]
+    board = Board(outcomes)
+    taken: set[str] = set()
+    pages: dict[int, str] = {}
+    for o in outcomes:
+        slug = _slug(o, taken)
+        if (site.trials / slug).is_dir():
+            shutil.rmtree(site.trials / slug)  # copies of an earlier report of the same name
+        (site.trials / f"{slug}.html").write_text(_trial_page(o, gather(o), slug, site))
+        pages[id(o)] = f"trials/{quote(slug)}.html"
+    for stale in site.trials.iterdir():
+        # Pages of an earlier report in this folder (a resumed run's superseded trials).
+        if stale.name.removesuffix(".html") not in taken:
+            shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
+    head = "".join(f"<th>{_e(a)}</th>" for a in board.agents)
+    body = []
+    for task in board.tasks:
+        tds = []
+        for agent in board.agents:
+            rows = board.cells.get((task, agent), [])
+            if not rows:
+                tds.append("<td></td>")
+                continue
+            verdict = cell_verdict(rows)
+            parts = []
+            for o in sorted(rows, key=lambda r: r.attempt):
+                why = ", ".join(f"{g.value} {'✓' if v else '✗' if v is False else '-'}"
+                                for g, v in o.gates.items()) or o.failure
+                parts.append(f'<div class=t><a href="{pages[id(o)]}">#{o.attempt} {_e(o.verdict.value)}</a>'
+                             f"<br><small>{_e(why)} · {sum(o.durations.values()):.1f} s</small></div>")
+            mean = board.scores[agent].per_task.get(task)
+            shown = "" if mean is None else f"{mean:.2f}"
+            tds.append(f'<td class="{verdict}" style="background:{COLOURS[verdict]}" '
+                       f'data-verdict="{verdict}"><b>{shown}</b>{"".join(parts)}</td>')
+        body.append(f"<tr><th>{_e(task)}</th>{''.join(tds)}</tr>")
+    leaderboard = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>"
+                          for row in board.rows())
+    columns = "".join(f"<th>{_e(c)}</th>" for c in BOARD_COLUMNS)
+    legend = " ".join(f'<span class=key style="background:{c}">{v}</span>' for v, c in COLOURS.items())
+    page = _page(title, f"""<h1>{_e(title)}</h1>
+{_header(outcomes, runs)}
+{_collection_errors(runs)}
+<h2>Leaderboard</h2>
+<table id="leaderboard"><tr>{columns}</tr>{leaderboard}</table>
+{_chart(board)}
+<h2>Trials</h2>
+<p>{legend} Each attempt links to its page: the verdict and why, the diff, the agent's log and tool calls.</p>
+<table id="matrix"><tr><th>task</th>{head}</tr>{''.join(body)}</table>
+<p>Scores average the valid attempts (passed or failed) of each task, then weigh tasks
+equally; errors are counted apart. An agent that misses a task is unranked.</p>""")
+    index = site.out / "report.html"
+    index.write_text(page)
+    return index
+

@@ -1,0 +1,109 @@
+"""Resuming a run, for real on the local backend: the scored trials are kept from
+their records, the missing, errored and incomplete ones run again into the same run
+folder, and one leaderboard covers the whole run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_reactbench.results import TrialRecord
+from pytest_reactbench.results.load import from_records, junit_testcases
+from tests.conftest import write_task
+
+BREAKS_ON_BETA = """
+from pathlib import Path
+
+import pytest
+from pytest_reactbench.agents import Agent, AgentOutcome
+from pytest_reactbench.sandbox.base import SandboxError
+
+
+class Solver(Agent):
+    name = "solver"
+
+    def run(self, ctx):
+        if ctx.task.id == "beta" and Path(__file__).with_name("break-beta").exists():
+            raise SandboxError("the engine went away (injected)")
+        ctx.sandbox.exec("echo hello > /app/out.txt")
+        return AgentOutcome("completed", 0)
+
+
+@pytest.hookimpl
+def pytest_reactbench_agents():
+    return {"solver": lambda arg, settings: Solver()}
+"""
+
+
+def _trials(run: Path) -> list[str]:
+    return sorted(p.name for p in run.iterdir() if (p / "status.json").is_file())
+
+
+def test_resume_runs_only_what_has_no_score(suite: pytest.Pytester) -> None:
+    suite.makeconftest(BREAKS_ON_BETA)
+    for name in ("alpha", "beta", "gamma", "delta"):
+        write_task(suite.path / "tasks", name)
+    (suite.path / "break-beta").write_text("")
+    # The first session: gamma is never reached, beta errors.
+    first = suite.runpytest("--reactbench-agent=solver,nop", "tasks/alpha", "tasks/beta", "tasks/delta")
+    first.assert_outcomes(passed=2, failed=3, errors=1)
+    (run,) = (suite.path / "records").iterdir()
+    # delta's solver trial was cut short (what a killed worker leaves).
+    TrialRecord(run / "delta__solver__1").mark_incomplete("its process (1) died")
+    before = _trials(run)
+    (suite.path / "break-beta").unlink()
+
+    result = suite.runpytest("--reactbench-resume=last", "--junitxml=resumed.xml", "-v")
+    # The agents come from the run; kept trials report their recorded verdicts.
+    result.assert_outcomes(passed=4, failed=4)
+    result.stdout.fnmatch_lines([
+        f"resumed run {run.name}: 4 scored trial(s) kept from its records, 4 run in this session",
+        "*alpha*pass 1.00*FAIL 0.00*", "*beta*pass 1.00*FAIL 0.00*",
+        "*delta*pass 1.00*FAIL 0.00*", "*gamma*pass 1.00*FAIL 0.00*",
+    ])
+    assert list((suite.path / "records").iterdir()) == [run]
+    after = _trials(run)
+    # Nothing was overwritten; only the unscored and the missing trials ran.
+    assert set(before) <= set(after)
+    assert sorted(set(after) - set(before)) == [
+        "beta__solver__1.1", "delta__solver__1.1", "gamma__nop__1", "gamma__solver__1"]
+    # The kept trials' JUnit entries point at their first records.
+    props = {(p["reactbench.task"], p["reactbench.agent"]): p
+             for _, p in junit_testcases(suite.path / "resumed.xml")}
+    assert props["alpha", "nop"]["reactbench.record"] == str(run / "alpha__nop__1")
+    assert props["beta", "solver"]["reactbench.record"] == str(run / "beta__solver__1.1")
+    # One leaderboard for the whole run, from the session and from the records alike.
+    report = (run / "report.md").read_text()
+    assert "| solver | 100% |" in report and "| 4/4 | 0/4 |" in report
+    results = from_records(run)
+    assert len(results) == 8 and all(r.valid for r in results)
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["agents"] == ["solver", "nop"] and manifest["resumed"][0]["kept"] == 4
+    # The run's pages: one per trial that counts (beta's errored record is superseded).
+    assert sorted(p.name for p in (run / "trials").iterdir()) == [
+        f"{name}.html" for name in sorted(set(after) - {"beta__solver__1", "delta__solver__1"})]
+
+    # Resumed again (through xdist workers this time), nothing is left to run.
+    again = suite.runpytest(f"--reactbench-resume={run.name}", "-n", "2")
+    again.assert_outcomes(passed=4, failed=4)
+    again.stdout.fnmatch_lines(["resumed run *: 8 scored trial(s) kept from its records, 0 run*"])
+    assert _trials(run) == after
+
+
+def test_resume_of_an_unknown_run_says_which_exist(suite: pytest.Pytester) -> None:
+    write_task(suite.path / "tasks", "alpha")
+    result = suite.runpytest("--reactbench-resume=last")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--reactbench-resume=last: *records holds no run to resume*"])
+    suite.runpytest("--reactbench-agent=nop").assert_outcomes(failed=1)
+    result = suite.runpytest("--reactbench-resume=nope")
+    result.stderr.fnmatch_lines(["*--reactbench-resume: no run 'nope' in *records (the latest: 2*; "
+                                 "or use 'last')"])
+    # A record that cannot be read stops the resumption, naming it.
+    (run,) = (suite.path / "records").iterdir()
+    (run / "alpha__nop__1" / "status.json").write_text("{garbled")
+    result = suite.runpytest("--reactbench-resume=last")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--reactbench-resume: *alpha__nop__1: unreadable record*"])
