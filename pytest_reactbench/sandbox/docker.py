@@ -45,6 +45,8 @@ from pytest_reactbench.sandbox.base import (
     tar_of,
 )
 from pytest_reactbench.sandbox.local import file_lock, tls_hint
+from pytest_reactbench.sandbox.mirrors import GitMirror, MirrorDaemon, git_env, key_of, relevant
+from pytest_reactbench.sandbox.mirrors import original_step, with_build_args
 from pytest_reactbench.sandbox.recipes import (
     SYSTEM_IMAGE,
     from_refs,
@@ -235,6 +237,7 @@ class DockerBackend(Backend):
         *,
         ca_bundle: Path | None = None,
         owner: str = "",
+        git_mirrors: Sequence[GitMirror] = (),
     ) -> None:
         docker = _docker()
         try:
@@ -262,6 +265,8 @@ class DockerBackend(Backend):
         self._parents: dict[str, str] = {}
         self._parent_ids: dict[str, str] = {}
         self._engine_cpus = int(self.client.info().get("NCPU") or 1)
+        self.git_mirrors = tuple(git_mirrors)
+        self._mirror_daemon = MirrorDaemon(self.git_mirrors)
 
     # -- images ---------------------------------------------------------------------
 
@@ -296,7 +301,9 @@ class DockerBackend(Backend):
             elif parent != ref.image:
                 # A literal FROM of a mapped image: the engine must find it by that name.
                 self._alias(parent, ref.image)
+        mirrors = relevant(self.git_mirrors, recipe.dockerfile, recipe.context)
         key = recipe_key(
+            *([key_of(mirrors)] if mirrors else []),
             BUILD_VERSION,
             *(self._parent_ids.get(p) or self._image_id(p) or p for p in parents),
             recipe.dockerfile.read_text(),
@@ -312,7 +319,7 @@ class DockerBackend(Backend):
             with file_lock(self.cache_dir / "locks" / f"{key}.lock"):
                 if self._image_id(tag) is None:
                     try:
-                        self._build(recipe, tag, build_args, progress, deadline)
+                        self._build(recipe, tag, build_args, progress, deadline, mirrors)
                     except BakeError as exc:
                         self._failed[key] = exc
                         raise
@@ -363,16 +370,27 @@ class DockerBackend(Backend):
         return mapped
 
     def _build(self, recipe: ImageRecipe, tag: str, build_args: Mapping[str, str],
-               progress: Progress, deadline: float) -> None:
+               progress: Progress, deadline: float, mirrors: Sequence[GitMirror] = ()) -> None:
         docker = _docker()
         progress(f"{recipe.name}: building {recipe.dockerfile} on the Docker engine")
+        dockerfile = str(recipe.dockerfile.relative_to(recipe.context))
+        text = recipe.dockerfile.read_text()
+        if mirrors:
+            # git's URL rewrites reach the RUN steps as build arguments, declared in a
+            # copy of the Dockerfile outside the context (the task's file is unchanged).
+            mirror_args = git_env(self._mirror_daemon.rewrites(mirrors))
+            build_args = {**build_args, **mirror_args}
+            mirrored = self.cache_dir / "mirrored" / f"{tag.rpartition(':')[2]}.Dockerfile"
+            mirrored.parent.mkdir(parents=True, exist_ok=True)
+            mirrored.write_text(with_build_args(text, list(mirror_args)))
+            dockerfile = str(mirrored)
         remaining = max(1.0, deadline - time.monotonic())
         api = docker.APIClient(**docker.utils.kwargs_from_env(), timeout=remaining)
         tail: list[str] = []
         try:
             stream = api.build(
                 path=str(recipe.context),
-                dockerfile=str(recipe.dockerfile.relative_to(recipe.context)),
+                dockerfile=dockerfile,
                 tag=tag,
                 buildargs=dict(build_args),
                 network_mode="host",
@@ -388,7 +406,9 @@ class DockerBackend(Backend):
                     tail = (tail + text.splitlines())[-15:]
                     if step := STEP.match(text):
                         progress(f"{recipe.name}: {text[:100]}")
-                        where = _step_location(recipe.dockerfile, int(step.group(1)))
+                        number = int(step.group(1))
+                        where = _step_location(recipe.dockerfile,
+                                               original_step(text, number) if mirrors else number)
                 if "error" in chunk:
                     error = str(chunk["error"]).strip()
                     code = EXIT_CODE.search(error)
@@ -567,6 +587,7 @@ class DockerBackend(Backend):
     def close(self) -> None:
         self.drain()
         self._teardown.shutdown(wait=True)
+        self._mirror_daemon.close()
         for gate in self._gates:
             with contextlib.suppress(_docker().errors.DockerException):
                 gate.close()

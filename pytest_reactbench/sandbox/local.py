@@ -49,6 +49,7 @@ from pytest_reactbench.sandbox.base import (
     SandboxError,
     proxy_env,
 )
+from pytest_reactbench.sandbox.mirrors import GitMirror, git_env, key_of, local_binds, relevant
 from pytest_reactbench.sandbox.cgroups import ResourceGroup, UnenforcedLimits, group_of, stale_groups
 from pytest_reactbench.sandbox.recipes import (
     SYSTEM_IMAGE,
@@ -321,8 +322,10 @@ class LocalBackend(Backend):
         *,
         ca_bundle: Path | None = None,
         owner: str = "",
+        git_mirrors: Sequence[GitMirror] = (),
     ) -> None:
         self.cache_dir = cache_dir
+        self.git_mirrors = tuple(git_mirrors)
         self.images = cache_dir / "local" / "images"
         self.sandboxes = cache_dir / "local" / "sandboxes"
         self.image_map = dict(image_map)
@@ -384,7 +387,9 @@ class LocalBackend(Backend):
         variables: dict[str, str] = {}
         parent = self._bake_parent(refs[0].image, recipe, progress, deadline, depth)
         parent_meta = self._image_meta(parent.ref) if parent else None
+        mirrors = relevant(self.git_mirrors, recipe.dockerfile, recipe.context)
         key = recipe_key(
+            *([key_of(mirrors)] if mirrors else []),
             REPLAY_VERSION,
             parent.digest if parent else "host",
             recipe.dockerfile.read_text(),
@@ -398,7 +403,7 @@ class LocalBackend(Backend):
                 if self._image_meta(key) is None:
                     try:
                         self._replay(recipe, instructions[first_from + 1 :], variables,
-                                     global_args, parent_meta, key, progress, deadline)
+                                     global_args, parent_meta, key, progress, deadline, mirrors)
                     except BakeError as exc:
                         self._failed[key] = exc
                         raise
@@ -442,6 +447,7 @@ class LocalBackend(Backend):
         key: str,
         progress: Progress,
         deadline: float,
+        mirrors: Sequence[GitMirror] = (),
     ) -> None:
         env: dict[str, str] = dict(parent_meta["env"]) if parent_meta else {}  # type: ignore[call-overload]
         workdir = str(parent_meta["workdir"]) if parent_meta else "/"
@@ -449,11 +455,14 @@ class LocalBackend(Backend):
         chain = list(parent_meta["chain"]) if parent_meta else []  # type: ignore[call-overload]
         building = self.images / f"{key}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         layers = [self.images / str(k) / "layer" for k in reversed(chain)]
-        ro_binds = {CONTEXT_MOUNT: recipe.context.resolve()}
-        bake_env = {**DEFAULT_ENV, **env}
+        mirror_binds, rewrites = local_binds(mirrors)
+        ro_binds = {CONTEXT_MOUNT: recipe.context.resolve(), **mirror_binds}
+        # The bake's own variables (CA, git mirrors): in every step, never in the image.
+        bake_only = {**(ca_env(CA_MOUNT) if self.ca_bundle else {}),
+                     **(git_env(rewrites) if mirrors else {})}
+        bake_env = {**DEFAULT_ENV, **env, **bake_only}
         if self.ca_bundle:
             ro_binds[CA_MOUNT] = self.ca_bundle.resolve()
-            bake_env.update(ca_env(CA_MOUNT))
         box = LocalSandbox(
             building / "box", layers, network=True, env=bake_env, workdir=workdir,
             upper=building / "layer", ro_binds=ro_binds,
@@ -474,13 +483,15 @@ class LocalBackend(Backend):
                         variables[name] = global_args[name]
                     declare_arg(ins, recipe.build_args, variables)
                 elif ins.keyword == "ENV":
-                    for k, v in df.key_values(df.substitute(ins.args, {**variables, **env}),
-                                              recipe.dockerfile, ins.line):
+                    # $VAR sees the inherited environment too (the host's PATH for the
+                    # system layer), so `ENV PATH=/x:$PATH` keeps it.
+                    for k, v in df.expand_pairs(ins.args, {**DEFAULT_ENV, **variables, **env},
+                                                recipe.dockerfile, ins.line):
                         env[k] = v
-                    box.env = {**DEFAULT_ENV, **env, **(ca_env(CA_MOUNT) if self.ca_bundle else {})}
+                    box.env = {**DEFAULT_ENV, **env, **bake_only}
                 elif ins.keyword == "LABEL":
-                    for k, v in df.key_values(df.substitute(ins.args, {**variables, **env}),
-                                              recipe.dockerfile, ins.line):
+                    for k, v in df.expand_pairs(ins.args, {**DEFAULT_ENV, **variables, **env},
+                                                recipe.dockerfile, ins.line):
                         labels[k] = v
                 elif ins.keyword == "WORKDIR":
                     target = df.substitute(ins.args, {**variables, **env})
