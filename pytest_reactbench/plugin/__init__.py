@@ -112,12 +112,14 @@ def pytest_reactbench_agents() -> Mapping[str, Any]:
 @pytest.hookimpl
 def pytest_reactbench_sandbox_backends() -> Mapping[str, Any]:
     def local(settings: Settings) -> LocalBackend:
-        return LocalBackend(settings.cache, settings.image_map, ca_bundle=settings.ca_bundle)
+        return LocalBackend(settings.cache, settings.image_map, ca_bundle=settings.ca_bundle,
+                            git_mirrors=settings.git_mirrors)
 
     def docker(settings: Settings) -> Backend:
         from pytest_reactbench.sandbox.docker import DockerBackend
 
-        return DockerBackend(settings.cache, settings.image_map, ca_bundle=settings.ca_bundle)
+        return DockerBackend(settings.cache, settings.image_map, ca_bundle=settings.ca_bundle,
+                             git_mirrors=settings.git_mirrors)
 
     return {"local": local, "docker": docker}
 

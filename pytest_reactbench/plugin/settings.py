@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_reactbench.sandbox.mirrors import GitMirror, parse_git_mirrors
 from pytest_reactbench.sandbox.recipes import parse_image_map
 
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -44,6 +45,12 @@ def addoption(parser: pytest.Parser) -> None:
         "--reactbench-image-map", action="append", default=[], metavar="FROM=TO",
         help="replace a FROM image by a recipe under images/ or another image "
         "(repeatable; ini: reactbench_image_map)",
+    )
+    group.addoption(
+        "--reactbench-git-mirror", action="append", default=[], metavar="PREFIX=LOCATION",
+        help="during bakes, fetch git URLs starting with PREFIX from LOCATION (a directory of "
+        "bare repositories laid out like the URLs, or a git URL), e.g. "
+        "https://github.com/=/srv/git (repeatable; ini: reactbench_git_mirrors)",
     )
     group.addoption(
         "--reactbench-ca-bundle", default=None, metavar="PEM",
@@ -105,6 +112,8 @@ def addoption(parser: pytest.Parser) -> None:
     parser.addini("reactbench_cache", "bake cache directory", default="")
     parser.addini("reactbench_image_map", "FROM=TO image replacements", type="linelist", default=[])
     parser.addini("reactbench_ca_bundle", "CA bundle for bakes", default="")
+    parser.addini("reactbench_git_mirrors", "PREFIX=LOCATION git mirrors for bakes", type="linelist",
+                  default=[])
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,7 @@ class Settings:
     cache: Path
     image_map: dict[str, str] = field(default_factory=dict)
     ca_bundle: Path | None = None
+    git_mirrors: tuple[GitMirror, ...] = ()
     strict: bool = False
     patch: Path | None = None
     commands: dict[str, str] = field(default_factory=dict)
@@ -187,6 +197,10 @@ def read_settings(config: pytest.Config) -> Settings:
     try:
         image_map = parse_image_map(config.getini("reactbench_image_map"), "ini reactbench_image_map")
         image_map = parse_image_map(opt.reactbench_image_map, "--reactbench-image-map", image_map)
+        # The command line's entries come last: for the same prefix, they win.
+        git_mirrors = parse_git_mirrors(
+            [*config.getini("reactbench_git_mirrors"), *opt.reactbench_git_mirror],
+            "--reactbench-git-mirror / ini reactbench_git_mirrors")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     explicit_paths = config.args_source is pytest.Config.ArgsSource.ARGS
@@ -206,6 +220,7 @@ def read_settings(config: pytest.Config) -> Settings:
         cache=cache,
         image_map=image_map,
         ca_bundle=ca_bundle,
+        git_mirrors=git_mirrors,
         strict=bool(opt.reactbench_strict if opt.reactbench_strict is not None
                     else config.getini("reactbench_strict")),
         patch=_cli_path(config, opt.reactbench_patch) if opt.reactbench_patch else None,

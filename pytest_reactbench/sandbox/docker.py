@@ -45,8 +45,15 @@ from pytest_reactbench.sandbox.base import (
     tar_of,
 )
 from pytest_reactbench.sandbox.local import file_lock, tls_hint
-from pytest_reactbench.sandbox.mirrors import GitMirror, MirrorDaemon, git_env, key_of, relevant
-from pytest_reactbench.sandbox.mirrors import original_step, with_build_args
+from pytest_reactbench.sandbox.mirrors import (
+    GitMirror,
+    MirrorDaemon,
+    git_env,
+    key_of,
+    original_step,
+    relevant,
+    with_build_args,
+)
 from pytest_reactbench.sandbox.recipes import (
     SYSTEM_IMAGE,
     from_refs,

@@ -49,8 +49,8 @@ from pytest_reactbench.sandbox.base import (
     SandboxError,
     proxy_env,
 )
-from pytest_reactbench.sandbox.mirrors import GitMirror, git_env, key_of, local_binds, relevant
 from pytest_reactbench.sandbox.cgroups import ResourceGroup, UnenforcedLimits, group_of, stale_groups
+from pytest_reactbench.sandbox.mirrors import GitMirror, git_env, key_of, local_binds, relevant
 from pytest_reactbench.sandbox.recipes import (
     SYSTEM_IMAGE,
     declare_arg,

@@ -161,9 +161,7 @@ def original_step(dockerfile: str, number: int) -> int:
     """The engine's step `number` of `with_build_args(dockerfile, ...)`, counted in the
     original Dockerfile (each FROM before it was followed by one added step)."""
     added = 0
-    step = 0
-    for line in _instructions(dockerfile):
-        step += 1
+    for step, line in enumerate(_instructions(dockerfile), start=1):
         if step + added == number:
             return step
         if line.upper().startswith("FROM "):
@@ -223,7 +221,7 @@ class MirrorDaemon:
         process = subprocess.Popen(
             ["git", "-c", "uploadpack.allowFilter=true", "-c", "uploadpack.allowAnySHA1InWant=true",
              "daemon", "--reuseaddr", "--export-all", "--informative-errors",
-             "--listen=127.0.0.1", f"--port={port}", f"--base-path={directory}", directory],
+             "--listen=127.0.0.1", f"--port={port}", f"--base-path={directory}"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )
         deadline = time.monotonic() + 10
