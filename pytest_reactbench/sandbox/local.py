@@ -70,6 +70,10 @@ DEFAULT_ENV = {
     # `npm install -g` cannot write the host's read-only /usr: send it to /opt.
     "npm_config_prefix": "/opt/npm-global",
     "npm_config_update_notifier": "false",
+    # As the docker backend's system layer (images/system) sets them for corepack.
+    "COREPACK_ENABLE_DOWNLOAD_PROMPT": "0",
+    "COREPACK_NPM_REGISTRY": "https://registry.npmjs.org",
+    "COREPACK_INTEGRITY_KEYS": "0",
 }
 CONTEXT_MOUNT = "/run/reactbench/context"
 EGRESS_MOUNT = "/run/reactbench/egress.cjs"
@@ -534,7 +538,7 @@ class LocalBackend(Backend):
             tail = output.strip().splitlines()[-15:]
             raise BakeError(
                 f"{where}: step failed with exit code {result.exit_code}:\n  " + "\n  ".join(tail)
-                + tls_hint(output)
+                + tls_hint(output) + root_hint(output)
             )
 
     def _copy_script(
@@ -683,6 +687,15 @@ def tls_hint(output: str) -> str:
         return ("\nhint: downloads failed TLS verification; behind a proxy that re-signs "
                 "certificates, pass its CA bundle with --reactbench-ca-bundle=PATH "
                 "(or REACTBENCH_CA_BUNDLE)")
+    return ""
+
+
+def root_hint(output: str) -> str:
+    """A step that removes a writable root (`rm -rf /app && git clone ... /app`): each
+    is a mount point here, which only the docker backend can replace."""
+    if any(f"cannot remove '/{name}': Device or resource busy" in output for name in ROOTS):
+        return ("\nhint: the local backend's /app, /opt, /tests... are mount points and cannot "
+                "be removed; build this task with --reactbench-sandbox=docker")
     return ""
 
 
