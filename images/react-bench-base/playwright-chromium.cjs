@@ -1,13 +1,13 @@
-// Preloaded into every Node process of the Playwright verifier image (NODE_OPTIONS):
-// if the process can load playwright-core, make sure the browser directories of its
-// revision point at the system's Chromium, so Playwright finds a browser without a
-// download (none is possible offline). Cheap: a resolve and a few stats.
+// Preloaded into every Node process of the base image and those built on it
+// (NODE_OPTIONS): if the working directory can load playwright-core, make sure the
+// browser directories of its revision point at the system's Chromium, so Playwright
+// finds a browser without a download (none is possible offline). Cheap: a resolve and
+// a few stats. playwright-probe.cjs calls linkBrowsers for another directory.
 "use strict";
 const fs = require("node:fs");
 const path = require("node:path");
 
 const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
-const ROOT = process.env.PLAYWRIGHT_BROWSERS_PATH;
 
 // Every layout Playwright has used for the two Chromium builds it launches.
 const LAYOUTS = {
@@ -31,8 +31,8 @@ function link(target) {
 
 // playwright-core is often a transitive dependency (pnpm keeps those out of reach):
 // follow @playwright/test -> playwright -> playwright-core.
-function findCore() {
-  let from = process.cwd();
+function findCore(start) {
+  let from = start;
   for (const name of ["@playwright/test", "playwright", "playwright-core"]) {
     try {
       from = path.dirname(require.resolve(`${name}/package.json`, { paths: [from] }));
@@ -44,19 +44,27 @@ function findCore() {
   return null;
 }
 
-try {
-  const core = ROOT && fs.existsSync(CHROMIUM) ? findCore() : null;
-  if (core) {
-    const manifest = path.join(core, "browsers.json");
-    const { browsers } = JSON.parse(fs.readFileSync(manifest, "utf8"));
-    for (const browser of browsers) {
-      const layouts = LAYOUTS[browser.name];
-      if (!layouts) continue;
-      const dir = path.join(ROOT, `${DIRS[browser.name]}-${browser.revision}`);
-      for (const layout of layouts) link(path.join(dir, layout));
-      fs.writeFileSync(path.join(dir, "INSTALLATION_COMPLETE"), "");
-    }
+// Links the browsers of the Playwright that `start` resolves; true if there was one.
+function linkBrowsers(start) {
+  const root = process.env.PLAYWRIGHT_BROWSERS_PATH;
+  const core = root && fs.existsSync(CHROMIUM) ? findCore(start) : null;
+  if (!core) return false;
+  const manifest = path.join(core, "browsers.json");
+  const { browsers } = JSON.parse(fs.readFileSync(manifest, "utf8"));
+  for (const browser of browsers) {
+    const layouts = LAYOUTS[browser.name];
+    if (!layouts) continue;
+    const dir = path.join(root, `${DIRS[browser.name]}-${browser.revision}`);
+    for (const layout of layouts) link(path.join(dir, layout));
+    fs.writeFileSync(path.join(dir, "INSTALLATION_COMPLETE"), "");
   }
+  return true;
+}
+
+try {
+  linkBrowsers(process.cwd());
 } catch {
   // No playwright-core here, or a read-only tree: nothing to do.
 }
+
+module.exports = { linkBrowsers };

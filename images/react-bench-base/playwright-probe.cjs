@@ -5,6 +5,7 @@
 const path = require("node:path");
 
 const from = path.resolve(process.argv[2] || process.cwd());
+require("./playwright-chromium.cjs").linkBrowsers(from);
 let playwright;
 for (const name of ["@playwright/test", "playwright", "playwright-core"]) {
   try {
