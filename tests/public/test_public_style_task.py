@@ -192,7 +192,9 @@ def test_public_style_task_on_local(tmp_path: Path) -> None:
 def test_the_public_clone_over_app_points_to_docker_on_local(tmp_path: Path) -> None:
     verdicts, out = run_task(tmp_path, "local", PUBLIC_CLONE, agents="oracle")
     assert verdicts["oracle"]["reactbench.verdict"] == "error"
-    assert "Dockerfile:3: step failed" in out and "--reactbench-sandbox=docker" in out, out[-4000:]
+    # The verifier's Dockerfile is baked first; its clone is line 4.
+    assert "tests/Dockerfile:4: step failed" in out, out[-4000:]
+    assert "cannot be removed; build this task with --reactbench-sandbox=docker" in out
 
 
 def test_without_the_mirror_the_clone_fails(tmp_path: Path) -> None:
@@ -208,5 +210,4 @@ def test_without_the_mirror_the_clone_fails(tmp_path: Path) -> None:
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert proc.returncode != 0
-    assert "Dockerfile:3: step failed" in proc.stdout, proc.stdout[-4000:]
-    assert "greeter" in proc.stdout
+    assert "tests/Dockerfile:4: step failed" in proc.stdout, proc.stdout[-4000:]
