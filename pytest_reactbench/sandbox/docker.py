@@ -45,15 +45,7 @@ from pytest_reactbench.sandbox.base import (
     tar_of,
 )
 from pytest_reactbench.sandbox.local import file_lock, tls_hint
-from pytest_reactbench.sandbox.mirrors import (
-    GitMirror,
-    MirrorDaemon,
-    git_env,
-    key_of,
-    original_step,
-    relevant,
-    with_build_args,
-)
+from pytest_reactbench.sandbox.mirrors import GitMirror, MirrorDaemon, key_of, original_step, relevant
 from pytest_reactbench.sandbox.recipes import (
     SYSTEM_IMAGE,
     from_refs,
@@ -382,15 +374,10 @@ class DockerBackend(Backend):
         progress(f"{recipe.name}: building {recipe.dockerfile} on the Docker engine")
         dockerfile = str(recipe.dockerfile.relative_to(recipe.context))
         text = recipe.dockerfile.read_text()
-        if mirrors:
-            # git's URL rewrites reach the RUN steps as build arguments, declared in a
-            # copy of the Dockerfile outside the context (the task's file is unchanged).
-            mirror_args = git_env(self._mirror_daemon.rewrites(mirrors))
-            build_args = {**build_args, **mirror_args}
-            mirrored = self.cache_dir / "mirrored" / f"{tag.rpartition(':')[2]}.Dockerfile"
-            mirrored.parent.mkdir(parents=True, exist_ok=True)
-            mirrored.write_text(with_build_args(text, list(mirror_args)))
-            dockerfile = str(mirrored)
+        if mirrors:  # git's URL rewrites, as build arguments of a copy of the Dockerfile
+            copy = self.cache_dir / "mirrored" / f"{tag.rpartition(':')[2]}.Dockerfile"
+            build_args = {**build_args, **self._mirror_daemon.build_file(mirrors, recipe.dockerfile, copy)}
+            dockerfile = str(copy)
         remaining = max(1.0, deadline - time.monotonic())
         api = docker.APIClient(**docker.utils.kwargs_from_env(), timeout=remaining)
         tail: list[str] = []
