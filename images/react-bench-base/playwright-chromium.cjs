@@ -8,22 +8,26 @@ const fs = require("node:fs");
 const path = require("node:path");
 
 const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
+const FFMPEG = "/usr/bin/ffmpeg";
 
-// Every layout Playwright has used for the two Chromium builds it launches.
+// Every layout Playwright has used for the two Chromium builds it launches, and for
+// the ffmpeg it records videos with (`playwright install chromium` fetches it too).
 const LAYOUTS = {
   chromium: ["chrome-linux/chrome", "chrome-linux64/chrome"],
   "chromium-headless-shell": [
     "chrome-linux/headless_shell",
     "chrome-headless-shell-linux64/chrome-headless-shell",
   ],
+  ffmpeg: ["ffmpeg-linux"],
 };
-const DIRS = { chromium: "chromium", "chromium-headless-shell": "chromium_headless_shell" };
+const DIRS = { chromium: "chromium", "chromium-headless-shell": "chromium_headless_shell", ffmpeg: "ffmpeg" };
+const BINARIES = { chromium: CHROMIUM, "chromium-headless-shell": CHROMIUM, ffmpeg: FFMPEG };
 
-function link(target) {
+function link(target, binary) {
   if (fs.existsSync(target)) return;
   fs.mkdirSync(path.dirname(target), { recursive: true });
   try {
-    fs.symlinkSync(CHROMIUM, target);
+    fs.symlinkSync(binary, target);
   } catch (error) {
     if (error.code !== "EEXIST") throw error;
   }
@@ -53,9 +57,9 @@ function linkBrowsers(start) {
   const { browsers } = JSON.parse(fs.readFileSync(manifest, "utf8"));
   for (const browser of browsers) {
     const layouts = LAYOUTS[browser.name];
-    if (!layouts) continue;
+    if (!layouts || !fs.existsSync(BINARIES[browser.name])) continue;
     const dir = path.join(root, `${DIRS[browser.name]}-${browser.revision}`);
-    for (const layout of layouts) link(path.join(dir, layout));
+    for (const layout of layouts) link(path.join(dir, layout), BINARIES[browser.name]);
     fs.writeFileSync(path.join(dir, "INSTALLATION_COMPLETE"), "");
   }
   return true;

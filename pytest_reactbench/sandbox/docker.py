@@ -425,8 +425,10 @@ class DockerBackend(Backend):
         recipe_path = images_dir() / "system"
         packages = [line.strip() for line in (recipe_path / "packages.txt").read_text().splitlines()
                     if line.strip() and not line.startswith("#")]
-        context = self.cache_dir / "system-context"
-        with file_lock(self.cache_dir / "locks" / "system-context.lock"):
+        # One context per package list: sessions with another list (another checkout
+        # sharing the cache) must not delete this one's tarballs.
+        context = self.cache_dir / f"system-context-{recipe_key(*packages)[:12]}"
+        with file_lock(self.cache_dir / "locks" / f"{context.name}.lock"):
             stage = context / "packages"
             stage.mkdir(parents=True, exist_ok=True)
             wanted = {packed_name(spec) for spec in packages}
