@@ -35,7 +35,7 @@ def test_images_builds_the_playwright_stand_in(capsys, tmp_path: Path) -> None: 
             "});\n"))
         # The scaffold's config names Chromium itself; a bare config relies on the links.
         box.write_file("/app/bare.config.ts", 'export default { testDir: "./e2e" };\n')
-        result = box.exec("pnpm exec playwright test -c bare.config.ts", timeout=300)
+        result = box.exec("pnpm exec playwright test -c bare.config.ts", cwd="/app", timeout=300)
         assert result.ok, result.text + result.error_text
         assert "1 passed" in result.text
     finally:

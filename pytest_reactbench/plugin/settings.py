@@ -11,6 +11,7 @@ import pytest
 
 from pytest_reactbench.results.load import ResultsError
 from pytest_reactbench.results.resume import resolve_run
+from pytest_reactbench.sandbox.mirrors import GitMirror, parse_git_mirrors
 from pytest_reactbench.sandbox.options import (
     IMAGES_MODES,
     ImagesMode,
@@ -58,6 +59,12 @@ def addoption(parser: pytest.Parser) -> None:
         help="public base images of the image map: auto (the public image when the engine has it "
         "or can pull it, else its stand-in, with a warning), public (never a stand-in), stand-in "
         "(never the public image) (ini: reactbench_images; default auto)",
+    )
+    group.addoption(
+        "--reactbench-git-mirror", action="append", default=[], metavar="PREFIX=LOCATION",
+        help="during bakes, fetch git URLs starting with PREFIX from LOCATION (a directory of "
+        "bare repositories laid out like the URLs, or a git URL), e.g. "
+        "https://github.com/=/srv/git (repeatable; ini: reactbench_git_mirrors)",
     )
     group.addoption(
         "--reactbench-ca-bundle", default=None, metavar="PEM",
@@ -130,6 +137,8 @@ def addoption(parser: pytest.Parser) -> None:
     parser.addini("reactbench_image_map", "FROM=TO image replacements", type="linelist", default=[])
     parser.addini("reactbench_ca_bundle", "CA bundle for bakes", default="")
     parser.addini("reactbench_images", "auto, public or stand-in base images", default="auto")
+    parser.addini("reactbench_git_mirrors", "PREFIX=LOCATION git mirrors for bakes", type="linelist",
+                  default=[])
 
 
 @dataclass(frozen=True)
@@ -142,6 +151,7 @@ class Settings:
     image_map: dict[str, str] = field(default_factory=dict)
     ca_bundle: Path | None = None
     images: ImagesMode = "auto"
+    git_mirrors: tuple[GitMirror, ...] = ()
     strict: bool = False
     patch: Path | None = None
     commands: dict[str, str] = field(default_factory=dict)
@@ -160,7 +170,7 @@ class Settings:
 
     def sandbox_options(self) -> SandboxOptions:
         return SandboxOptions(cache=self.cache, image_map=self.image_map, ca_bundle=self.ca_bundle,
-                              images=self.images)
+                              images=self.images, git_mirrors=self.git_mirrors)
 
 
 def _ini_path(config: pytest.Config, value: str) -> Path:
@@ -209,6 +219,10 @@ def read_settings(config: pytest.Config) -> Settings:
         image_map = parse_image_map(opt.reactbench_image_map, "--reactbench-image-map", image_map)
         images = (images_mode(opt.reactbench_images, "--reactbench-images") if opt.reactbench_images
                   else images_mode(config.getini("reactbench_images"), "ini reactbench_images"))
+        # The command line's entries come last: for the same prefix, they win.
+        git_mirrors = parse_git_mirrors(
+            [*config.getini("reactbench_git_mirrors"), *opt.reactbench_git_mirror],
+            "--reactbench-git-mirror / ini reactbench_git_mirrors")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     resume = None
@@ -237,6 +251,7 @@ def read_settings(config: pytest.Config) -> Settings:
         image_map=image_map,
         ca_bundle=ca_bundle,
         images=images,
+        git_mirrors=git_mirrors,
         strict=bool(opt.reactbench_strict if opt.reactbench_strict is not None
                     else config.getini("reactbench_strict")),
         patch=_cli_path(config, opt.reactbench_patch) if opt.reactbench_patch else None,

@@ -30,6 +30,7 @@ from pytest_reactbench.sandbox.base import (
     Progress,
 )
 from pytest_reactbench.sandbox.host import file_lock
+from pytest_reactbench.sandbox.mirrors import key_of, relevant
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import (
     SYSTEM_IMAGE,
@@ -161,7 +162,9 @@ class BakingBackend(Backend):
             raise BakeError(str(exc)) from None
         self.check(recipe, instructions)
         parents = [self._parent(ref, recipe, progress, deadline, depth, build) for ref in refs]
+        mirrors = relevant(self.options.git_mirrors, recipe.dockerfile, recipe.context)
         key = recipe_key(
+            *([key_of(mirrors)] if mirrors else []),
             self.recipe_version,
             *(parent.identity for parent in parents),
             recipe.dockerfile.read_text(),

@@ -48,6 +48,7 @@ from pytest_reactbench.sandbox.base import (
     tar_of,
 )
 from pytest_reactbench.sandbox.host import file_lock, pid_alive, tls_hint
+from pytest_reactbench.sandbox.mirrors import MirrorDaemon, git_env, original_step, relevant, with_build_args
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import (
     SYSTEM_IMAGE,
@@ -268,6 +269,7 @@ class DockerBackend(BakingBackend):
         self._removals: list[Future[None]] = []
         self._gates: list[EgressGate] = []
         self._engine_cpus = int(self.client.info().get("NCPU") or 1)
+        self._mirror_daemon = MirrorDaemon(options.git_mirrors)
 
     # -- images ---------------------------------------------------------------------
 
@@ -360,25 +362,32 @@ class DockerBackend(BakingBackend):
             else:
                 rewrite[ref.line] = (ref.raw, use[ref.image])
         dockerfile = recipe.dockerfile
-        if rewrite:
-            # A FROM that names a public image (or part of it) literally: the build
-            # reads a copy whose FROM names the resolved image; nothing is tagged
-            # under the public name, and the lines keep their numbers.
-            lines = recipe.dockerfile.read_text().splitlines(keepends=True)
-            for line, (raw, resolved) in rewrite.items():
-                lines[line - 1] = lines[line - 1].replace(raw, resolved, 1)
+        lines = recipe.dockerfile.read_text().splitlines(keepends=True)
+        # A FROM that names a public image (or part of it) literally: the build reads a
+        # copy whose FROM names the resolved image; nothing is tagged under the public
+        # name, and the lines keep their numbers.
+        for line, (raw, resolved) in rewrite.items():
+            lines[line - 1] = lines[line - 1].replace(raw, resolved, 1)
+        text = "".join(lines)
+        mirrors = relevant(self.options.git_mirrors, recipe.dockerfile, recipe.context)
+        if mirrors:
+            # git's URL rewrites reach RUN steps as build arguments the copy declares.
+            rewrites = git_env(self._mirror_daemon.rewrites(mirrors))
+            build_args.update(rewrites)
+            text = with_build_args(text, list(rewrites))
+        if rewrite or mirrors:
             dockerfile = self.cache_dir / "dockerfiles" / f"{key}.Dockerfile"
             dockerfile.parent.mkdir(parents=True, exist_ok=True)
-            _replace_if_changed(dockerfile, "".join(lines).encode())
+            _replace_if_changed(dockerfile, text.encode())
         tag = self._tag(recipe, key)
-        self._build(recipe, dockerfile, tag, build_args, progress, deadline)
+        self._build(recipe, dockerfile, tag, build_args, progress, deadline, bool(mirrors))
         image = self.find(key, recipe)
         if image is None:
             raise BakeError(f"{recipe.dockerfile}: the engine built {tag} but cannot find it")
         return image
 
     def _build(self, recipe: ImageRecipe, dockerfile: Path, tag: str, build_args: Mapping[str, str],
-               progress: Progress, deadline: float) -> None:
+               progress: Progress, deadline: float, mirrored: bool = False) -> None:
         docker = _docker()
         progress(f"{recipe.name}: building {recipe.dockerfile} on the Docker engine")
         remaining = max(1.0, deadline - time.monotonic())
@@ -406,7 +415,10 @@ class DockerBackend(BakingBackend):
                     tail = (tail + text.splitlines())[-15:]
                     if step := STEP.match(text):
                         progress(f"{recipe.name}: {text[:100]}")
-                        where = _step_location(recipe.dockerfile, int(step.group(1)))
+                        number = int(step.group(1))
+                        if mirrored:  # the copy declares one ARG step after each FROM
+                            number = original_step(recipe.dockerfile.read_text(), number)
+                        where = _step_location(recipe.dockerfile, number)
                 if "error" in chunk:
                     error = str(chunk["error"]).strip()
                     code = EXIT_CODE.search(error)
@@ -595,6 +607,7 @@ class DockerBackend(BakingBackend):
     def close(self) -> None:
         self.drain()
         self._teardown.shutdown(wait=True)
+        self._mirror_daemon.close()
         for gate in self._gates:
             with contextlib.suppress(_docker().errors.DockerException):
                 gate.close()

@@ -117,22 +117,85 @@ def parse(path: Path) -> list[Instruction]:
     return out
 
 
-def key_values(args: str, path: Path, line: int) -> list[tuple[str, str]]:
-    """The pairs of an ENV or LABEL instruction (`K=V K2="v 2"` or the legacy `K V`)."""
-    try:
-        words = shlex.split(args, posix=True)
-    except ValueError as exc:
-        raise DockerfileError(path, line, f"cannot read {args!r}: {exc}") from None
+def expand_pairs(args: str, variables: Mapping[str, str], path: Path, line: int) -> list[tuple[str, str]]:
+    """The pairs of an ENV or LABEL instruction, each value expanded as Docker does.
+
+    `variables` is what the instruction sees: the inherited environment (so
+    `ENV PATH=/x:$PATH` keeps the inherited PATH), the ARGs, and earlier ENVs. All
+    pairs of one instruction see the values from before it, as in Docker. Expansion
+    happens word by word, after quotes are read: a value that expands to spaces stays
+    one value; single quotes and `\\$` keep a `$` literal.
+    """
+    words = _words(args, variables, path, line)
     if words and "=" not in words[0]:
-        key, _, value = args.partition(" ")
-        return [(key, value.strip())]
+        # The legacy `KEY value with spaces` form: the rest of the line is the value.
+        key, _, rest = args.strip().partition(" ")
+        value = " ".join(_words(rest, variables, path, line))
+        return [(key, value)]
     pairs = []
     for word in words:
         key, sep, value = word.partition("=")
-        if not sep:
+        if not sep or not key:
             raise DockerfileError(path, line, f"expected KEY=VALUE, got {word!r}")
         pairs.append((key, value))
     return pairs
+
+
+def _words(text: str, variables: Mapping[str, str], path: Path, line: int) -> list[str]:
+    """Shell-like words: quotes removed, `$VAR` expanded outside single quotes."""
+    words: list[str] = []
+    current: list[str] = []
+    in_word = False
+    i = 0
+
+    def expand(start: int) -> int:
+        match = _VAR.match(text, start)
+        if not match:
+            current.append("$")
+            return start + 1
+        current.append(substitute(match.group(0), variables))
+        return match.end()
+
+    while i < len(text):
+        char = text[i]
+        if char.isspace():
+            if in_word:
+                words.append("".join(current))
+                current, in_word = [], False
+            i += 1
+            continue
+        in_word = True
+        if char == "\\" and i + 1 < len(text):
+            current.append(text[i + 1])
+            i += 2
+        elif char == "'":
+            end = text.find("'", i + 1)
+            if end < 0:
+                raise DockerfileError(path, line, f"unterminated quote in {text!r}")
+            current.append(text[i + 1 : end])
+            i = end + 1
+        elif char == '"':
+            i += 1
+            while i < len(text) and text[i] != '"':
+                if text[i] == "\\" and i + 1 < len(text) and text[i + 1] in '"\\$':
+                    current.append(text[i + 1])
+                    i += 2
+                elif text[i] == "$":
+                    i = expand(i)
+                else:
+                    current.append(text[i])
+                    i += 1
+            if i >= len(text):
+                raise DockerfileError(path, line, f"unterminated quote in {text!r}")
+            i += 1
+        elif char == "$":
+            i = expand(i)
+        else:
+            current.append(char)
+            i += 1
+    if in_word:
+        words.append("".join(current))
+    return words
 
 
 def copy_operands(instr: Instruction, path: Path) -> tuple[list[str], str]:

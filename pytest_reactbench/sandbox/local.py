@@ -52,6 +52,7 @@ from pytest_reactbench.sandbox.base import (
 )
 from pytest_reactbench.sandbox.cgroups import ResourceGroup, UnenforcedLimits, group_of, stale_groups
 from pytest_reactbench.sandbox.host import ca_env, missing_tools, pid_alive, tls_hint
+from pytest_reactbench.sandbox.mirrors import git_env, local_binds, relevant
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import SYSTEM_IMAGE, declare_arg
 
@@ -63,6 +64,10 @@ DEFAULT_ENV = {
     # `npm install -g` cannot write the host's read-only /usr: send it to /opt.
     "npm_config_prefix": "/opt/npm-global",
     "npm_config_update_notifier": "false",
+    # As the docker backend's system layer (images/system) sets them for corepack.
+    "COREPACK_ENABLE_DOWNLOAD_PROMPT": "0",
+    "COREPACK_NPM_REGISTRY": "https://registry.npmjs.org",
+    "COREPACK_INTEGRITY_KEYS": "0",
 }
 CONTEXT_MOUNT = "/run/reactbench/context"
 EGRESS_MOUNT = "/run/reactbench/egress.cjs"
@@ -425,11 +430,15 @@ class LocalBackend(BakingBackend):
         chain = list(parent_meta["chain"]) if parent_meta else []  # type: ignore[call-overload]
         building = self.images / f"{key}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         layers = [self.images / str(k) / "layer" for k in reversed(chain)]
-        ro_binds = {CONTEXT_MOUNT: recipe.context.resolve()}
-        bake_env = {**DEFAULT_ENV, **env}
+        mirrors = relevant(self.options.git_mirrors, recipe.dockerfile, recipe.context)
+        mirror_binds, rewrites = local_binds(mirrors)
+        ro_binds = {CONTEXT_MOUNT: recipe.context.resolve(), **mirror_binds}
+        # The bake's own variables (CA, git mirrors): in every step, never in the image.
+        bake_only = {**(ca_env(CA_MOUNT) if self.ca_bundle else {}),
+                     **(git_env(rewrites) if mirrors else {})}
+        bake_env = {**DEFAULT_ENV, **env, **bake_only}
         if self.ca_bundle:
             ro_binds[CA_MOUNT] = self.ca_bundle.resolve()
-            bake_env.update(ca_env(CA_MOUNT))
         box = LocalSandbox(
             building / "box", layers, network=True, env=bake_env, workdir=workdir,
             upper=building / "layer", ro_binds=ro_binds,
@@ -450,13 +459,15 @@ class LocalBackend(BakingBackend):
                         variables[name] = global_args[name]
                     declare_arg(ins, recipe.build_args, variables)
                 elif ins.keyword == "ENV":
-                    for k, v in df.key_values(df.substitute(ins.args, {**variables, **env}),
-                                              recipe.dockerfile, ins.line):
+                    # $VAR sees the inherited environment too (the host's PATH for the
+                    # system layer), so `ENV PATH=/x:$PATH` keeps it.
+                    for k, v in df.expand_pairs(ins.args, {**DEFAULT_ENV, **variables, **env},
+                                                recipe.dockerfile, ins.line):
                         env[k] = v
-                    box.env = {**DEFAULT_ENV, **env, **(ca_env(CA_MOUNT) if self.ca_bundle else {})}
+                    box.env = {**DEFAULT_ENV, **env, **bake_only}
                 elif ins.keyword == "LABEL":
-                    for k, v in df.key_values(df.substitute(ins.args, {**variables, **env}),
-                                              recipe.dockerfile, ins.line):
+                    for k, v in df.expand_pairs(ins.args, {**DEFAULT_ENV, **variables, **env},
+                                                recipe.dockerfile, ins.line):
                         labels[k] = v
                 elif ins.keyword == "WORKDIR":
                     target = df.substitute(ins.args, {**variables, **env})
@@ -503,7 +514,7 @@ class LocalBackend(BakingBackend):
             tail = output.strip().splitlines()[-15:]
             raise BakeError(
                 f"{where}: step failed with exit code {result.exit_code}:\n  " + "\n  ".join(tail)
-                + tls_hint(output)
+                + tls_hint(output) + root_hint(output)
             )
 
     def _copy_script(
@@ -645,3 +656,11 @@ class LocalBackend(BakingBackend):
             group.remove()
         return removed
 
+
+def root_hint(output: str) -> str:
+    """A step that removes a writable root (`rm -rf /app && git clone ... /app`): each
+    is a mount point here, which only the docker backend can replace."""
+    if any(f"cannot remove '/{name}': Device or resource busy" in output for name in ROOTS):
+        return ("\nhint: the local backend's /app, /opt, /tests... are mount points and cannot "
+                "be removed; build this task with --reactbench-sandbox=docker")
+    return ""

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from pytest_reactbench.sandbox.mirrors import GitMirror
 from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP
 
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -50,6 +51,8 @@ class SandboxOptions:
     #: A CA bundle that downloads during bakes trust.
     ca_bundle: Path | None = None
     images: ImagesMode = "auto"
+    #: Git URL prefixes fetched from local mirrors during bakes (`--reactbench-git-mirror`).
+    git_mirrors: tuple[GitMirror, ...] = ()
     #: Who owns the sandboxes (host:pid by default): a later run removes those of
     #: owners that died.
     owner: str = ""

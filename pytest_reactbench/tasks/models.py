@@ -161,17 +161,47 @@ class TaskConfig(_TomlModel):
         return self.verifier.environment or self.environment
 
 
-class ReactDoctorConfig(_Model):
+class _Strict(BaseModel):
+    # tests/config.json has one reader per task (our verifier or the public grader) and
+    # no room to grow silently: a key neither reads is a typo, refused by name.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Finding(_Strict):
+    """A React Doctor finding as the public grader names it: rule, file and title."""
+
+    rule: str = Field(min_length=1)
+    filePath: str = Field(min_length=1)
+    title: str = Field(min_length=1)
+
+
+class ReactDoctorConfig(_Strict):
     scan_root: str = "/app"
     mode: Literal["gate", "health"] = "gate"
-    targets: list[str] = Field(default_factory=list)
+    #: Health mode: findings the change must remove; `rule@file` (our verifier) or a
+    #: Finding (the public grader).
+    targets: list[Finding | str] = Field(default_factory=list)
+    #: The public grader: new findings that do not count against the change.
+    ignored_new_footguns: list[Finding] = Field(default_factory=list)
+    ignored_titles: list[str] = Field(default_factory=list)
+    exclude_rules: list[str] = Field(default_factory=list)
+    #: The scan is reported but does not gate the reward.
+    telemetry_only: bool = False
     #: The scan of the submission's own limit: outlasting it is the agent's fail.
     timeout_sec: float = _timeout(120.0)
 
+    @field_validator("targets")
+    @classmethod
+    def _rule_at_file(cls, targets: list[Finding | str]) -> list[Finding | str]:
+        for target in targets:
+            if isinstance(target, str) and "@" not in target:
+                raise ValueError(f"{target!r} must be rule@file or {{rule, filePath, title}}")
+        return targets
 
-class TestCommand(_Model):
+
+class TestCommand(_Strict):
     __test__ = False  # not a pytest test class
-    cmd: str
+    cmd: str = Field(min_length=1)
     cwd: str | None = None
     timeout_sec: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_SEC)
     #: Run after `cmd`, in a fresh room, with the e2e specs copied in only then.
@@ -181,19 +211,43 @@ class TestCommand(_Model):
     #: Every hidden test the gate expects, by spec file (relative to /app) and
     #: title path ("describe > test"); a skipped or missing one fails.
     expected: dict[str, list[str]] = Field(default_factory=dict)
+    timeout_ms: int | None = Field(default=None, gt=0)
+    #: The public grader: `jest_json` reads `json_file` instead of the exit code.
+    mode: Literal["jest_json"] | None = None
+    json_file: str | None = None
+
+    @model_validator(mode="after")
+    def _json_file(self) -> TestCommand:
+        if self.mode == "jest_json" and not self.json_file:
+            raise ValueError("mode jest_json needs json_file, the report jest writes")
+        return self
 
 
-class TestsConfig(_Model):
-    """tests/config.json: what the verifier runs and how React Doctor is scanned."""
+class PreTest(_Strict):
+    cmd: str = Field(min_length=1)
+    #: A failing pre-test step fails the trial (the default) or is only logged.
+    fail_closed: bool = True
+
+
+class TestsConfig(_Strict):
+    """tests/config.json: what the verifier runs and how React Doctor is scanned. Every
+    key our verifier or the public suite's grader reads; no other."""
 
     __test__ = False  # not a pytest test class
 
     rd: ReactDoctorConfig = Field(default_factory=ReactDoctorConfig)
     test: TestCommand
-    verifier_timeout_sec: float | None = None
+    verifier_timeout_sec: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_SEC)
+    #: Our verifier: the source directories the agent's change may touch.
     sources: list[str] = Field(default_factory=lambda: ["src"])
     #: Test-like folders under the source roots the submission may change.
     test_like_allowed: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    pre_test: PreTest | None = None
+    pre_test_cleanup: list[str] = Field(default_factory=list)
+    post_restore_cmd: str | None = None
+    reset_globs: list[str] = Field(default_factory=list)
+    reset_spec_surface: bool = False
 
 
 class Reward(_Model):

@@ -92,6 +92,10 @@ def test_task_roots_option_and_explicit_paths(suite: pytest.Pytester) -> None:
         (["--reactbench-agent=nop", "--reactbench-image-map=ghcr.io/x"],
          "*image map entry 'ghcr.io/x' must be FROM=TO*"),
         (["--reactbench-agent=nop", "--reactbench-tasks=missing"], "*missing does not exist*"),
+        (["--reactbench-agent=nop", "--reactbench-git-mirror=https://github.com/"],
+         "*git mirror 'https://github.com/' must be PREFIX=LOCATION*"),
+        (["--reactbench-agent=nop", "--reactbench-git-mirror=https://github.com/=/no/such/dir"],
+         "*/no/such/dir is neither a directory nor a git URL*"),
     ],
 )
 def test_usage_errors(suite: pytest.Pytester, args: list[str], message: str) -> None:

@@ -53,9 +53,36 @@ def test_substitute() -> None:
     assert df.substitute("\\$A", v) == "$A"
 
 
-def test_key_values(tmp_path: Path) -> None:
+def test_expand_pairs_forms(tmp_path: Path) -> None:
     path = tmp_path / "Dockerfile"
-    assert df.key_values('A=1 B="two words"', path, 1) == [("A", "1"), ("B", "two words")]
-    assert df.key_values("LEGACY some value", path, 1) == [("LEGACY", "some value")]
+    assert df.expand_pairs('A=1 B="two words"', {}, path, 1) == [("A", "1"), ("B", "two words")]
+    assert df.expand_pairs("LEGACY some value", {}, path, 1) == [("LEGACY", "some value")]
     with pytest.raises(df.DockerfileError, match="expected KEY=VALUE"):
-        df.key_values("A=1 B", path, 3)
+        df.expand_pairs("A=1 B", {}, path, 3)
+    with pytest.raises(df.DockerfileError, match="unterminated quote"):
+        df.expand_pairs('A="open', {}, path, 4)
+
+
+def test_expand_pairs_keeps_the_inherited_value(tmp_path: Path) -> None:
+    path = tmp_path / "Dockerfile"
+    inherited = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/root"}
+    assert df.expand_pairs("PATH=/opt/x/bin:$PATH", inherited, path, 1) == [
+        ("PATH", "/opt/x/bin:/usr/local/bin:/usr/bin:/bin")
+    ]
+    assert df.expand_pairs('PATH="${HOME}/.bin:${PATH}"', inherited, path, 1) == [
+        ("PATH", "/root/.bin:/usr/local/bin:/usr/bin:/bin")
+    ]
+    assert df.expand_pairs("PNPM_HOME=/pnpm PATH=$PNPM_HOME:$PATH", inherited, path, 1) == [
+        # Docker: every pair of one ENV sees the values from before it.
+        ("PNPM_HOME", "/pnpm"), ("PATH", ":/usr/local/bin:/usr/bin:/bin"),
+    ]
+
+
+def test_expand_pairs_quotes_and_escapes(tmp_path: Path) -> None:
+    path = tmp_path / "Dockerfile"
+    v = {"A": "one two", "B": "b"}
+    assert df.expand_pairs("X=$A Y='$B' Z=\\$B W=\"$B-\\$B\" V=${B}c", v, path, 1) == [
+        ("X", "one two"), ("Y", "$B"), ("Z", "$B"), ("W", "b-$B"), ("V", "bc"),
+    ]
+    assert df.expand_pairs("LEGACY $A and $B", v, path, 1) == [("LEGACY", "one two and b")]
+    assert df.expand_pairs("A=cost$ B=${MISSING:-d}", v, path, 1) == [("A", "cost$"), ("B", "d")]

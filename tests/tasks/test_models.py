@@ -1,3 +1,4 @@
+import json
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,57 @@ def test_reward_gates() -> None:
     assert Reward.model_validate(telemetry).reward == 1
     with pytest.raises(ValueError):
         Reward.model_validate({"reward": 1.5})
+
+
+def test_tests_config_reads_every_form_of_the_public_grader(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({
+        "rd": {
+            "mode": "health",
+            "scan_root": "/app/packages/ui",
+            "targets": [{"rule": "no-derived-state", "filePath": "src/Form.tsx",
+                         "title": "Derived value copied into state"}],
+            "ignored_new_footguns": [{"rule": "exhaustive-deps", "filePath": "src/Form.tsx",
+                                      "title": "Missing effect dependencies"}],
+            "ignored_titles": ["Array index used as key"],
+            "exclude_rules": ["exhaustive-deps"],
+            "telemetry_only": True,
+        },
+        "verifier_timeout_sec": 900,
+        "env": {"TZ": "UTC"},
+        "pre_test": {"cmd": "node /tests/check.mjs", "fail_closed": False},
+        "pre_test_cleanup": ["/app/.cache"],
+        "post_restore_cmd": "pnpm install --offline",
+        "reset_globs": ["jest.config.*"],
+        "reset_spec_surface": True,
+        "test": {"cmd": "npx jest --json --outputFile=/tmp/jest.json", "cwd": "/opt/harness",
+                 "timeout_ms": 600000, "mode": "jest_json", "json_file": "/tmp/jest.json"},
+    }))
+    config = parse_json(path, TestsConfig)
+    target = config.rd.targets[0]
+    assert not isinstance(target, str) and target.filePath == "src/Form.tsx"
+    assert config.pre_test is not None and config.pre_test.fail_closed is False
+    assert config.test.mode == "jest_json"
+
+
+def test_tests_config_refuses_unknown_keys_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text('{"rd": {"scan_root": "/app", "taregts": []}, "test": {"cmd": "pnpm test"}}')
+    with pytest.raises(TaskError, match=r"config\.json: rd\.taregts: Extra inputs are not permitted"):
+        parse_json(path, TestsConfig)
+    path.write_text('{"test": {"cmd": "pnpm test", "timeout": 5}}')
+    with pytest.raises(TaskError, match=r"test\.timeout: Extra inputs are not permitted"):
+        parse_json(path, TestsConfig)
+    path.write_text('{"rd": {"targets": ["no-derived-state"]}, "test": {"cmd": "pnpm test"}}')
+    with pytest.raises(TaskError, match=r"rd\.targets: 'no-derived-state' must be rule@file"):
+        parse_json(path, TestsConfig)
+    path.write_text('{"test": {"cmd": "jest", "mode": "jest_json"}}')
+    with pytest.raises(TaskError, match=r"test: mode jest_json needs json_file"):
+        parse_json(path, TestsConfig)
+
+
+def test_the_shipped_tasks_config_files_are_valid() -> None:
+    shipped = sorted((Path(__file__).parents[2] / "tasks").glob("*/tests/config.json"))
+    assert shipped
+    for path in shipped:
+        parse_json(path, TestsConfig)

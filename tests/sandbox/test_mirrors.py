@@ -1,0 +1,143 @@
+"""Git mirrors for bakes: option parsing, the recipe-key rule, the Dockerfile copy the
+docker backend builds, and real clones through git's insteadOf (a directory mirror and
+the `git daemon` the docker backend serves it with)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_reactbench.sandbox.mirrors import (
+    LOCAL_MOUNT,
+    GitMirror,
+    GitMirrorError,
+    MirrorDaemon,
+    git_env,
+    key_of,
+    local_binds,
+    original_step,
+    parse_git_mirrors,
+    relevant,
+    with_build_args,
+)
+
+
+def bare_repository(root: Path, name: str) -> str:
+    work = root / "work" / name
+    work.mkdir(parents=True)
+    (work / "README.md").write_text(f"{name}\n")
+    run = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run([*run, "init", "-q", "-b", "main"], cwd=work, check=True)
+    subprocess.run([*run, "add", "-A"], cwd=work, check=True)
+    subprocess.run([*run, "commit", "-qm", "first"], cwd=work, check=True)
+    target = root / "mirror" / f"{name}.git"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(target)], check=True)
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=work, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def clone(url: str, dest: Path, env: dict[str, str], *flags: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GIT_CONFIG")}
+    return subprocess.run(["git", "clone", "-q", *flags, url, str(dest)], capture_output=True,
+                          text=True, env={**clean, "GIT_TERMINAL_PROMPT": "0", **env}, timeout=60)
+
+
+def test_parse_git_mirrors(tmp_path: Path) -> None:
+    mirrors = parse_git_mirrors(
+        [f"https://github.com/={tmp_path}", "https://gitlab.com/=git://mirror.example/gl/",
+         f"https://github.com/={tmp_path}/../{tmp_path.name}", ""], "--reactbench-git-mirror")
+    # The later entry for a prefix wins; directories are made absolute and resolved.
+    assert mirrors == (GitMirror("https://github.com/", str(tmp_path.resolve())),
+                       GitMirror("https://gitlab.com/", "git://mirror.example/gl/"))
+    assert mirrors[0].is_directory and not mirrors[1].is_directory
+    assert not GitMirror("x", "git@host.example:org/").is_directory
+
+
+@pytest.mark.parametrize("entry, message", [
+    ("https://github.com/", "must be PREFIX=LOCATION"),
+    ("=/tmp", "must be PREFIX=LOCATION"),
+    ("https://github.com/=/no/such/dir", "is neither a directory nor a git URL"),
+])
+def test_parse_git_mirrors_refuses(entry: str, message: str) -> None:
+    with pytest.raises(GitMirrorError, match=f"ini reactbench_git_mirrors: git mirror .*{message}"):
+        parse_git_mirrors([entry], "ini reactbench_git_mirrors")
+
+
+def test_only_mirrors_a_recipe_can_use_join_its_key(tmp_path: Path) -> None:
+    github = GitMirror("https://github.com/", str(tmp_path))
+    gitlab = GitMirror("https://gitlab.com/", "git://m/")
+    context = tmp_path / "context"
+    context.mkdir()
+    dockerfile = context / "Dockerfile"
+    dockerfile.write_text("FROM x\nRUN bash /opt/prepare.sh\n")
+    assert relevant([github, gitlab], dockerfile, context) == ()
+    # A clone script in the context names the host: the mirror is used by this bake.
+    (context / "prepare.sh").write_text("git clone https://github.com/o/r /app\n")
+    assert relevant([github, gitlab], dockerfile, context) == (github,)
+    assert key_of([gitlab, github]) == key_of([github, gitlab])
+    assert key_of([github]) != key_of([GitMirror("https://github.com/", "/elsewhere")])
+
+
+def test_git_env_is_what_git_reads() -> None:
+    env = git_env({"/srv/m/": "https://github.com/"})
+    assert env["GIT_CONFIG_COUNT"] == "3"
+    assert (env["GIT_CONFIG_KEY_0"], env["GIT_CONFIG_VALUE_0"]) == ("url./srv/m/.insteadOf",
+                                                                    "https://github.com/")
+    shown = subprocess.run(["git", "config", "--get-regexp", r"^url\."], capture_output=True,
+                           text=True, env={**os.environ, **env}).stdout
+    assert shown.strip() == "url./srv/m/.insteadof https://github.com/"
+
+
+def test_with_build_args_declares_after_every_from_and_maps_steps_back() -> None:
+    text = ("ARG BASE=x\nFROM ${BASE} AS build\nRUN a \\\n && b\n"
+            "FROM \\\n  scratch\nCOPY --from=build /a /a\n")
+    built = with_build_args(text, ["GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0"])
+    assert built.splitlines() == [
+        "ARG BASE=x", "FROM ${BASE} AS build", "ARG GIT_CONFIG_COUNT GIT_CONFIG_KEY_0",
+        "RUN a \\", " && b", "FROM \\", "  scratch", "ARG GIT_CONFIG_COUNT GIT_CONFIG_KEY_0",
+        "COPY --from=build /a /a",
+    ]
+    assert with_build_args(text, []) == text
+    # The engine's steps of the copy, in the original's numbering (ARG, FROM, RUN, FROM, COPY).
+    assert [original_step(text, n) for n in range(1, 8)] == [1, 2, 2, 3, 4, 4, 5]
+
+
+def test_a_directory_mirror_serves_a_clone_locally(tmp_path: Path) -> None:
+    pinned = bare_repository(tmp_path, "org/app")
+    binds, rewrites = local_binds([GitMirror("https://github.com/", str(tmp_path / "mirror"))])
+    assert binds == {f"{LOCAL_MOUNT}/0": tmp_path / "mirror"}
+    # Outside a sandbox the bind target does not exist: point the rewrite at the source.
+    env = git_env({f"{tmp_path / 'mirror'}/": prefix for prefix in rewrites.values()})
+    result = clone("https://github.com/org/app", tmp_path / "app", env)
+    assert result.returncode == 0, result.stderr
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path / "app",
+                          capture_output=True, text=True).stdout.strip()
+    assert head == pinned
+
+
+def test_the_daemon_serves_clones_and_partial_clones(tmp_path: Path) -> None:
+    bare_repository(tmp_path, "org/app")
+    mirror = GitMirror("https://github.com/", str(tmp_path / "mirror"))
+    daemon = MirrorDaemon([mirror])
+    try:
+        rewrites = daemon.rewrites([mirror])
+        (base,) = rewrites
+        assert base.startswith("git://127.0.0.1:") and rewrites[base] == "https://github.com/"
+        assert daemon.rewrites([mirror]) == rewrites  # one daemon per directory
+        env = git_env(rewrites)
+        result = clone("https://github.com/org/app", tmp_path / "full", env)
+        assert result.returncode == 0, result.stderr
+        assert (tmp_path / "full" / "README.md").read_text() == "org/app\n"
+        result = clone("https://github.com/org/app", tmp_path / "partial", env, "--filter=blob:none")
+        assert result.returncode == 0, result.stderr
+        missing = clone("https://github.com/org/none", tmp_path / "none", env)
+        assert missing.returncode != 0
+    finally:
+        daemon.close()
+    # Closed: nothing listens any more.
+    assert clone("https://github.com/org/app", tmp_path / "after", env).returncode != 0
+
