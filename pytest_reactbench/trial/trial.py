@@ -6,14 +6,16 @@ record."""
 
 from __future__ import annotations
 
+import tempfile
 import time
 import traceback
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
-from pytest_reactbench.agents import Agent, AgentContext, AgentOutcome
+from pytest_reactbench.agents import Agent, AgentAuthError, AgentContext, AgentOutcome
 from pytest_reactbench.results import (
     BaseImage,
     DiffStat,
@@ -55,6 +57,8 @@ DIFF_COMMAND = (
 LOG_TAIL_LINES = 20
 #: Taken before the agent acts: what counts as unchanged for the audit.
 BASE_INDEX_COMMAND = "cd /app 2>/dev/null && git ls-files -s -z 2>/dev/null; true"
+#: The least time an agent's CLI layer gets to bake (an npm or pip install).
+INSTALL_TIMEOUT = 1800.0
 #: The most of the agent's diff a run record keeps.
 MAX_RECORDED_DIFF = 10 * 1024 * 1024
 
@@ -101,6 +105,19 @@ class Stages:
     def bake(self, task: Task, role: Role) -> Image:
         """The agent's image (environment/) or the verifier's (tests/)."""
         return self.backend.bake(self.recipe(task, role), self.progress)
+
+    def install(self, task: Task, agent: Agent, image: Image) -> Image:
+        """The agent's CLI baked as a layer on top of the task's image (cached by the
+        agent's name, pinned version and steps, and the task image's digest)."""
+        if agent.install is None:
+            return image
+        timeout = max(task.config.environment.build_timeout_sec, INSTALL_TIMEOUT)
+        with tempfile.TemporaryDirectory(prefix="reactbench-agent-") as folder:
+            dockerfile = Path(folder) / "Dockerfile"
+            dockerfile.write_text(f"FROM {image.ref}\n{agent.install.steps.strip()}\n")
+            recipe = ImageRecipe(name=f"agent-{agent.install.name}", dockerfile=dockerfile,
+                                 context=Path(folder), timeout=timeout, baked={image.ref: image})
+            return self.backend.bake(recipe, self.progress)
 
     def boot(self, task: Task, role: Role, image: Image, egress: tuple[str, ...] = ()) -> Sandbox:
         """A fresh sandbox, offline but for `egress` (the agent's model hosts)."""
@@ -200,7 +217,7 @@ class Trial:
             result.retries = retries
             record.finish(result)
             if (result.verdict is not Verdict.ERROR or retries >= self.options.retries
-                    or result.failure == UnsupportedTaskError.__name__):
+                    or result.failure in (UnsupportedTaskError.__name__, AgentAuthError.__name__)):
                 return result
             retries += 1
             record.event("retried", failure=result.failure, retry=retries)
@@ -212,6 +229,7 @@ class Trial:
             "task": self.task.id,
             "task_path": str(self.task.path),
             "agent": self.agent.name,
+            **({"agent_version": self.agent.version} if self.agent.version else {}),
             "attempt": self.attempt,
             "backend": self.backend.name,
             "limits": {"agent": config.environment.model_dump(),
@@ -224,7 +242,7 @@ class Trial:
     def _result(self, record: TrialRecord, verdict: Verdict, **fields: Any) -> TrialResult:
         return TrialResult(task=self.task.id, agent=self.agent.name, attempt=self.attempt,
                            verdict=verdict, record=str(record.path), backend=self.backend.name,
-                           **fields)
+                           agent_version=self.agent.version, **fields)
 
     def _run_once(self, record: TrialRecord) -> TrialResult:
         durations: dict[str, float] = {}
@@ -248,6 +266,13 @@ class Trial:
                     images[role] = self.stages.bake(self.task, role)
                 record.event("bake-end", image=recipe_name, digest=images[role].digest,
                              cached=images[role].cached)
+            if self.agent.install is not None:
+                install = self.agent.install
+                record.event("bake-start", image=f"agent-{install.name}", version=install.version)
+                with _timed(durations, "bake", record, event=False):
+                    images["agent"] = self.stages.install(self.task, self.agent, images["agent"])
+                record.event("bake-end", image=f"agent-{install.name}", digest=images["agent"].digest,
+                             cached=images["agent"].cached)
             # The verifier boots while the agent's sandbox boots and the agent works; the
             # trial records only the time it waits for it ("verifier_boot").
             verifier = BootingSandbox(
@@ -277,7 +302,11 @@ class Trial:
         found: dict[str, Any] = {"durations": durations, **_provenance(images, self.backend)}
 
         def finish(verdict: Verdict, failure: str, message: str, **more: Any) -> TrialResult:
-            ending = {"agent_ending": outcome.ending, "agent_log_tail": _tail(outcome.log)} if outcome else {}
+            ending: dict[str, Any] = (
+                {"agent_ending": outcome.ending, "agent_log_tail": _tail(outcome.log)} if outcome else {})
+            if outcome and outcome.usage:
+                ending.update(input_tokens=outcome.usage.input_tokens,
+                              output_tokens=outcome.usage.output_tokens, cost_usd=outcome.usage.cost_usd)
             return self._result(record, verdict, failure=failure, message=message,
                                 **found, **ending, **more)
 
@@ -287,6 +316,9 @@ class Trial:
                 outcome = _run_agent(agent, task, agent_box, record)
             record.write_text("agent.log", outcome.log)
             record.event("agent-ended", ending=outcome.ending, exit_code=outcome.exit_code)
+            if outcome.auth_failure:
+                # Nothing the agent left is its work: no score, and a retry would be refused too.
+                return finish(Verdict.ERROR, AgentAuthError.__name__, outcome.auth_failure)
             diff = agent_box.exec(DIFF_COMMAND, cwd="/", timeout=120).stdout
             if len(diff) > MAX_RECORDED_DIFF:
                 diff = diff[:MAX_RECORDED_DIFF] + b"\n[diff truncated at 10 MiB by the run record]\n"
