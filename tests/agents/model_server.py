@@ -25,23 +25,32 @@ OUTPUT_TOKENS = 80
 
 @dataclass
 class Script:
-    #: Path under /app -> the content the model writes there.
-    files: dict[str, str]
+    #: A marker of the task (a word of its instruction) -> the files the model writes
+    #: there (path under /app -> content). The first marker found in a request wins.
+    answers: dict[str, dict[str, str]]
     #: The key the server accepts; any other is refused with 401.
     key: str = "sk-reactbench-test"
     final: str = "Done: the change is made."
 
-    def command(self) -> str:
+    def files_for(self, request: str) -> dict[str, str]:
+        for marker, files in self.answers.items():
+            if marker in request:
+                return files
+        return {}
+
+    @staticmethod
+    def command(files: dict[str, str]) -> str:
         parts = []
-        for path, text in self.files.items():
+        for path, text in files.items():
             folder = path.rsplit("/", 1)[0] if "/" in path else "."
             parts.append(f"mkdir -p /app/{folder} && cat > /app/{path} <<'REACTBENCH_EOF'\n"
                          f"{text.rstrip()}\nREACTBENCH_EOF")
-        return "\n".join(parts)
+        return "\n".join(parts) or "true"
 
-    def whole_files(self) -> str:
+    @staticmethod
+    def whole_files(files: dict[str, str]) -> str:
         """The change in Aider's whole-file edit format."""
-        return "".join(f"{path}\n```\n{text.rstrip()}\n```\n\n" for path, text in self.files.items())
+        return "".join(f"{path}\n```\n{text.rstrip()}\n```\n\n" for path, text in files.items())
 
 
 @dataclass
@@ -91,6 +100,7 @@ class ModelServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            files: dict[str, str]
 
             def log_message(self, format: str, *args: Any) -> None:
                 return None
@@ -123,6 +133,7 @@ class ModelServer:
                        "chat" if path.endswith("/chat/completions") else "other")
                 with server._lock:
                     server.requests.append(Seen(api, path, body, headers))
+                self.files = server.script.files_for(raw.decode("utf-8", "replace"))
                 key = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
                 if key != server.script.key:
                     self._refuse(api)
@@ -182,10 +193,12 @@ class ModelServer:
                 content: list[dict[str, Any]]
                 shell = next((n for n in SHELL_TOOLS if n in tools), None)
                 if shell and not answered:
+                    args = _shell_arguments(_tool_spec(tools[shell]), server.script.command(self.files))
                     content = [{"type": "tool_use", "id": server.next_id("toolu"), "name": shell,
-                                "input": _shell_arguments(_tool_spec(tools[shell]), server.script.command())}]
+                                "input": args}]
                 elif answered and "submit" in tools:
-                    content = [{"type": "tool_use", "id": server.next_id("toolu"), "name": "submit", "input": {}}]
+                    content = [{"type": "tool_use", "id": server.next_id("toolu"), "name": "submit",
+                                "input": {}}]
                 else:
                     content = [{"type": "text", "text": server.script.final if tools else "OK"}]
                 stop = "tool_use" if content[0]["type"] == "tool_use" else "end_turn"
@@ -199,7 +212,8 @@ class ModelServer:
                     return
 
                 def events() -> Iterator[tuple[str | None, object]]:
-                    start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+                    start = {**message, "content": [], "stop_reason": None,
+                             "usage": {**usage, "output_tokens": 1}}
                     yield "message_start", {"type": "message_start", "message": start}
                     for index, block in enumerate(content):
                         if block["type"] == "text":
@@ -210,7 +224,8 @@ class ModelServer:
                             yield "content_block_start", {"type": "content_block_start", "index": index,
                                                           "content_block": {**block, "input": {}}}
                             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-                        yield "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+                        yield "content_block_delta", {"type": "content_block_delta", "index": index,
+                                                      "delta": delta}
                         yield "content_block_stop", {"type": "content_block_stop", "index": index}
                     yield "message_delta", {"type": "message_delta",
                                             "delta": {"stop_reason": stop, "stop_sequence": None},
@@ -223,13 +238,14 @@ class ModelServer:
 
             def _responses(self, body: dict[str, Any]) -> None:
                 tools = {_tool_name(t): t for t in body.get("tools") or [] if isinstance(t, dict)}
-                items = body.get("input") if isinstance(body.get("input"), list) else []
+                given = body.get("input")
+                items: list[Any] = given if isinstance(given, list) else []
                 answered = any(isinstance(i, dict) and str(i.get("type", "")).endswith("_output")
                                for i in items)
                 shell = next((n for n in SHELL_TOOLS if n in tools), None)
                 output: dict[str, Any]
                 if shell and not answered:
-                    args = _shell_arguments(tools[shell], server.script.command())
+                    args = _shell_arguments(tools[shell], server.script.command(self.files))
                     output = {"type": "function_call", "id": server.next_id("fc"),
                               "call_id": server.next_id("call"), "name": shell,
                               "arguments": json.dumps(args), "status": "completed"}
@@ -245,8 +261,9 @@ class ModelServer:
                 usage = {"input_tokens": INPUT_TOKENS, "input_tokens_details": {"cached_tokens": 0},
                          "output_tokens": OUTPUT_TOKENS, "output_tokens_details": {"reasoning_tokens": 0},
                          "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS}
-                response = {"id": server.next_id("resp"), "object": "response", "created_at": int(time.time()),
-                            "status": "completed", "model": body.get("model", "scripted"),
+                response = {"id": server.next_id("resp"), "object": "response",
+                            "created_at": int(time.time()), "status": "completed",
+                            "model": body.get("model", "scripted"),
                             "output": [output], "usage": usage}
                 if not body.get("stream"):
                     self._json(200, response)
@@ -268,8 +285,8 @@ class ModelServer:
                     yield "response.output_item.done", {"type": "response.output_item.done",
                                                         "sequence_number": next(sequence), "output_index": 0,
                                                         "item": output}
-                    yield "response.completed", {"type": "response.completed", "sequence_number": next(sequence),
-                                                 "response": response}
+                    yield "response.completed", {"type": "response.completed",
+                                                 "sequence_number": next(sequence), "response": response}
 
                 self._sse(events())
 
@@ -282,7 +299,7 @@ class ModelServer:
                 shell = next((n for n in SHELL_TOOLS if n in tools), None)
                 message: dict[str, Any] = {"role": "assistant", "content": None}
                 if shell and not answered:
-                    args = _shell_arguments(_tool_spec(tools[shell]), server.script.command())
+                    args = _shell_arguments(_tool_spec(tools[shell]), server.script.command(self.files))
                     message["tool_calls"] = [{"id": server.next_id("call"), "type": "function",
                                               "function": {"name": shell, "arguments": json.dumps(args)}}]
                 elif answered and "submit" in tools:
@@ -293,11 +310,12 @@ class ModelServer:
                 else:
                     # Aider: the change as whole files (it asks again once it has added them to
                     # its chat, and ends when an answer's edits apply).
-                    message["content"] = server.script.whole_files() + server.script.final
+                    message["content"] = server.script.whole_files(self.files) + server.script.final
                 finish = "tool_calls" if message.get("tool_calls") else "stop"
                 usage = {"prompt_tokens": INPUT_TOKENS, "completion_tokens": OUTPUT_TOKENS,
                          "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS}
-                ident, created, model = server.next_id("chatcmpl"), int(time.time()), body.get("model", "scripted")
+                ident, created = server.next_id("chatcmpl"), int(time.time())
+                model = body.get("model", "scripted")
                 if not body.get("stream"):
                     self._json(200, {"id": ident, "object": "chat.completion", "created": created,
                                      "model": model, "usage": usage,
