@@ -5,6 +5,7 @@ plugin collects nothing and changes nothing."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,13 @@ def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     run_id = workerinput["reactbench_run_id"] if workerinput else new_run_id()
     session = ReactbenchSession(config, settings, run_id)
+    # Before any trial: an agent that lacks what it needs on this host is a usage error,
+    # not a column of zeros.
+    for agent in session.agents.values():
+        try:
+            agent.preflight(os.environ)
+        except AgentConfigError as exc:
+            raise pytest.UsageError(f"--reactbench-agent: {exc}") from None
     # xdist workers may get the arguments as given: they are rewritten there too.
     named = _item_arguments(config)
     session.selected = workerinput.get("reactbench_selected", named) if workerinput else named
@@ -110,6 +118,7 @@ def pytest_configure(config: pytest.Config) -> None:
             "plugin_version": __version__,
             "backend": settings.backend,
             "agents": list(settings.agents),
+            "agent_versions": {a.name: a.version for a in session.agents.values() if a.version},
             "task_roots": [str(r) for r in settings.task_roots],
             "args": list(config.invocation_params.args),
         })

@@ -63,6 +63,11 @@ INSTALL_TIMEOUT = 1800.0
 MAX_RECORDED_DIFF = 10 * 1024 * 1024
 
 
+class AgentUnavailable(SandboxError):
+    """The agent's CLI is missing from its image or its `--version` fails: no retry
+    mends that, and the agent never acted."""
+
+
 class UnsupportedTaskError(SandboxError):
     """The task asks for something this backend or harness does not provide: an error
     no retry can mend."""
@@ -217,7 +222,8 @@ class Trial:
             result.retries = retries
             record.finish(result)
             if (result.verdict is not Verdict.ERROR or retries >= self.options.retries
-                    or result.failure in (UnsupportedTaskError.__name__, AgentAuthError.__name__)):
+                    or result.failure in (UnsupportedTaskError.__name__, AgentAuthError.__name__,
+                                          AgentUnavailable.__name__)):
                 return result
             retries += 1
             record.event("retried", failure=result.failure, retry=retries)
@@ -311,6 +317,17 @@ class Trial:
                                 **found, **ending, **more)
 
         try:
+            install = agent.install
+            if install is not None and install.version_command:
+                # The CLI the layer installed must answer before it is given the task.
+                check = agent_box.exec(install.version_command, cwd="/app", timeout=120,
+                                       user=install.user or None)
+                record.event("agent-version", command=install.version_command, exit_code=check.exit_code,
+                             output=_tail(check.text + check.error_text, 3))
+                if not check.ok:
+                    raise AgentUnavailable(
+                        f"agent {agent.name!r}: `{install.version_command}` failed in its image "
+                        f"(exit {check.exit_code}): {_tail(check.text + check.error_text, 5)}")
             base_index = parse_index(agent_box.exec(BASE_INDEX_COMMAND, cwd="/", timeout=120).text)
             with _timed(durations, "agent", record):
                 outcome = _run_agent(agent, task, agent_box, record)
