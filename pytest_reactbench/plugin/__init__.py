@@ -119,6 +119,7 @@ def pytest_configure(config: pytest.Config) -> None:
             "backend": settings.backend,
             "agents": list(settings.agents),
             "agent_versions": {a.name: a.version for a in session.agents.values() if a.version},
+            "timeout_multiplier": settings.timeout_multiplier,
             "task_roots": [str(r) for r in settings.task_roots],
             "args": list(config.invocation_params.args),
         })

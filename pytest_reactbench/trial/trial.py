@@ -81,6 +81,8 @@ class TrialOptions:
     strict: bool = False
     #: How many times a trial that ended in an error starts again.
     retries: int = 0
+    #: Scales every task's agent and verifier time limits (a slow machine: 2).
+    timeout_multiplier: float = 1.0
     #: Labels on every sandbox (run id, worker...), so leftovers can be found.
     labels: Mapping[str, str] = field(default_factory=dict)
     #: More entries of every trial's manifest.json (how to replay it...).
@@ -211,6 +213,14 @@ class Trial:
     def backend(self) -> Backend:
         return self.stages.backend
 
+    @property
+    def agent_timeout(self) -> float:
+        return self.task.config.agent.timeout_sec * self.options.timeout_multiplier
+
+    @property
+    def verifier_timeout(self) -> float:
+        return self.task.config.verifier.timeout_sec * self.options.timeout_multiplier
+
     def run(self) -> TrialResult:
         """The verdict, after at most `retries` fresh starts of a trial that errored."""
         retry_of: TrialRecord | None = None
@@ -240,7 +250,8 @@ class Trial:
             "backend": self.backend.name,
             "limits": {"agent": config.environment.model_dump(),
                        "verifier": config.verifier_environment.model_dump()},
-            "timeouts": {"agent": config.agent.timeout_sec, "verifier": config.verifier.timeout_sec},
+            "timeouts": {"agent": self.agent_timeout, "verifier": self.verifier_timeout},
+            "timeout_multiplier": self.options.timeout_multiplier,
             **self.options.manifest,
             **({"retry_of": str(retry_of.path)} if retry_of else {}),
         }
@@ -330,7 +341,7 @@ class Trial:
                         f"(exit {check.exit_code}): {_tail(check.text + check.error_text, 5)}")
             base_index = parse_index(agent_box.exec(BASE_INDEX_COMMAND, cwd="/", timeout=120).text)
             with _timed(durations, "agent", record):
-                outcome = _run_agent(agent, task, agent_box, record)
+                outcome = _run_agent(agent, task, agent_box, record, self.agent_timeout)
             record.write_text("agent.log", outcome.log)
             record.event("agent-ended", ending=outcome.ending, exit_code=outcome.exit_code)
             if outcome.auth_failure:
@@ -359,7 +370,7 @@ class Trial:
                               + "; ".join(found["audit"][:10]))
             durations["verifier_boot"] = durations.get("verifier_boot", 0.0) + verifier.ready()
             with _timed(durations, "verify", record):
-                graded = grade(verifier, transfers, task.config.verifier.timeout_sec,
+                graded = grade(verifier, transfers, self.verifier_timeout,
                                record.path / "verifier")
         except SubmissionRefused as exc:
             return finish(Verdict.FAILED, "submission", str(exc))
@@ -391,9 +402,10 @@ def _provenance(images: Mapping[str, Image], backend: Backend) -> dict[str, Any]
             "formal": backend.formal and all(image.formal for image in images.values())}
 
 
-def _run_agent(agent: Agent, task: Task, sandbox: Sandbox, record: TrialRecord) -> AgentOutcome:
+def _run_agent(agent: Agent, task: Task, sandbox: Sandbox, record: TrialRecord,
+               timeout: float) -> AgentOutcome:
     try:
-        return agent.run(AgentContext(task, sandbox, task.config.agent.timeout_sec, record.event))
+        return agent.run(AgentContext(task, sandbox, timeout, record.event))
     except SandboxError:
         raise
     except Exception:
