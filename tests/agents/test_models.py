@@ -54,7 +54,8 @@ def test_preflight_of_the_tools_agent(suite: pytest.Pytester, monkeypatch: pytes
     write_task(suite.path / "tasks", "alpha")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     result = suite.runpytest("--reactbench-agent=tools:openai/gpt-x")
-    result.stderr.fnmatch_lines(["*agent 'tools-openai-gpt-x': OPENAI_API_KEY is not set in the environment*"])
+    result.stderr.fnmatch_lines(["*agent 'tools-openai-gpt-x': OPENAI_API_KEY is not set in the "
+                                 "environment*"])
     result = suite.runpytest("--reactbench-agent=tools:mistral/x")
     result.stderr.fnmatch_lines(["*tools:mistral/x: expected tools:<provider>/<model> with provider "
                                  "anthropic or openai*"])
