@@ -17,6 +17,7 @@ import pytest
 from pytest_reactbench.agents.command import load_presets
 from pytest_reactbench.results.load import junit_testcases
 from tests.agents.model_server import INPUT_TOKENS, ModelServer, Script
+from tests.conftest import write_task
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "tasks" / "counter-reset"
@@ -112,3 +113,25 @@ def test_cli_solves_a_shipped_task_and_fails_a_wrong_answer(
     status = json.loads(next((suite.path / "records").glob(f"*/counter-reset__{cli}__1/status.json"))
                         .read_text())
     assert status["agent_version"] == version
+
+
+def test_the_model_server_is_the_only_host_an_agent_reaches(
+        suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through its egress gate an agent reaches the scripted server and is refused any
+    other host."""
+    write_task(suite.path / "tasks", "alpha")
+    probe = ('ask() { exec 3<>/dev/tcp/egress/3128; printf "GET $1 HTTP/1.1\\r\\nHost: x\\r\\n'
+             'Connection: close\\r\\n\\r\\n" >&3; echo "$1 -> $(head -1 <&3)"; exec 3<&-; }; '
+             'ask "$ANTHROPIC_BASE_URL/v1/models"; ask http://example.com/')
+    with ModelServer(Script(answers={}, key=KEY), host=bridge_gateway()) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        result = suite.runpytest_subprocess(
+            f"--reactbench-agent-command=probe={probe}", "--reactbench-agent-env=ANTHROPIC_BASE_URL",
+            "--reactbench-agent=probe", "--reactbench-sandbox=docker", "-p", "no:cacheprovider",
+            f"--rootdir={suite.path}", f"--reactbench-records={suite.path / 'records'}",
+            "--reactbench-model-host=" + server.host)
+        url = server.url
+    log = next((suite.path / "records").glob("*/alpha__probe__1/agent.log")).read_text()
+    print(result.stdout.str()[-3000:], log)
+    assert f"{url}/v1/models -> HTTP/1.1 200 OK" in log
+    assert "http://example.com/ -> HTTP/1.1 403 Forbidden" in log
