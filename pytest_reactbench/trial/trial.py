@@ -94,9 +94,9 @@ def limits_of(env: EnvironmentConfig) -> Limits:
 
 
 class Stages:
-    """The two stages a trial delegates to its backend: baking an image and booting a
-    sandbox from it. A project replaces either in its conftest.py by overriding the
-    `reactbench_stages` fixture with a subclass."""
+    """The stages a trial delegates to its backend: baking an image, baking an agent's
+    install layer on it, and booting a sandbox from it. A project replaces any in its
+    conftest.py by overriding the `reactbench_stages` fixture with a subclass."""
 
     def __init__(self, backend: Backend, progress: Progress, labels: Mapping[str, str]) -> None:
         self.backend = backend
