@@ -37,13 +37,14 @@ def test_a_model_solves_through_the_tools_and_a_wrong_key_is_an_error(
         refused = suite.runpytest(f"--reactbench-agent={agent}", "-k", "alpha")
     result.assert_outcomes(passed=1, failed=1)
     name = f"tools-{provider}-scripted-model"
-    status = json.loads(next((suite.path / "records").glob(f"*/alpha__{name}__1/status.json")).read_text())
+    # The first run's record (run folders are named by their start time).
+    first = sorted((suite.path / "records").glob(f"*/alpha__{name}__1"))[0]
+    status = json.loads((first / "status.json").read_text())
     assert status["verdict"] == "passed"
     # One turn with the write, one with submit.
     assert (status["input_tokens"], status["output_tokens"]) == (2 * INPUT_TOKENS, 2 * OUTPUT_TOKENS)
     assert status["agent_version"].startswith(provider + " ")
-    events = [json.loads(line) for line in next((suite.path / "records").glob(
-        f"*/alpha__{name}__1/events.jsonl")).read_text().splitlines()]
+    events = [json.loads(line) for line in (first / "events.jsonl").read_text().splitlines()]
     assert [e["tool"] for e in events if e["event"] == "tool"] == ["bash", "submit"]
     # A refused key: an error of its own class, no score, never a fail.
     refused.assert_outcomes(errors=1)
