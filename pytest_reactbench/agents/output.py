@@ -4,7 +4,8 @@ its model API refused its credentials (an error of its own class, never a fail).
 Each preset names its reader (`output` in presets.toml):
 
 - `claude-stream-json`: Claude Code's `--output-format stream-json` lines; the last
-  `{"type": "result"}` carries `usage` and `total_cost_usd`.
+  `{"type": "result"}` carries `usage` and `total_cost_usd`; an `api_retry` event with
+  status 401 is a refused key (it goes on retrying it).
 - `codex-jsonl`: `codex exec --json` events; each `turn.completed` carries `usage`
   (Codex reports no cost).
 - `aider-text`: Aider's `Tokens: 1.2k sent, 45 received. Cost: $0.01 message, $0.02
@@ -67,11 +68,17 @@ def _refused(text: str, pattern: re.Pattern[str] = _AUTH_REFUSED) -> str:
 
 def claude_stream_json(stdout: str, stderr: str) -> Reading:
     result: dict[str, Any] | None = None
+    retried = ""
     for event in _json_lines(stdout):
         if event.get("type") == "result":
             result = event
+        elif (event.get("subtype") == "api_retry" and not retried
+              and (event.get("error_status") == 401 or event.get("error") == "authentication_failed")):
+            # Claude Code retries a refused key for minutes; the first refusal says it all.
+            retried = ("the model API refused the key "
+                       f"(HTTP {event.get('error_status')}: {event.get('error')})")
     if result is None:
-        return Reading(None, _refused(stderr))
+        return Reading(None, retried or _refused(stderr))
     usage = result.get("usage") if isinstance(result.get("usage"), dict) else {}
     assert isinstance(usage, dict)
     tokens_in = sum(_int(usage.get(k)) for k in
@@ -79,9 +86,9 @@ def claude_stream_json(stdout: str, stderr: str) -> Reading:
     cost = result.get("total_cost_usd")
     reading = Usage(tokens_in, _int(usage.get("output_tokens")),
                     float(cost) if isinstance(cost, int | float) else None)
-    refused = ""
+    refused = retried
     if result.get("is_error"):
-        refused = _refused(str(result.get("result", "")))
+        refused = refused or _refused(str(result.get("result", "")))
     return Reading(reading, refused)
 
 

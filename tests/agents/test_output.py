@@ -29,6 +29,16 @@ def test_claude_code_refused_key() -> None:
     assert read_output("claude-stream-json", result("Reached max turns"), "").auth_failure == ""
 
 
+def test_claude_code_retrying_a_refused_key_is_an_auth_failure() -> None:
+    # What 2.1.332 prints against a server that answers 401 (it retries, then times out).
+    retry = json.dumps({"type": "system", "subtype": "api_retry", "attempt": 1, "max_retries": 10,
+                        "error_status": 401, "error": "authentication_failed"})
+    reading = read_output("claude-stream-json", "\n".join([retry] * 3), "")
+    assert reading.auth_failure == "the model API refused the key (HTTP 401: authentication_failed)"
+    overloaded = retry.replace("401", "529").replace("authentication_failed", "overloaded")
+    assert read_output("claude-stream-json", overloaded, "").auth_failure == ""
+
+
 def test_codex_turns_add_up_and_a_401_is_an_auth_failure() -> None:
     turn = {"type": "turn.completed", "usage": {"input_tokens": 1200, "cached_input_tokens": 0,
                                                 "output_tokens": 80}}
