@@ -3,9 +3,12 @@
 
 from pytest_reactbench.agents.base import (
     Agent,
+    AgentAuthError,
     AgentConfigError,
     AgentContext,
     AgentOutcome,
+    Install,
+    Usage,
 )
 from pytest_reactbench.agents.builtin import NopAgent, OracleAgent
 from pytest_reactbench.agents.patch import PatchAgent, PatchInputError, load_predictions
@@ -19,10 +22,12 @@ from pytest_reactbench.agents.tools import (
 
 __all__ = [
     "Agent",
+    "AgentAuthError",
     "AgentConfigError",
     "AgentContext",
     "AgentOutcome",
     "BashResult",
+    "Install",
     "NopAgent",
     "OracleAgent",
     "PatchAgent",
@@ -30,6 +35,7 @@ __all__ = [
     "ToolAgent",
     "ToolError",
     "Tools",
+    "Usage",
     "load_agent_class",
     "load_predictions",
 ]

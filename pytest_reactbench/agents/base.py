@@ -5,7 +5,7 @@ sees `solution/`."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -17,6 +17,27 @@ Ending = Literal["completed", "exited-nonzero", "timeout", "crashed"]
 
 class AgentConfigError(Exception):
     """An agent that cannot run a task as configured (a usage error, not a verdict)."""
+
+
+class AgentAuthError(Exception):
+    """The agent's model API refused its credentials mid-run: an error of its own class
+    (no score, never retried), not a fail."""
+
+
+@dataclass(frozen=True)
+class Install:
+    """What an agent adds to a task's image: Dockerfile steps baked as a layer on top of
+    the task's environment image, cached by `name` and pinned `version` (and the
+    steps' text), so the same CLI runs on every task, ours and the public ones."""
+
+    name: str
+    version: str
+    #: Dockerfile instructions (RUN, ENV...) after `FROM <the task's image>`.
+    steps: str
+    #: Prints the installed version; preflight runs it in the baked image.
+    version_command: str = ""
+    #: The user the CLI runs as ("" for the image's default).
+    user: str = ""
 
 
 def _no_event(kind: str, **data: Any) -> None:
@@ -32,6 +53,14 @@ class AgentContext:
     event: Callable[..., None] = field(default=_no_event)
 
 
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    #: In US dollars, as the CLI reports it; None when it does not say.
+    cost_usd: float | None = None
+
+
 @dataclass
 class AgentOutcome:
     """How the agent ended. The trial grades whatever it left, however it ended."""
@@ -40,6 +69,10 @@ class AgentOutcome:
     exit_code: int | None = None
     log: str = ""
     details: dict[str, str] = field(default_factory=dict)
+    #: Tokens and cost the agent reported (its CLI's own output, or the API's usage).
+    usage: Usage | None = None
+    #: The model API refused the agent's credentials: the trial is an error, not a fail.
+    auth_failure: str = ""
 
 
 class Agent(ABC):
@@ -47,6 +80,17 @@ class Agent(ABC):
     name: str
     #: Hosts the agent must reach (a model API); all other network stays cut.
     model_hosts: tuple[str, ...] = ()
+    #: The CLI layer baked on top of the task's image, if the agent needs one.
+    install: Install | None = None
+
+    @property
+    def version(self) -> str:
+        """The agent's pinned version, recorded with every trial ("" if it has none)."""
+        return self.install.version if self.install else ""
+
+    def preflight(self, environ: Mapping[str, str]) -> None:
+        """Raise AgentConfigError, before any trial runs, naming what the agent lacks on
+        this host (credentials, say)."""
 
     def check(self, task: Task) -> None:
         """Raise AgentConfigError when this agent cannot attempt the task."""

@@ -11,12 +11,29 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from pytest_reactbench.agents.base import Agent, AgentConfigError, AgentContext, AgentOutcome, shell_outcome
+from pytest_reactbench.agents.base import (
+    Agent,
+    AgentConfigError,
+    AgentContext,
+    AgentOutcome,
+    Install,
+    shell_outcome,
+)
+from pytest_reactbench.agents.output import read_output
 from pytest_reactbench.tasks import Task
 
 INSTRUCTION_FILE = "/logs/agent/input/instruction.md"
 PRESETS_FILE = Path(__file__).with_name("presets.toml")
+
+
+#: The user a preset with `user` runs as: made by its layer, owner of /app.
+AGENT_USER_STEPS = """
+RUN (id -u {user} >/dev/null 2>&1 || useradd --create-home --shell /bin/bash {user}) \\
+ && chown -R {user} /app \\
+ && git config --system --add safe.directory '*'
+"""
 
 
 @dataclass(frozen=True)
@@ -26,13 +43,37 @@ class CommandSpec:
     env: tuple[str, ...] = ()
     model_hosts: tuple[str, ...] = ()
     description: str = ""
+    version: str = ""
+    install: str = ""
+    version_command: str = ""
+    user: str = ""
+    #: Each entry: host variables of which at least one must be set.
+    credentials: tuple[tuple[str, ...], ...] = ()
+    fixed_env: tuple[tuple[str, str], ...] = ()
+    #: How the CLI's output is read (agents/output.py).
+    output: str = ""
+
+    def layer(self) -> Install | None:
+        if not self.install:
+            return None
+        steps = self.install.replace("{version}", self.version)
+        if self.user:
+            steps += AGENT_USER_STEPS.replace("{user}", self.user)
+        return Install(self.name, self.version, steps.strip(), self.version_command, self.user)
 
 
 def load_presets(path: Path = PRESETS_FILE) -> dict[str, CommandSpec]:
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     return {
-        name: CommandSpec(name, str(entry["command"]), tuple(entry.get("env", ())),
-                          tuple(entry.get("model_hosts", ())), str(entry.get("description", "")))
+        name: CommandSpec(
+            name, str(entry["command"]), tuple(entry.get("env", ())),
+            tuple(entry.get("model_hosts", ())), str(entry.get("description", "")),
+            version=str(entry.get("version", "")), install=str(entry.get("install", "")),
+            version_command=str(entry.get("version_command", "")), user=str(entry.get("user", "")),
+            credentials=tuple(tuple(group) for group in entry.get("credentials", ())),
+            fixed_env=tuple((str(k), str(v)) for k, v in entry.get("fixed_env", {}).items()),
+            output=str(entry.get("output", "")),
+        )
         for name, entry in data.items()
     }
 
@@ -49,6 +90,19 @@ def parse_commands(entries: Sequence[str], source: str) -> dict[str, CommandSpec
     return specs
 
 
+def base_url_hosts(env: Mapping[str, str]) -> tuple[str, ...]:
+    """Hosts of the model API base URLs the agent is given (`ANTHROPIC_BASE_URL`,
+    `OPENAI_BASE_URL`, `OPENAI_API_BASE`...): then they, not the public APIs, are its
+    model hosts."""
+    hosts = []
+    for key, value in env.items():
+        if key.endswith(("_BASE_URL", "_API_BASE")) and value:
+            host = urlsplit(value).hostname
+            if host:
+                hosts.append(host)
+    return tuple(dict.fromkeys(hosts))
+
+
 @dataclass
 class CommandAgent(Agent):
     spec: CommandSpec
@@ -59,15 +113,29 @@ class CommandAgent(Agent):
 
     def __post_init__(self) -> None:
         self.name = self.spec.name
-        self.model_hosts = tuple(dict.fromkeys(self.spec.model_hosts + self.extra_hosts))
+        self.install = self.spec.layer()
+        passed = {k: self.environ[k] for k in self.passed_env if k in self.environ}
+        own = base_url_hosts(passed) or self.spec.model_hosts
+        self.model_hosts = tuple(dict.fromkeys(own + self.extra_hosts))
 
     @property
     def passed_env(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(self.spec.env + self.extra_env))
 
+    def preflight(self, environ: Mapping[str, str]) -> None:
+        missing = [group for group in self.spec.credentials if not any(environ.get(k) for k in group)]
+        if missing:
+            wanted = "; ".join(" or ".join(group) for group in missing)
+            raise AgentConfigError(
+                f"agent {self.name!r}: {wanted} is not set in the environment (the "
+                f"{self.name} CLI needs it to reach its model; docs/agents.md)")
+
     def invocation(self, task: Task) -> tuple[str, dict[str, str]]:
         """The exact command and environment the agent runs with."""
-        env = {k: self.environ[k] for k in self.passed_env if k in self.environ}
+        env = dict(self.spec.fixed_env)
+        env.update({k: self.environ[k] for k in self.passed_env if k in self.environ})
+        if self.spec.user:
+            env["HOME"] = f"/home/{self.spec.user}"
         env.update({
             "REACTBENCH_INSTRUCTION_FILE": INSTRUCTION_FILE,
             "REACTBENCH_INSTRUCTION": task.instruction,
@@ -78,11 +146,17 @@ class CommandAgent(Agent):
     def run(self, ctx: AgentContext) -> AgentOutcome:
         command, env = self.invocation(ctx.task)
         ctx.sandbox.write_file(INSTRUCTION_FILE, ctx.task.instruction)
-        ctx.event("command", command=command, env=sorted(env))  # names only, never values
-        result = ctx.sandbox.exec(command, cwd="/app", env=env, timeout=ctx.timeout)
+        ctx.event("command", command=command, env=sorted(env), user=self.spec.user or "root",
+                  version=self.spec.version)  # names only, never values
+        result = ctx.sandbox.exec(command, cwd="/app", env=env, timeout=ctx.timeout,
+                                  user=self.spec.user or None)
         log = result.text + result.error_text
         for key in self.passed_env:
             secret = self.environ.get(key)
             if secret and len(secret) >= 6:
                 log = log.replace(secret, f"${key}")
-        return shell_outcome(result.exit_code, result.timed_out, log)
+        outcome = shell_outcome(result.exit_code, result.timed_out, log)
+        reading = read_output(self.spec.output, result.text, result.error_text)
+        outcome.usage = reading.usage
+        outcome.auth_failure = reading.auth_failure
+        return outcome

@@ -5,6 +5,7 @@ plugin collects nothing and changes nothing."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Generator
 from pathlib import Path
@@ -101,6 +102,13 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         run_id = settings.resume.name if settings.resume else new_run_id()
     session = ReactbenchSession(config, settings, run_id)
+    # Before any trial: an agent that lacks what it needs on this host is a usage error,
+    # not a column of zeros.
+    for agent in session.agents.values():
+        try:
+            agent.preflight(os.environ)
+        except AgentConfigError as exc:
+            raise pytest.UsageError(f"--reactbench-agent: {exc}") from None
     # xdist workers may get the arguments as given: they are rewritten there too.
     named = _item_arguments(config)
     session.selected = workerinput.get("reactbench_selected", named) if workerinput else named
@@ -118,6 +126,8 @@ def pytest_configure(config: pytest.Config) -> None:
             "plugin_version": __version__,
             "backend": settings.backend,
             "agents": list(settings.agents),
+            "agent_versions": {a.name: a.version for a in session.agents.values() if a.version},
+            "timeout_multiplier": settings.timeout_multiplier,
             "task_roots": [str(r) for r in settings.task_roots],
             "args": list(config.invocation_params.args),
         }

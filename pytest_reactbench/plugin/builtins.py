@@ -19,6 +19,7 @@ from pytest_reactbench.agents import (
     load_predictions,
 )
 from pytest_reactbench.agents.command import load_presets
+from pytest_reactbench.agents.models import tools_agent
 from pytest_reactbench.plugin.session import command_factory
 from pytest_reactbench.plugin.settings import Settings
 from pytest_reactbench.sandbox.registry import BUILTIN_BACKENDS, BackendFactory
@@ -43,6 +44,13 @@ def _python_agent(arg: str, settings: Settings) -> Agent:
         raise pytest.UsageError(f"--reactbench-agent: {exc}") from None
 
 
+def _tools_agent(arg: str, settings: Settings) -> Agent:
+    try:
+        return tools_agent(arg)
+    except AgentConfigError as exc:
+        raise pytest.UsageError(f"--reactbench-agent: {exc}") from None
+
+
 @pytest.hookimpl
 def pytest_reactbench_agents() -> Mapping[str, Any]:
     return {
@@ -50,6 +58,7 @@ def pytest_reactbench_agents() -> Mapping[str, Any]:
         "nop": lambda arg, settings: NopAgent(),
         "patch": _patch_agents,
         "python": _python_agent,
+        "tools": _tools_agent,
         **{name: command_factory(spec) for name, spec in load_presets().items()},
     }
 

@@ -46,6 +46,8 @@ def replay_options(settings: Settings) -> list[str]:
     options.append(f"--reactbench-images={settings.images}")
     if settings.strict:
         options.append("--reactbench-strict")
+    if settings.timeout_multiplier != 1:
+        options.append(f"--reactbench-timeout-multiplier={settings.timeout_multiplier:g}")
     return options
 
 
@@ -74,6 +76,7 @@ class ReactbenchSession:
         self.trial_options = TrialOptions(
             strict=settings.strict,
             retries=settings.retries,
+            timeout_multiplier=settings.timeout_multiplier,
             labels={"run": run_id, "worker": self.worker},
             manifest={"plugin_version": __version__, "run_id": run_id,
                       # What a replay of one of this session's trials repeats.

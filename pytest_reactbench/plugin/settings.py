@@ -124,6 +124,11 @@ def addoption(parser: pytest.Parser) -> None:
         "manager hooks, runner or linter configs, test files, shadowing modules...), even on "
         "tasks whose grader refuses them itself (ini: reactbench_strict)",
     )
+    group.addoption(
+        "--reactbench-timeout-multiplier", type=float, default=None, metavar="F",
+        help="scale every task's agent and verifier time limits by F, e.g. 2 on a slow "
+        "machine (ini: reactbench_timeout_multiplier; default 1)",
+    )
     parser.addini("reactbench_tasks", "task roots", type="args", default=["tasks"])
     parser.addini("reactbench_strict", "fail submissions the audit flags", type="bool", default=False)
     parser.addini("reactbench_attempts", "attempts per task and agent", default="1")
@@ -139,6 +144,7 @@ def addoption(parser: pytest.Parser) -> None:
     parser.addini("reactbench_images", "auto, public or stand-in base images", default="auto")
     parser.addini("reactbench_git_mirrors", "PREFIX=LOCATION git mirrors for bakes", type="linelist",
                   default=[])
+    parser.addini("reactbench_timeout_multiplier", "scale of agent and verifier time limits", default="1")
 
 
 @dataclass(frozen=True)
@@ -163,6 +169,7 @@ class Settings:
     model_hosts: tuple[str, ...] = ()
     #: The run folder a resumed run continues, or None.
     resume: Path | None = None
+    timeout_multiplier: float = 1.0
 
     @property
     def active(self) -> bool:
@@ -266,6 +273,8 @@ def read_settings(config: pytest.Config) -> Settings:
         model_hosts=tuple(dict.fromkeys([*config.getini("reactbench_model_hosts"),
                                          *opt.reactbench_model_host])),
         resume=resume,
+        timeout_multiplier=_multiplier(opt.reactbench_timeout_multiplier,
+                                       config.getini("reactbench_timeout_multiplier")),
     )
 
 
@@ -279,6 +288,17 @@ def _run_agents(run_dir: Path) -> list[str]:
         raise UsageError(f"--reactbench-resume: {run_dir / 'manifest.json'} names no agents; "
                          "give them with --reactbench-agent")
     return [str(a) for a in agents]
+
+
+def _multiplier(option: float | None, ini: str) -> float:
+    source = "--reactbench-timeout-multiplier" if option is not None else "ini reactbench_timeout_multiplier"
+    try:
+        value = option if option is not None else float(ini)
+    except ValueError:
+        raise UsageError(f"{source}: {ini!r} is not a number") from None
+    if not 0 < value <= 100:
+        raise UsageError(f"{source}: {value:g} must be above 0 and at most 100")
+    return value
 
 
 def _count(option: int | None, ini: str, name: str, low: int, high: int) -> int:

@@ -34,6 +34,26 @@ def outcome_of(report: pytest.TestReport) -> TrialResult | None:
     return TrialResult.from_properties({str(k): str(v) for k, v in report.user_properties})
 
 
+def usage_lines(outcomes: list[TrialResult]) -> list[str]:
+    """Per agent that reported usage: tokens, cost per task and passes per dollar."""
+    lines = []
+    for agent in sorted({o.agent for o in outcomes}):
+        rows = [o for o in outcomes if o.agent == agent and o.input_tokens is not None]
+        if not rows:
+            continue
+        tokens_in = sum(o.input_tokens or 0 for o in rows)
+        tokens_out = sum(o.output_tokens or 0 for o in rows)
+        costs = [o.cost_usd for o in rows if o.cost_usd is not None]
+        line = f"{agent}: {tokens_in} tokens in, {tokens_out} out"
+        if costs:
+            spent, passes = sum(costs), sum(1 for o in rows if o.passed)
+            per_dollar = f"{passes / spent:.1f}" if spent > 0 else "-"
+            line += (f"; ${spent:.4f} over {len(costs)} trial(s), ${spent / len(costs):.4f} per task, "
+                     f"{per_dollar} passes per dollar")
+        lines.append(line)
+    return lines
+
+
 class ResultsSummary:
     """Registered on the controller only."""
 
@@ -110,6 +130,8 @@ class ResultsSummary:
             tr.line(f"{s.agent:<{width}}{score:>7}{ci:>12}{p1:>8}{pk:>12}"
                     f"{f'{len(s.per_task)}/{len(tasks)}':>8}{f'{s.errors}/{s.trials}':>8}"
                     + ("" if s.ranked else "  (unranked: misses " + ", ".join(s.missing[:3]) + ")"))
+        for line in usage_lines(self.outcomes):
+            tr.line(line)
         twidth = max(len(t) for t in tasks) + 2
         agents = [s.agent for s in scores]
         tr.line("")

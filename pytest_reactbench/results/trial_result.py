@@ -114,6 +114,10 @@ def _float(value: str | None) -> float | None:
         return None
 
 
+def _int(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
 def _listed(values: Iterable[object]) -> str:
     return "; ".join(str(v) for v in list(values)[:MAX_LISTED])
 
@@ -138,6 +142,12 @@ class TrialResult(BaseModel):
     failure: str = ""
     message: str = ""
     agent_ending: str | None = None
+    #: The agent's pinned version (its CLI's), "" when it has none.
+    agent_version: str = ""
+    #: Tokens and cost the agent reported (its CLI's output or the model API's usage).
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
     durations: dict[str, float] = Field(default_factory=dict)
     #: The trial's run record directory.
     record: str = ""
@@ -234,6 +244,13 @@ class TrialResult(BaseModel):
             (f"{p}backend", self.backend),
             (f"{p}formal", str(int(self.formal))),
         ]
+        if self.agent_version:
+            props.append((f"{p}agent_version", self.agent_version))
+        for name in ("input_tokens", "output_tokens"):
+            if (count := getattr(self, name)) is not None:
+                props.append((f"{p}{name}", str(count)))
+        if self.cost_usd is not None:
+            props.append((f"{p}cost_usd", f"{self.cost_usd:.6f}"))
         if self.message:
             props.append((f"{p}message", self.message[:MAX_MESSAGE]))
         props += [(f"{p}duration.{phase}", f"{seconds:.3f}") for phase, seconds in self.durations.items()]
@@ -277,6 +294,10 @@ class TrialResult(BaseModel):
             failure=props.get(f"{p}failure", ""),
             message=props.get(f"{p}message", ""),
             agent_ending=props.get(f"{p}agent_ending") or None,
+            agent_version=props.get(f"{p}agent_version", ""),
+            input_tokens=_int(props.get(f"{p}input_tokens")),
+            output_tokens=_int(props.get(f"{p}output_tokens")),
+            cost_usd=_float(props.get(f"{p}cost_usd")),
             durations={k.removeprefix(f"{p}duration."): float(v) for k, v in props.items()
                        if k.startswith(f"{p}duration.") and _float(v) is not None},
             record=props.get(f"{p}record", ""),

@@ -203,6 +203,9 @@ class BakingBackend(Backend):
     def _resolve(self, ref: FromRef, recipe: ImageRecipe, progress: Progress, deadline: float,
                  depth: int, build: bool) -> Parent:
         name = ref.image
+        if name in recipe.baked:
+            image = recipe.baked[name]
+            return Parent(name, image.ref, image.digest, tuple(image.bases), image)
         where = f"{recipe.dockerfile}:{ref.line}"
         mapped = map_image(name, self.image_map)
         if mapped == SYSTEM_IMAGE:

@@ -90,6 +90,9 @@ class ImageRecipe:
     context: Path
     build_args: Mapping[str, str] = field(default_factory=dict)
     timeout: float = 1800.0
+    #: FROM names that are images this backend baked already (a layer on top of a task's
+    #: image, such as an agent's CLI): built on as they are, never pulled or mapped.
+    baked: Mapping[str, Image] = field(default_factory=dict)
 
 
 #: Where a base image came from: the image the Dockerfile names, as the engine had it

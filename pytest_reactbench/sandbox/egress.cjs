@@ -41,7 +41,38 @@ function proxy(listen, hostList) {
     upstream.on("error", () => res.writeHead(502).end());
     req.pipe(upstream);
   });
+  // A plain-HTTP request asking to upgrade (a ws:// WebSocket, as Codex opens first):
+  // relayed as raw bytes once the host is allowed, so the client gets the server's own answer.
+  server.on("upgrade", (req, socket, head) => {
+    // A client that resets must never take the gate down with it.
+    socket.on("error", () => {});
+    let url;
+    try {
+      url = new URL(req.url);
+    } catch {
+      socket.end("HTTP/1.1 400 Bad Request\r\n\r\n");
+      return;
+    }
+    if (!allowed(hosts, url.hostname)) {
+      console.error(`egress: refused ${url.hostname}`);
+      socket.end(`HTTP/1.1 403 Forbidden\r\n\r\negress to ${url.hostname} is not allowed\n`);
+      return;
+    }
+    const upstream = net.connect(Number(url.port) || 80, url.hostname, () => {
+      const lines = [`${req.method} ${url.pathname}${url.search} HTTP/1.1`];
+      for (let i = 0; i < req.rawHeaders.length; i += 2) {
+        lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+      }
+      upstream.write(lines.join("\r\n") + "\r\n\r\n");
+      if (head && head.length) upstream.write(head);
+      upstream.pipe(socket);
+      socket.pipe(upstream);
+    });
+    upstream.on("error", () => socket.destroy());
+    socket.on("close", () => upstream.destroy());
+  });
   server.on("connect", (req, socket, head) => {
+    socket.on("error", () => {});
     const [host, port] = String(req.url).split(":");
     if (!allowed(hosts, host)) {
       console.error(`egress: refused ${host}`);
@@ -55,8 +86,9 @@ function proxy(listen, hostList) {
       socket.pipe(upstream);
     });
     upstream.on("error", () => socket.destroy());
-    socket.on("error", () => upstream.destroy());
+    socket.on("close", () => upstream.destroy());
   });
+  server.on("clientError", (err, socket) => socket.destroy());
   const port = Number(listen);
   if (Number.isInteger(port) && port > 0) server.listen(port, "0.0.0.0");
   else {

@@ -6,14 +6,16 @@ record."""
 
 from __future__ import annotations
 
+import tempfile
 import time
 import traceback
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
-from pytest_reactbench.agents import Agent, AgentContext, AgentOutcome
+from pytest_reactbench.agents import Agent, AgentAuthError, AgentContext, AgentOutcome
 from pytest_reactbench.results import (
     BaseImage,
     DiffStat,
@@ -55,8 +57,15 @@ DIFF_COMMAND = (
 LOG_TAIL_LINES = 20
 #: Taken before the agent acts: what counts as unchanged for the audit.
 BASE_INDEX_COMMAND = "cd /app 2>/dev/null && git ls-files -s -z 2>/dev/null; true"
+#: The least time an agent's CLI layer gets to bake (an npm or pip install).
+INSTALL_TIMEOUT = 1800.0
 #: The most of the agent's diff a run record keeps.
 MAX_RECORDED_DIFF = 10 * 1024 * 1024
+
+
+class AgentUnavailable(SandboxError):
+    """The agent's CLI is missing from its image or its `--version` fails: no retry
+    mends that, and the agent never acted."""
 
 
 class UnsupportedTaskError(SandboxError):
@@ -72,6 +81,8 @@ class TrialOptions:
     strict: bool = False
     #: How many times a trial that ended in an error starts again.
     retries: int = 0
+    #: Scales every task's agent and verifier time limits (a slow machine: 2).
+    timeout_multiplier: float = 1.0
     #: Labels on every sandbox (run id, worker...), so leftovers can be found.
     labels: Mapping[str, str] = field(default_factory=dict)
     #: More entries of every trial's manifest.json (how to replay it...).
@@ -83,9 +94,9 @@ def limits_of(env: EnvironmentConfig) -> Limits:
 
 
 class Stages:
-    """The two stages a trial delegates to its backend: baking an image and booting a
-    sandbox from it. A project replaces either in its conftest.py by overriding the
-    `reactbench_stages` fixture with a subclass."""
+    """The stages a trial delegates to its backend: baking an image, baking an agent's
+    install layer on it, and booting a sandbox from it. A project replaces any in its
+    conftest.py by overriding the `reactbench_stages` fixture with a subclass."""
 
     def __init__(self, backend: Backend, progress: Progress, labels: Mapping[str, str]) -> None:
         self.backend = backend
@@ -101,6 +112,19 @@ class Stages:
     def bake(self, task: Task, role: Role) -> Image:
         """The agent's image (environment/) or the verifier's (tests/)."""
         return self.backend.bake(self.recipe(task, role), self.progress)
+
+    def install(self, task: Task, agent: Agent, image: Image) -> Image:
+        """The agent's CLI baked as a layer on top of the task's image (cached by the
+        agent's name, pinned version and steps, and the task image's digest)."""
+        if agent.install is None:
+            return image
+        timeout = max(task.config.environment.build_timeout_sec, INSTALL_TIMEOUT)
+        with tempfile.TemporaryDirectory(prefix="reactbench-agent-") as folder:
+            dockerfile = Path(folder) / "Dockerfile"
+            dockerfile.write_text(f"FROM {image.ref}\n{agent.install.steps.strip()}\n")
+            recipe = ImageRecipe(name=f"agent-{agent.install.name}", dockerfile=dockerfile,
+                                 context=Path(folder), timeout=timeout, baked={image.ref: image})
+            return self.backend.bake(recipe, self.progress)
 
     def boot(self, task: Task, role: Role, image: Image, egress: tuple[str, ...] = ()) -> Sandbox:
         """A fresh sandbox, offline but for `egress` (the agent's model hosts)."""
@@ -187,6 +211,14 @@ class Trial:
     def backend(self) -> Backend:
         return self.stages.backend
 
+    @property
+    def agent_timeout(self) -> float:
+        return self.task.config.agent.timeout_sec * self.options.timeout_multiplier
+
+    @property
+    def verifier_timeout(self) -> float:
+        return self.task.config.verifier.timeout_sec * self.options.timeout_multiplier
+
     def run(self) -> TrialResult:
         """The verdict, after at most `retries` fresh starts of a trial that errored."""
         retry_of: TrialRecord | None = None
@@ -198,7 +230,8 @@ class Trial:
             result.retries = retries
             record.finish(result)
             if (result.verdict is not Verdict.ERROR or retries >= self.options.retries
-                    or result.failure == UnsupportedTaskError.__name__):
+                    or result.failure in (UnsupportedTaskError.__name__, AgentAuthError.__name__,
+                                          AgentUnavailable.__name__)):
                 return result
             retries += 1
             record.event("retried", failure=result.failure, retry=retries)
@@ -210,11 +243,13 @@ class Trial:
             "task": self.task.id,
             "task_path": str(self.task.path),
             "agent": self.agent.name,
+            **({"agent_version": self.agent.version} if self.agent.version else {}),
             "attempt": self.attempt,
             "backend": self.backend.name,
             "limits": {"agent": config.environment.model_dump(),
                        "verifier": config.verifier_environment.model_dump()},
-            "timeouts": {"agent": config.agent.timeout_sec, "verifier": config.verifier.timeout_sec},
+            "timeouts": {"agent": self.agent_timeout, "verifier": self.verifier_timeout},
+            "timeout_multiplier": self.options.timeout_multiplier,
             **self.options.manifest,
             **({"retry_of": str(retry_of.path)} if retry_of else {}),
         }
@@ -222,7 +257,7 @@ class Trial:
     def _result(self, record: TrialRecord, verdict: Verdict, **fields: Any) -> TrialResult:
         return TrialResult(task=self.task.id, agent=self.agent.name, attempt=self.attempt,
                            verdict=verdict, record=str(record.path), backend=self.backend.name,
-                           **fields)
+                           agent_version=self.agent.version, **fields)
 
     def _run_once(self, record: TrialRecord) -> TrialResult:
         durations: dict[str, float] = {}
@@ -246,6 +281,13 @@ class Trial:
                     images[role] = self.stages.bake(self.task, role)
                 record.event("bake-end", image=recipe_name, digest=images[role].digest,
                              cached=images[role].cached)
+            if self.agent.install is not None:
+                install = self.agent.install
+                record.event("bake-start", image=f"agent-{install.name}", version=install.version)
+                with _timed(durations, "bake", record, event=False):
+                    images["agent"] = self.stages.install(self.task, self.agent, images["agent"])
+                record.event("bake-end", image=f"agent-{install.name}", digest=images["agent"].digest,
+                             cached=images["agent"].cached)
             # The verifier boots while the agent's sandbox boots and the agent works; the
             # trial records only the time it waits for it ("verifier_boot").
             verifier = BootingSandbox(
@@ -275,16 +317,34 @@ class Trial:
         found: dict[str, Any] = {"durations": durations, **_provenance(images, self.backend)}
 
         def finish(verdict: Verdict, failure: str, message: str, **more: Any) -> TrialResult:
-            ending = {"agent_ending": outcome.ending, "agent_log_tail": _tail(outcome.log)} if outcome else {}
+            ending: dict[str, Any] = (
+                {"agent_ending": outcome.ending, "agent_log_tail": _tail(outcome.log)} if outcome else {})
+            if outcome and outcome.usage:
+                ending.update(input_tokens=outcome.usage.input_tokens,
+                              output_tokens=outcome.usage.output_tokens, cost_usd=outcome.usage.cost_usd)
             return self._result(record, verdict, failure=failure, message=message,
                                 **found, **ending, **more)
 
         try:
+            install = agent.install
+            if install is not None and install.version_command:
+                # The CLI the layer installed must answer before it is given the task.
+                check = agent_box.exec(install.version_command, cwd="/app", timeout=120,
+                                       user=install.user or None)
+                record.event("agent-version", command=install.version_command, exit_code=check.exit_code,
+                             output=_tail(check.text + check.error_text, 3))
+                if not check.ok:
+                    raise AgentUnavailable(
+                        f"agent {agent.name!r}: `{install.version_command}` failed in its image "
+                        f"(exit {check.exit_code}): {_tail(check.text + check.error_text, 5)}")
             base_index = parse_index(agent_box.exec(BASE_INDEX_COMMAND, cwd="/", timeout=120).text)
             with _timed(durations, "agent", record):
-                outcome = _run_agent(agent, task, agent_box, record)
+                outcome = _run_agent(agent, task, agent_box, record, self.agent_timeout)
             record.write_text("agent.log", outcome.log)
             record.event("agent-ended", ending=outcome.ending, exit_code=outcome.exit_code)
+            if outcome.auth_failure:
+                # Nothing the agent left is its work: no score, and a retry would be refused too.
+                return finish(Verdict.ERROR, AgentAuthError.__name__, outcome.auth_failure)
             diff = agent_box.exec(DIFF_COMMAND, cwd="/", timeout=120).stdout
             if len(diff) > MAX_RECORDED_DIFF:
                 diff = diff[:MAX_RECORDED_DIFF] + b"\n[diff truncated at 10 MiB by the run record]\n"
@@ -308,7 +368,7 @@ class Trial:
                               + "; ".join(found["audit"][:10]))
             durations["verifier_boot"] = durations.get("verifier_boot", 0.0) + verifier.ready()
             with _timed(durations, "verify", record):
-                graded = grade(verifier, transfers, task.config.verifier.timeout_sec,
+                graded = grade(verifier, transfers, self.verifier_timeout,
                                record.path / "verifier")
         except SubmissionFailure as exc:
             # The submission broke the grading once its code or files were in play.
@@ -340,9 +400,10 @@ def _provenance(images: Mapping[str, Image], backend: Backend) -> dict[str, Any]
             "formal": backend.formal and all(image.formal for image in images.values())}
 
 
-def _run_agent(agent: Agent, task: Task, sandbox: Sandbox, record: TrialRecord) -> AgentOutcome:
+def _run_agent(agent: Agent, task: Task, sandbox: Sandbox, record: TrialRecord,
+               timeout: float) -> AgentOutcome:
     try:
-        return agent.run(AgentContext(task, sandbox, task.config.agent.timeout_sec, record.event))
+        return agent.run(AgentContext(task, sandbox, timeout, record.event))
     except SandboxError:
         raise
     except Exception:

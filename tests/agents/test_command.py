@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -11,19 +12,30 @@ ENV = {"ANTHROPIC_API_KEY": "sk-ant-secret", "OPENAI_API_KEY": "sk-openai", "HOM
        "AIDER_MODEL": "anthropic/claude-x"}
 
 
+CLAUDE = ('claude --print --dangerously-skip-permissions --output-format stream-json --verbose '
+          '"$(cat "$REACTBENCH_INSTRUCTION_FILE")"')
+CODEX = ('CODEX_API_KEY="${CODEX_API_KEY:-$OPENAI_API_KEY}" codex exec '
+         '--dangerously-bypass-approvals-and-sandbox --skip-git-repo-check --json '
+         '${OPENAI_BASE_URL:+-c "openai_base_url=$OPENAI_BASE_URL"} ${CODEX_MODEL:+--model "$CODEX_MODEL"} '
+         '"$(cat "$REACTBENCH_INSTRUCTION_FILE")" </dev/null')
+AIDER = ('aider --model "$AIDER_MODEL" --yes-always --no-auto-commits --no-dirty-commits --no-gitignore '
+         '--no-check-update --no-analytics --no-show-model-warnings --no-pretty --no-fancy-input '
+         '--message-file "$REACTBENCH_INSTRUCTION_FILE"')
+
+
 @pytest.mark.parametrize(
     ("preset", "command", "env", "hosts"),
     [
-        ("claude-code",
-         'claude --print --dangerously-skip-permissions --output-format stream-json --verbose '
-         '"$(cat "$REACTBENCH_INSTRUCTION_FILE")"',
-         {"ANTHROPIC_API_KEY": "sk-ant-secret"}, ("api.anthropic.com",)),
-        ("codex", 'codex exec --full-auto --skip-git-repo-check "$(cat "$REACTBENCH_INSTRUCTION_FILE")"',
-         {"OPENAI_API_KEY": "sk-openai"}, ("api.openai.com",)),
-        ("aider", 'aider --yes-always --no-auto-commits --no-gitignore --no-check-update '
-                  '--message-file "$REACTBENCH_INSTRUCTION_FILE"',
+        ("claude-code", CLAUDE,
+         {"ANTHROPIC_API_KEY": "sk-ant-secret", "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
+          "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
+         ("api.anthropic.com",)),
+        ("codex", CODEX, {"OPENAI_API_KEY": "sk-openai"}, ("api.openai.com",)),
+        ("aider", AIDER,
          {"AIDER_MODEL": "anthropic/claude-x", "OPENAI_API_KEY": "sk-openai",
-          "ANTHROPIC_API_KEY": "sk-ant-secret"},
+          "ANTHROPIC_API_KEY": "sk-ant-secret", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+          "SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt",
+          "REQUESTS_CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt"},
          ("api.openai.com", "api.anthropic.com", "generativelanguage.googleapis.com")),
     ],
 )
@@ -33,15 +45,55 @@ def test_presets_produce_the_exact_invocation(tmp_path: Path, preset: str, comma
     agent = CommandAgent(load_presets()[preset], environ=ENV)
     got_command, got_env = agent.invocation(task)
     assert got_command == command
-    assert got_env == {**env, "REACTBENCH_INSTRUCTION_FILE": "/logs/agent/input/instruction.md",
+    # Every preset runs as the non-root user its layer makes, with its home.
+    assert got_env == {**env, "HOME": "/home/agent",
+                       "REACTBENCH_INSTRUCTION_FILE": "/logs/agent/input/instruction.md",
                        "REACTBENCH_INSTRUCTION": "Write hello to /app/out.txt\n",
                        "REACTBENCH_TASK_ID": "alpha"}
     assert agent.model_hosts == hosts and agent.name == preset
 
 
+@pytest.mark.parametrize(("preset", "package"), [
+    ("claude-code", "npm install -g --no-fund --no-audit @anthropic-ai/claude-code@"),
+    ("codex", "npm install -g --no-fund --no-audit @openai/codex@"),
+    ("aider", "pip install -q --no-cache-dir aider-chat=="),
+])
+def test_each_preset_installs_its_pinned_cli_as_a_layer(preset: str, package: str) -> None:
+    spec = load_presets()[preset]
+    install = CommandAgent(spec, environ={}).install
+    assert install is not None and install.version == spec.version and spec.version[0].isdigit()
+    assert package + spec.version in install.steps
+    assert install.user == "agent" and "useradd" in install.steps and "chown -R agent /app" in install.steps
+    assert install.version_command.endswith("--version")
+    assert CommandAgent(spec, environ={}).version == spec.version
+
+
+def test_a_base_url_makes_its_host_the_only_model_host() -> None:
+    agent = CommandAgent(load_presets()["claude-code"],
+                         environ={"ANTHROPIC_BASE_URL": "http://172.17.0.1:8123", "ANTHROPIC_API_KEY": "k"})
+    assert agent.model_hosts == ("172.17.0.1",)
+    codex = CommandAgent(load_presets()["codex"], (), ("proxy.example",),
+                         environ={"OPENAI_BASE_URL": "https://llm.internal/v1"})
+    assert codex.model_hosts == ("llm.internal", "proxy.example")
+
+
+@pytest.mark.parametrize(("preset", "environ", "message"), [
+    ("claude-code", {}, "agent 'claude-code': ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN is not set"),
+    ("codex", {"OPENAI_BASE_URL": "http://x"}, "agent 'codex': OPENAI_API_KEY or CODEX_API_KEY is not set"),
+    ("aider", {"OPENAI_API_KEY": "k"}, "agent 'aider': AIDER_MODEL is not set"),
+    ("aider", {"AIDER_MODEL": "openai/x"},
+     "agent 'aider': OPENAI_API_KEY or ANTHROPIC_API_KEY or GEMINI_API_KEY is not set"),
+])
+def test_preflight_names_the_missing_credentials(preset: str, environ: dict[str, str], message: str) -> None:
+    agent = CommandAgent(load_presets()[preset], environ=environ)
+    with pytest.raises(AgentConfigError, match=re.escape(message)):
+        agent.preflight(environ)
+    agent.preflight({**environ, "ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k", "AIDER_MODEL": "m"})
+
+
 def test_extra_env_and_hosts_add_to_a_preset() -> None:
     agent = CommandAgent(load_presets()["codex"], ("HOME",), ("proxy.example",), environ=ENV)
-    assert agent.passed_env == ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_MODEL", "HOME")
+    assert agent.passed_env == ("OPENAI_API_KEY", "CODEX_API_KEY", "OPENAI_BASE_URL", "CODEX_MODEL", "HOME")
     assert agent.model_hosts == ("api.openai.com", "proxy.example")
 
 
@@ -51,16 +103,13 @@ def test_command_entries() -> None:
         parse_commands(["nothing"], "ini")
 
 
-def test_preset_runs_for_real_without_its_cli(suite: pytest.Pytester,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """No key and no CLI here: the preset runs, the shell says so, the trial is graded."""
+def test_a_preset_without_its_key_is_a_usage_error_before_any_trial(
+        suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     write_task(suite.path / "tasks", "alpha")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-never-logged")
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
     result = suite.runpytest("--reactbench-agent=claude-code")
-    result.stdout.fnmatch_lines(["*The agent ended: exited-nonzero.*", "*claude: command not found*"])
-    result.assert_outcomes(failed=1)
-    record = next((suite.path / "records").glob("*/alpha__claude-code__1"))
-    assert "sk-ant-never-logged" not in "".join(p.read_text(errors="replace")
-                                                 for p in record.rglob("*") if p.is_file())
-    events = (record / "events.jsonl").read_text()
-    assert '"env": ["ANTHROPIC_API_KEY", "REACTBENCH_INSTRUCTION"' in events
+    result.stderr.fnmatch_lines(["*--reactbench-agent: agent 'claude-code': ANTHROPIC_API_KEY or "
+                                 "ANTHROPIC_AUTH_TOKEN is not set in the environment*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert not list((suite.path / "records").glob("*/alpha__*"))

@@ -86,7 +86,7 @@ def test_task_roots_option_and_explicit_paths(suite: pytest.Pytester) -> None:
     ("args", "message"),
     [
         (["--reactbench-agent=wizard"],
-         "*unknown agent 'wizard'; known: aider, claude-code, codex, nop, oracle, patch, python*"),
+         "*unknown agent 'wizard'; known: aider, claude-code, codex, nop, oracle, patch, python, tools*"),
         (["--reactbench-agent=nop", "--reactbench-sandbox=cloud"],
          "*unknown backend 'cloud'; known: *local*"),
         (["--reactbench-agent=nop", "--reactbench-image-map=ghcr.io/x"],

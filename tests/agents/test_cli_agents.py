@@ -1,0 +1,138 @@
+"""The real coding-agent CLIs (Claude Code, Codex, Aider), installed by the plugin as a
+layer on the task's image, run against a scripted model server through their egress
+allowlist: the server is their only model host. The right answer passes a shipped
+task; the wrong one fails a public-style task of our own; tokens and versions are
+recorded."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import textwrap
+from pathlib import Path
+
+import docker
+import pytest
+
+from pytest_reactbench.agents.command import load_presets
+from pytest_reactbench.results.load import junit_testcases
+from tests.agents.model_server import INPUT_TOKENS, ModelServer, Script
+from tests.conftest import write_task
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ROOT / "tasks" / "counter-reset"
+KEY = "sk-reactbench-test"
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+#: Each CLI's variables, pointed at the scripted server (`{url}`).
+CLI_ENV = {
+    "claude-code": {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": "{url}",
+                    "ANTHROPIC_MODEL": "claude-scripted"},
+    # An unknown model: Codex then offers its plain shell tool (exec_command).
+    "codex": {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": "{url}/v1", "CODEX_MODEL": "scripted"},
+    "aider": {"OPENAI_API_KEY": KEY, "OPENAI_API_BASE": "{url}/v1", "AIDER_MODEL": "openai/scripted"},
+}
+API = {"claude-code": "messages", "codex": "responses", "aider": "chat"}
+
+
+def bridge_gateway() -> str:
+    """The host's address on Docker's default bridge: where the egress proxy (a
+    container there) reaches a server on this host."""
+    client = docker.from_env()
+    try:
+        config = client.networks.get("bridge").attrs["IPAM"]["Config"][0]
+    finally:
+        client.close()
+    return str(config.get("Gateway") or next(ipaddress.ip_network(config["Subnet"]).hosts()))
+
+
+def public_style_task(root: Path) -> Path:
+    """A task in the public suite's shape: built FROM the public base image (its
+    stand-in here), graded by a plain script."""
+    task = root / "write-greeting"
+    for folder in ("environment", "tests", "solution"):
+        (task / folder).mkdir(parents=True)
+    (task / "task.toml").write_text(textwrap.dedent("""\
+        version = "1.0"
+        [[artifacts]]
+        source = "/app"
+        exclude = ["**/node_modules/**", "**/.git/**"]
+        [agent]
+        timeout_sec = 300
+        [verifier]
+        timeout_sec = 60
+        """))
+    (task / "instruction.md").write_text("Write hello to /app/greeting.txt\n")
+    (task / "environment" / "Dockerfile").write_text(textwrap.dedent("""\
+        ARG BASE_IMAGE=ghcr.io/millionco/react-bench-base:latest
+        FROM ${BASE_IMAGE}
+        WORKDIR /app
+        RUN echo draft > /app/greeting.txt && git add -A \\
+         && git -c user.email=base@reactbench -c user.name=base commit -qm base
+        """))
+    (task / "tests" / "Dockerfile").write_text("FROM reactbench/system\nCOPY test.sh /tests/test.sh\n")
+    (task / "tests" / "test.sh").write_text(textwrap.dedent("""\
+        #!/bin/bash
+        if [ "$(cat /app/greeting.txt 2>/dev/null)" = hello ]; then t=1; else t=0; fi
+        echo "{\\"reward\\": $t, \\"tests\\": $t, \\"react_doctor\\": 1}" > /logs/verifier/reward.json
+        """))
+    (task / "solution" / "solve.sh").write_text("#!/bin/bash\necho hello > /app/greeting.txt\n")
+    return task
+
+
+@pytest.mark.parametrize("cli", ["claude-code", "codex", "aider"])
+def test_cli_solves_a_shipped_task_and_fails_a_wrong_answer(
+        cli: str, suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    right = (SHIPPED / "solution" / "solve.sh").read_text()
+    counter = right.split("<<'TSX'\n", 1)[1].rsplit("TSX\n", 1)[0]
+    script = Script(answers={"Add a **Reset** button": {"src/Counter.tsx": counter},
+                             "/app/greeting.txt": {"greeting.txt": "goodbye"}}, key=KEY)
+    task = public_style_task(suite.path / "tasks")
+    with ModelServer(script, host=bridge_gateway()) as server:
+        for name, value in CLI_ENV[cli].items():
+            monkeypatch.setenv(name, value.format(url=server.url))
+        result = suite.runpytest_subprocess(
+            f"--reactbench-agent={cli}", "--reactbench-sandbox=docker", "-p", "no:cacheprovider",
+            f"--rootdir={suite.path}", f"--reactbench-records={suite.path / 'records'}",
+            "--junitxml=out.xml", str(SHIPPED), str(task))
+    print(result.stdout.str()[-6000:])
+    outcomes = {props["reactbench.task"]: props for _, props in junit_testcases(suite.path / "out.xml")}
+    shipped, public = outcomes["counter-reset"], outcomes["write-greeting"]
+    assert shipped["reactbench.verdict"] == "passed", shipped.get("reactbench.message")
+    assert public["reactbench.verdict"] == "failed" and public["reactbench.gate.tests"] == "0"
+    version = load_presets()[cli].version
+    for props in (shipped, public):
+        assert props["reactbench.agent_version"] == version
+        assert int(props["reactbench.input_tokens"]) >= (INPUT_TOKENS if cli != "aider" else 1)
+        assert int(props["reactbench.output_tokens"]) > 0
+    assert API[cli] in server.apis()
+    # Every model request carried the key, and came through the egress gate.
+    assert all(seen.headers.get("x-api-key") == KEY or KEY in seen.headers.get("authorization", "")
+               for seen in server.requests if seen.api != "other")
+    status = json.loads(next((suite.path / "records").glob(f"*/counter-reset__{cli}__1/status.json"))
+                        .read_text())
+    assert status["agent_version"] == version
+
+
+def test_the_model_server_is_the_only_host_an_agent_reaches(
+        suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through its egress gate an agent reaches the scripted server and is refused any
+    other host."""
+    write_task(suite.path / "tasks", "alpha")
+    probe = ('ask() { exec 3<>/dev/tcp/egress/3128; printf "GET $1 HTTP/1.1\\r\\nHost: x\\r\\n'
+             'Connection: close\\r\\n\\r\\n" >&3; echo "$1 -> $(head -1 <&3)"; exec 3<&-; }; '
+             'ask "$ANTHROPIC_BASE_URL/v1/models"; ask http://example.com/')
+    with ModelServer(Script(answers={}, key=KEY), host=bridge_gateway()) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        result = suite.runpytest_subprocess(
+            f"--reactbench-agent-command=probe={probe}", "--reactbench-agent-env=ANTHROPIC_BASE_URL",
+            "--reactbench-agent=probe", "--reactbench-sandbox=docker", "-p", "no:cacheprovider",
+            f"--rootdir={suite.path}", f"--reactbench-records={suite.path / 'records'}",
+            "--reactbench-model-host=" + server.host)
+        url = server.url
+    log = next((suite.path / "records").glob("*/alpha__probe__1/agent.log")).read_text()
+    print(result.stdout.str()[-3000:], log)
+    # (The log names a passed variable's value by its name.)
+    assert "$ANTHROPIC_BASE_URL/v1/models -> HTTP/1.1 200 OK" in log and url not in log
+    assert "http://example.com/ -> HTTP/1.1 403 Forbidden" in log

@@ -1,0 +1,62 @@
+"""`tools:<provider>/<model>`: a raw model through the environment's tools, with the
+provider's official SDK, against the scripted model server on loopback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.agents.model_server import INPUT_TOKENS, OUTPUT_TOKENS, ModelServer, Script
+from tests.conftest import write_task
+
+KEY = "sk-reactbench-test"
+PROVIDERS = {
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "", "messages"),
+    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL", "/v1", "chat"),
+}
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+def test_a_model_solves_through_the_tools_and_a_wrong_key_is_an_error(
+        provider: str, suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip(provider)
+    key_var, url_var, suffix, api = PROVIDERS[provider]
+    write_task(suite.path / "tasks", "alpha")
+    write_task(suite.path / "tasks", "beta").joinpath("instruction.md").write_text(
+        "Write hello to /app/out.txt (beta)\n")
+    script = Script(answers={"(beta)": {"out.txt": "goodbye"}, "/app/out.txt": {"out.txt": "hello"}},
+                    key=KEY)
+    agent = f"tools:{provider}/scripted-model"
+    with ModelServer(script) as server:
+        monkeypatch.setenv(key_var, KEY)
+        monkeypatch.setenv(url_var, server.url + suffix)
+        result = suite.runpytest(f"--reactbench-agent={agent}")
+        assert {seen.api for seen in server.requests} == {api}
+        monkeypatch.setenv(key_var, "sk-wrong")
+        refused = suite.runpytest(f"--reactbench-agent={agent}", "-k", "alpha")
+    result.assert_outcomes(passed=1, failed=1)
+    name = f"tools-{provider}-scripted-model"
+    # The first run's record (run folders are named by their start time).
+    first = sorted((suite.path / "records").glob(f"*/alpha__{name}__1"))[0]
+    status = json.loads((first / "status.json").read_text())
+    assert status["verdict"] == "passed"
+    # One turn with the write, one with submit.
+    assert (status["input_tokens"], status["output_tokens"]) == (2 * INPUT_TOKENS, 2 * OUTPUT_TOKENS)
+    assert status["agent_version"].startswith(provider + " ")
+    events = [json.loads(line) for line in (first / "events.jsonl").read_text().splitlines()]
+    assert [e["tool"] for e in events if e["event"] == "tool"] == ["bash", "submit"]
+    # A refused key: an error of its own class, no score, never a fail.
+    refused.assert_outcomes(errors=1)
+    refused.stdout.fnmatch_lines(["*AgentAuthError*"])
+
+
+def test_preflight_of_the_tools_agent(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_task(suite.path / "tasks", "alpha")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    result = suite.runpytest("--reactbench-agent=tools:openai/gpt-x")
+    result.stderr.fnmatch_lines(["*agent 'tools-openai-gpt-x': OPENAI_API_KEY is not set in the "
+                                 "environment*"])
+    result = suite.runpytest("--reactbench-agent=tools:mistral/x")
+    result.stderr.fnmatch_lines(["*tools:mistral/x: expected tools:<provider>/<model> with provider "
+                                 "anthropic or openai*"])

@@ -1,0 +1,38 @@
+"""An agent's version, tokens and cost: in the TrialResult, its JUnit properties (and
+back), and the terminal leaderboard's usage lines."""
+
+from pytest_reactbench.plugin.summary import usage_lines
+from pytest_reactbench.results import TrialResult, Verdict
+
+
+def result(task: str, verdict: Verdict, cost: float | None) -> TrialResult:
+    return TrialResult(task=task, agent="claude-code", verdict=verdict, agent_version="2.1.332",
+                       input_tokens=2400, output_tokens=160, cost_usd=cost)
+
+
+def test_usage_goes_through_junit_properties_and_back() -> None:
+    original = result("counter-reset", Verdict.PASSED, 0.0128)
+    props = dict(original.properties())
+    assert props["reactbench.agent_version"] == "2.1.332"
+    assert props["reactbench.input_tokens"] == "2400" and props["reactbench.output_tokens"] == "160"
+    assert props["reactbench.cost_usd"] == "0.012800"
+    back = TrialResult.from_properties(props)
+    assert back is not None
+    assert (back.agent_version, back.input_tokens, back.output_tokens, back.cost_usd) == (
+        "2.1.332", 2400, 160, 0.0128)
+    assert TrialResult.model_validate(original.status()) == original
+
+
+def test_no_usage_no_property() -> None:
+    props = dict(TrialResult(task="t", agent="oracle", verdict=Verdict.PASSED).properties())
+    assert not any(k.endswith(("_tokens", "cost_usd", "agent_version")) for k in props)
+
+
+def test_leaderboard_usage_lines() -> None:
+    outcomes = [result("a", Verdict.PASSED, 0.01), result("b", Verdict.FAILED, 0.03),
+                TrialResult(task="a", agent="oracle", verdict=Verdict.PASSED)]
+    assert usage_lines(outcomes) == [
+        "claude-code: 4800 tokens in, 320 out; $0.0400 over 2 trial(s), $0.0200 per task, "
+        "25.0 passes per dollar"]
+    codex = [r.model_copy(update={"agent": "codex", "cost_usd": None}) for r in outcomes[:2]]
+    assert usage_lines(codex) == ["codex: 4800 tokens in, 320 out"]
