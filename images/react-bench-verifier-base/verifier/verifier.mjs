@@ -792,7 +792,7 @@ function testGate(config, setPhase) {
   const specParts = fs.readdirSync(path.join(TESTS, "specs")).filter((p) => p !== e2eDir);
   const results = new Map();
   const phases = [];
-  let log_ = "";
+  let output = "";
   // Unit specs first; the e2e specs are copied in only after every process of that
   // room is gone, from /tests, which the room never had.
   const e2eCmd = config.test.e2e_cmd;
@@ -811,7 +811,7 @@ function testGate(config, setPhase) {
       env = { REACTBENCH_E2E_OUTPUT: path.join(ROOM, "e2e-output", "results"), REACTBENCH_E2E_USER_AGENT: userAgent() };
     }
     const result = runInRoom(step.cmd, { cwd: config.test.cwd ?? APP, budget: remaining(), env });
-    log_ += result.output;
+    output += result.output;
     console.log(result.output.split("\n").slice(-40).join("\n"));
     vitestResults(readReport("vitest.json"), results);
     playwrightResults(readReport("playwright.json"), results);
@@ -819,7 +819,7 @@ function testGate(config, setPhase) {
     sweepRoom();
     if (result.code !== 0 || result.timedOut) break;
   }
-  fs.writeFileSync(path.join(LOGS, "test.log"), log_);
+  fs.writeFileSync(path.join(LOGS, "test.log"), output);
   const failing = judgeTests(config.test.expected, results);
   for (const phase of phases) {
     if (phase.timed_out) failing.push(`the ${phase.name} tests did not finish within ${Math.round(total)} s`);
