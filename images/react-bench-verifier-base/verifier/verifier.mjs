@@ -130,7 +130,8 @@ function run(command, args, { cwd = APP, env = {}, timeoutMs, input } = {}) {
     maxBuffer: 256 * 1024 * 1024,
   });
   return {
-    code: result.status ?? -1,
+    // Killed by a signal: the shell's convention, 128 + its number.
+    code: result.status ?? 128 + (os.constants.signals[result.signal] ?? 0),
     stdout: result.stdout?.toString() ?? "",
     stderr: result.stderr?.toString() ?? "",
     timedOut: result.error?.code === "ETIMEDOUT",
@@ -175,6 +176,7 @@ function scan(config, { afterSubmission = false } = {}) {
   // timeout(1) kills the whole process group: React Doctor and its linters. The
   // baseline at bake time has the bake's own limit.
   const limit = String(afterSubmission ? config.rd.timeout_sec : 1800);
+  const started = performance.now();
   const result = run("timeout", ["-s", "KILL", limit, "react-doctor", ...RD_FLAGS, config.rd.scan_root], {
     cwd: config.rd.scan_root,
     // The lint cache is keyed by file content: the one baked with the baseline
@@ -182,7 +184,11 @@ function scan(config, { afterSubmission = false } = {}) {
     env: { DO_NOT_TRACK: "1", REACT_DOCTOR_CACHE_DIR: path.join(STATE, "rd-cache") },
   });
   if (result.code === 137 || result.code === 124) {
-    throw new Failure(`the React Doctor scan did not finish within rd.timeout_sec = ${limit} s`);
+    // timeout(1) signals its own process group, itself included.
+    const outlasted = (performance.now() - started) / 1000 >= Number(limit);
+    throw new Failure(outlasted
+      ? `the React Doctor scan did not finish within rd.timeout_sec = ${limit} s`
+      : `the React Doctor scan was killed (exit ${result.code})`);
   }
   let report;
   try {
@@ -786,7 +792,7 @@ function testGate(config, setPhase) {
   const specParts = fs.readdirSync(path.join(TESTS, "specs")).filter((p) => p !== e2eDir);
   const results = new Map();
   const phases = [];
-  let log_ = "";
+  let output = "";
   // Unit specs first; the e2e specs are copied in only after every process of that
   // room is gone, from /tests, which the room never had.
   const e2eCmd = config.test.e2e_cmd;
@@ -805,7 +811,7 @@ function testGate(config, setPhase) {
       env = { REACTBENCH_E2E_OUTPUT: path.join(ROOM, "e2e-output", "results"), REACTBENCH_E2E_USER_AGENT: userAgent() };
     }
     const result = runInRoom(step.cmd, { cwd: config.test.cwd ?? APP, budget: remaining(), env });
-    log_ += result.output;
+    output += result.output;
     console.log(result.output.split("\n").slice(-40).join("\n"));
     vitestResults(readReport("vitest.json"), results);
     playwrightResults(readReport("playwright.json"), results);
@@ -813,7 +819,7 @@ function testGate(config, setPhase) {
     sweepRoom();
     if (result.code !== 0 || result.timedOut) break;
   }
-  fs.writeFileSync(path.join(LOGS, "test.log"), log_);
+  fs.writeFileSync(path.join(LOGS, "test.log"), output);
   const failing = judgeTests(config.test.expected, results);
   for (const phase of phases) {
     if (phase.timed_out) failing.push(`the ${phase.name} tests did not finish within ${Math.round(total)} s`);
