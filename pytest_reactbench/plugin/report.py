@@ -32,8 +32,6 @@ def describe_failure(result: TrialResult) -> str:
                        for f in result.findings])
     lines += _listing("Target findings still present:", result.remaining_targets)
     lines += _listing("Changed files React Doctor did not analyse:", result.unscanned)
-    if result.doctor_reason:
-        lines.append(f"React Doctor: {result.doctor_reason}")
     lines += _listing("Refused from the submission (graded from the base commit instead):",
                       [f"{r.path}: {r.reason}" for r in result.refused])
     if result.test_log_tail and result.gates.get(Gate.TESTS) is not True:

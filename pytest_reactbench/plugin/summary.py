@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_reactbench.results import TrialResult, Verdict
-from pytest_reactbench.results.aggregate import score_agents
+from pytest_reactbench.results.aggregate import MAX_ERROR_RATE, AgentScore, score_agents
 from pytest_reactbench.results.compare import Comparison, compare
 from pytest_reactbench.results.load import ResultsError, load_outcomes
 from pytest_reactbench.results.records import RunRecords
@@ -52,6 +52,12 @@ def usage_lines(outcomes: list[TrialResult]) -> list[str]:
                      f"{per_dollar} passes per dollar")
         lines.append(line)
     return lines
+
+
+def _unranked(score: AgentScore) -> str:
+    if score.missing:
+        return "misses " + ", ".join(score.missing[:3])
+    return f"{score.errors}/{score.trials} trials ended in an error, over {100 * MAX_ERROR_RATE:.0f}%"
 
 
 class ResultsSummary:
@@ -129,7 +135,7 @@ class ResultsSummary:
             pk = "-" if s.pass_at_k is None else f"{100 * s.pass_at_k:.0f}% k={s.k}"
             tr.line(f"{s.agent:<{width}}{score:>7}{ci:>12}{p1:>8}{pk:>12}"
                     f"{f'{len(s.per_task)}/{len(tasks)}':>8}{f'{s.errors}/{s.trials}':>8}"
-                    + ("" if s.ranked else "  (unranked: misses " + ", ".join(s.missing[:3]) + ")"))
+                    + ("" if s.ranked else f"  (unranked: {_unranked(s)})"))
         for line in usage_lines(self.outcomes):
             tr.line(line)
         twidth = max(len(t) for t in tasks) + 2

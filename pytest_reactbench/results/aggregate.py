@@ -4,7 +4,10 @@
   are excluded from the score and counted in a separate reliability figure;
 - valid attempts are averaged within a task, then every task weighs the same;
 - an agent is ranked only when it covers every selected task; partial entries are
-  shown, unranked.
+  shown, unranked;
+- an agent is ranked only when at most `max_error_rate` of its trials ended in an
+  error: errors are excluded from the score, so an agent whose failures turn into
+  errors would otherwise raise its own score.
 """
 
 from __future__ import annotations
@@ -60,7 +63,12 @@ def bootstrap_ci(values: Sequence[float], iterations: int = 2000, level: float =
     return low, high
 
 
-def score_agents(outcomes: Iterable[TrialResult], tasks: Sequence[str] | None = None) -> list[AgentScore]:
+#: The share of an agent's trials that may end in an error for it to be ranked.
+MAX_ERROR_RATE = 0.10
+
+
+def score_agents(outcomes: Iterable[TrialResult], tasks: Sequence[str] | None = None,
+                 max_error_rate: float = MAX_ERROR_RATE) -> list[AgentScore]:
     outcomes = list(outcomes)
     selected = sorted(set(tasks) if tasks is not None else {o.task for o in outcomes})
     by_agent: dict[str, list[TrialResult]] = defaultdict(list)
@@ -79,6 +87,7 @@ def score_agents(outcomes: Iterable[TrialResult], tasks: Sequence[str] | None = 
         missing = [t for t in selected if t not in per_task]
         values = [per_task[t] for t in selected if t in per_task]
         k = max((n for n, _ in counts.values()), default=1)
+        errors = sum(1 for o in rows if o.verdict is Verdict.ERROR)
         scores.append(AgentScore(
             agent=agent,
             per_task=per_task,
@@ -88,9 +97,9 @@ def score_agents(outcomes: Iterable[TrialResult], tasks: Sequence[str] | None = 
             pass_at_1=_mean(pass_at_k(n, c, 1) for n, c in counts.values()),
             pass_at_k=_mean(pass_at_k(n, c, min(k, n)) for n, c in counts.values()),
             k=k,
-            errors=sum(1 for o in rows if o.verdict is Verdict.ERROR),
+            errors=errors,
             trials=len(rows),
-            ranked=not missing,
+            ranked=not missing and errors <= max_error_rate * len(rows),
             missing=missing,
         ))
     scores.sort(key=lambda s: (not s.ranked, -(s.score or 0.0), s.agent))

@@ -88,5 +88,6 @@ def markdown(outcomes: Sequence[TrialResult], title: str = "ReactBench results")
             row.append(f"{cell_verdict(rows)} {'' if mean is None else f'{mean:.2f}'}".strip())
         lines.append(f"| {task} | " + " | ".join(row) + " |")
     lines += ["", "Scores average the valid attempts (passed or failed) of each task, then weigh "
-              "tasks equally; errors are counted apart. An agent that misses a task is unranked."]
+              "tasks equally; errors are counted apart. An agent that misses a task, or whose "
+              "trials end in an error more than one time in ten, is unranked."]
     return "\n".join(lines) + "\n"

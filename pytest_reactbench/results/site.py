@@ -227,8 +227,6 @@ def _reason(result: TrialResult, evidence: Evidence) -> str:
                          f"({len(entries)})</b></summary><ul>"
                          + "".join(f"<li>{_e(x)}</li>" for x in entries[:MAX_LISTED]) + more
                          + "</ul></details>")
-    if result.doctor_reason:
-        parts.append(f"<p>React Doctor: {_e(result.doctor_reason)}</p>")
     return f'<section id=reason class="reason {v.value}">{"".join(parts)}</section>'
 
 
@@ -432,7 +430,8 @@ def write_site(outcomes: Sequence[TrialResult], out: Path, *, title: str = "Reac
 <p>{legend} Each attempt links to its page: the verdict and why, the diff, the agent's log and tool calls.</p>
 <table id="matrix"><tr><th>task</th>{head}</tr>{''.join(body)}</table>
 <p>Scores average the valid attempts (passed or failed) of each task, then weigh tasks
-equally; errors are counted apart. An agent that misses a task is unranked.</p>""")
+equally; errors are counted apart. An agent that misses a task, or whose trials end
+in an error more than one time in ten, is unranked.</p>""")
     index = site.out / "report.html"
     index.write_text(page)
     return index

@@ -169,7 +169,6 @@ class TrialResult(BaseModel):
     remaining_targets: list[str] = Field(default_factory=list)
     #: Changed files React Doctor did not analyse.
     unscanned: list[str] = Field(default_factory=list)
-    doctor_reason: str = ""
     refused: list[Refusal] = Field(default_factory=list)
     test_log_tail: str = ""
     agent_log_tail: str = ""

@@ -190,8 +190,10 @@ def _grade_fields(graded: Grade) -> dict[str, Any]:
         remaining_targets=doctor.remaining_targets,
         unscanned=doctor.unscanned,
         refused=[Refusal(path=r.path, reason=r.reason) for r in report.submission.refused],
-        doctor_reason=report.failure.reason if report.failure else "",
     )
+    if report.failure is not None:
+        # Grading stopped early: the submission broke it during this phase.
+        fields["grading_stopped"] = f"grading stopped during {report.failure.phase}: {report.failure.reason}"
     return fields
 
 
@@ -389,6 +391,8 @@ class Trial:
         failed = [gate.value for gate, ok in fields["gates"].items() if ok is False]
         message = (f"reward {graded.reward.reward:g} < 1" if not failed else
                    "failed gate" + ("s " if len(failed) > 1 else " ") + ", ".join(failed))
+        if "grading_stopped" in fields:
+            message += "; " + fields.pop("grading_stopped")
         return finish(Verdict.FAILED, "+".join(failed) or "reward", message, **fields)
 
 

@@ -89,3 +89,16 @@ def test_fisher_and_permutation_tests() -> None:
     assert sign_flip_p([0.0, 0.0]) is None
     assert sign_flip_p([-1.0] * 6) == pytest.approx(2 / 64)
     assert sign_flip_p([1.0, -1.0, 0.5, -0.5]) == 1.0
+
+
+def test_an_agent_whose_trials_end_in_errors_is_unranked() -> None:
+    """Errors are not scored: an agent that turned two failures into errors would score
+    1.0 on its one pass, so past one error in ten it is shown but unranked."""
+    outcomes = [o("a", "x", "passed", 1), o("a", "x", "error", 2), o("a", "x", "error", 3),
+                o("a", "y", "passed", 1), o("a", "y", "failed", 2), o("a", "y", "passed", 3)]
+    by_agent = {s.agent: s for s in score_agents(outcomes)}
+    assert by_agent["x"].score == 1.0 and not by_agent["x"].ranked
+    assert by_agent["y"].ranked
+    assert [s.agent for s in score_agents(outcomes)] == ["y", "x"]
+    assert by_agent["x"].ranked is False
+    assert score_agents(outcomes, max_error_rate=1.0)[0].agent == "x"
