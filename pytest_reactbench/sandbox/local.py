@@ -388,6 +388,12 @@ class LocalBackend(BakingBackend):
             raise BakeError(f"{recipe.dockerfile}:{froms[1].line}: multi-stage builds are not "
                             f"supported by the local backend; {USE_DOCKER}")
         for ins in instructions:
+            if ins.keyword == "SHELL" or (ins.keyword == "USER"
+                                          and ins.args.split(":")[0].strip() not in ("root", "0")):
+                # Every step and command runs as root under /bin/sh here: a Dockerfile
+                # that says otherwise would be built and graded as something it is not.
+                raise BakeError(f"{recipe.dockerfile}:{ins.line}: {ins.keyword} {ins.args.strip()} is "
+                                f"not supported by the local backend; {USE_DOCKER}")
             if ins.keyword != "RUN":
                 continue
             text = " ".join(ins.exec_form) if ins.exec_form else ins.args
@@ -483,7 +489,7 @@ class LocalBackend(BakingBackend):
                             else ["/bin/sh", "-c", ins.args])
                     self._step(box, argv, where, remaining, progress, workdir,
                                {k: v for k, v in variables.items() if k not in env})
-                # USER and SHELL are accepted; everything runs as root in the sandbox.
+                # USER root is the default; another USER and SHELL are refused by check().
             meta = {"chain": [*chain, key], "env": env, "workdir": workdir, "labels": labels,
                     "recipe": str(recipe.dockerfile), "baked_at": time.time()}
             (building / "image.json").write_text(json.dumps(meta, indent=2))

@@ -213,7 +213,9 @@ def test_tmp_is_bounded_and_lasts_as_long_as_the_sandbox(tmp_path: Path, backend
     ("COPY tool /usr/local/bin/tool", "COPY /usr/local/bin/tool is outside /app"),
     ("WORKDIR /srv/app", "WORKDIR /srv/app is outside /app"),
     ("RUN mkdir -p /opt/ok && echo x > /usr/local/planted", "this step writes outside /app"),
-], ids=["apt-get", "corepack", "copy-usr", "workdir", "run-usr"])
+    ("USER node", "USER node is not supported by the local backend"),
+    ('SHELL ["/bin/bash", "-c"]', 'SHELL ["/bin/bash", "-c"] is not supported by the local backend'),
+], ids=["apt-get", "corepack", "copy-usr", "workdir", "run-usr", "user", "shell"])
 def test_steps_the_host_cannot_take_name_the_line_and_the_docker_backend(
         tmp_path: Path, backend: LocalBackend, step: str, says: str) -> None:
     r = recipe(tmp_path, f"FROM reactbench/system\nWORKDIR /app\n{step}\n", {"tool": "#!/bin/sh\n"})
