@@ -16,8 +16,10 @@ serves it with `git daemon` on the loopback (builds use the host's network).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
+import signal
 import socket
 import subprocess
 import time
@@ -190,6 +192,13 @@ def _instructions(dockerfile: str) -> list[str]:
     return lines
 
 
+def _die_with_parent() -> None:
+    """A session killed before close() (Ctrl-C of an xdist worker) takes its daemon
+    with it: the kernel sends SIGTERM when the parent goes (Linux's PR_SET_PDEATHSIG)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
 class MirrorDaemon:
     """`git daemon` serving directory mirrors on 127.0.0.1 for Docker builds (which use
     the host's network): one process per directory, started on first use, stopped
@@ -232,6 +241,7 @@ class MirrorDaemon:
              "daemon", "--reuseaddr", "--export-all", "--informative-errors",
              "--listen=127.0.0.1", f"--port={port}", f"--base-path={directory}"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            preexec_fn=_die_with_parent,
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:

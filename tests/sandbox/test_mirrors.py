@@ -5,7 +5,10 @@ the `git daemon` the docker backend serves it with)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -141,3 +144,28 @@ def test_the_daemon_serves_clones_and_partial_clones(tmp_path: Path) -> None:
     # Closed: nothing listens any more.
     assert clone("https://github.com/org/app", tmp_path / "after", env).returncode != 0
 
+
+
+def test_the_daemon_dies_with_its_session(tmp_path: Path) -> None:
+    """A session killed before it could close the daemon leaves no git daemon behind."""
+    bare_repository(tmp_path, "org/app")
+    script = (
+        "import sys, time\n"
+        "from pytest_reactbench.sandbox.mirrors import GitMirror, MirrorDaemon\n"
+        f"m = GitMirror('https://github.com/', {str(tmp_path / 'mirror')!r})\n"
+        "print(next(iter(MirrorDaemon([m]).rewrites([m]))), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    session = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
+    assert session.stdout is not None
+    base = session.stdout.readline().strip()
+    env = git_env({base: "https://github.com/"})
+    assert clone("https://github.com/org/app", tmp_path / "during", env).returncode == 0
+    session.kill()
+    session.wait()
+    deadline = time.monotonic() + 10
+    while clone("https://github.com/org/app", tmp_path / "after", env).returncode == 0:
+        assert time.monotonic() < deadline, "the git daemon outlived its session"
+        shutil.rmtree(tmp_path / "after")
+        time.sleep(0.2)
