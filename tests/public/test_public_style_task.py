@@ -211,4 +211,4 @@ def test_without_the_mirror_the_clone_fails(tmp_path: Path) -> None:
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert proc.returncode != 0
-    assert "tests/Dockerfile:4: step failed" in proc.stdout, proc.stdout[-4000:]
+    assert "environment/Dockerfile:4: step failed" in proc.stdout, proc.stdout[-4000:]

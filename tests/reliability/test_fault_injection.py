@@ -135,7 +135,8 @@ def test_fork_bomb_stops_at_the_pids_limit(suite: pytest.Pytester, bake_cache: P
     _, props, status = run_trial(
         suite, backend, f"echo hello > /app/out.txt; for i in $(seq 3000); do sleep {marker} & done; wait")
     assert "Resource temporarily unavailable" in agent_log(suite)
-    assert props["reactbench.agent_ending"] == "timeout"
+    # bash gives up once its retries of a refused fork run out, or the time limit comes first.
+    assert props["reactbench.agent_ending"] in ("timeout", "exited-nonzero")
     assert float(props["reactbench.duration.agent"]) < 20 + KILL_BOUND_SEC
     assert props["reactbench.verdict"] == "passed" and status["status"] == "complete"
     assert pids_with(f"sleep {marker}") == []
