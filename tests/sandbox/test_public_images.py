@@ -253,7 +253,7 @@ def test_a_stand_in_an_older_version_tagged_under_the_public_name_is_not_the_pub
     context = tmp_path / "old-alias"
     context.mkdir()
     (context / "Dockerfile").write_text("FROM scratch\nLABEL reactbench.recipe=react-bench-probe\n")
-    client.images.build(path=str(context), tag=registry.name)
+    client.images.build(path=str(context), tag=registry.name, rm=True, forcerm=True)
     tidy.append(registry.name)
     before = names_on_engine(client, registry.name)
     backend = backend_for(bake_cache, registry, "auto")
