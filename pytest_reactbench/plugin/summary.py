@@ -14,7 +14,7 @@ from pytest_reactbench.results.aggregate import MAX_ERROR_RATE, AgentScore, scor
 from pytest_reactbench.results.compare import Comparison, compare
 from pytest_reactbench.results.load import ResultsError, load_outcomes
 from pytest_reactbench.results.records import RunRecords
-from pytest_reactbench.results.render import markdown, provenance
+from pytest_reactbench.results.render import markdown, provenance, usage_lines
 from pytest_reactbench.results.site import CollectionError, RunInfo, write_collection_errors, write_site
 from pytest_reactbench.results.trial_result import strip_ansi
 
@@ -32,26 +32,6 @@ def outcome_of(report: pytest.TestReport) -> TrialResult | None:
     if not (report.when == "call" or (report.when == "setup" and not report.passed)):
         return None
     return TrialResult.from_properties({str(k): str(v) for k, v in report.user_properties})
-
-
-def usage_lines(outcomes: list[TrialResult]) -> list[str]:
-    """Per agent that reported usage: tokens, cost per task and passes per dollar."""
-    lines = []
-    for agent in sorted({o.agent for o in outcomes}):
-        rows = [o for o in outcomes if o.agent == agent and o.input_tokens is not None]
-        if not rows:
-            continue
-        tokens_in = sum(o.input_tokens or 0 for o in rows)
-        tokens_out = sum(o.output_tokens or 0 for o in rows)
-        costs = [o.cost_usd for o in rows if o.cost_usd is not None]
-        line = f"{agent}: {tokens_in} tokens in, {tokens_out} out"
-        if costs:
-            spent, passes = sum(costs), sum(1 for o in rows if o.passed)
-            per_dollar = f"{passes / spent:.1f}" if spent > 0 else "-"
-            line += (f"; ${spent:.4f} over {len(costs)} trial(s), ${spent / len(costs):.4f} per task, "
-                     f"{per_dollar} passes per dollar")
-        lines.append(line)
-    return lines
 
 
 def _unranked(score: AgentScore) -> str:

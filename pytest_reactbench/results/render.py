@@ -27,6 +27,26 @@ def provenance(outcomes: Sequence[TrialResult]) -> str:
     return text + "; formal results"
 
 
+def usage_lines(outcomes: Sequence[TrialResult]) -> list[str]:
+    """Per agent that reported usage: tokens, cost per task and passes per dollar."""
+    lines = []
+    for agent in sorted({o.agent for o in outcomes}):
+        rows = [o for o in outcomes if o.agent == agent and o.input_tokens is not None]
+        if not rows:
+            continue
+        tokens_in = sum(o.input_tokens or 0 for o in rows)
+        tokens_out = sum(o.output_tokens or 0 for o in rows)
+        costs = [o.cost_usd for o in rows if o.cost_usd is not None]
+        line = f"{agent}: {tokens_in} tokens in, {tokens_out} out"
+        if costs:
+            spent, passes = sum(costs), sum(1 for o in rows if o.passed)
+            per_dollar = f"{passes / spent:.1f}" if spent > 0 else "-"
+            line += (f"; ${spent:.4f} over {len(costs)} trial(s), ${spent / len(costs):.4f} per task, "
+                     f"{per_dollar} passes per dollar")
+        lines.append(line)
+    return lines
+
+
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.0f}%"
 
@@ -76,6 +96,9 @@ def markdown(outcomes: Sequence[TrialResult], title: str = "ReactBench results")
     lines = [f"# {title}", "", provenance(outcomes), "", "| " + " | ".join(BOARD_COLUMNS) + " |",
              "|---" * len(BOARD_COLUMNS) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in board.rows()]
+    usage = usage_lines(outcomes)
+    if usage:
+        lines += ["", "Usage the agents reported:", "", *(f"- {line}" for line in usage)]
     lines += ["", "| task | " + " | ".join(agents) + " |", "|---" * (len(agents) + 1) + "|"]
     for task in tasks:
         row = []

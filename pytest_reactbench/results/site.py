@@ -30,6 +30,7 @@ from pytest_reactbench.results.render import (
     Board,
     cell_verdict,
     provenance,
+    usage_lines,
 )
 from pytest_reactbench.results.trial_result import TrialResult, Verdict, strip_ansi
 
@@ -278,11 +279,12 @@ def _trial_page(result: TrialResult, evidence: Evidence, slug: str, site: _Site)
                     f"<pre>{_e(result.test_log_tail)}</pre></section>")
     rows = "".join(f"<tr><td>{_e(phase)}</td><td>{seconds:.2f} s</td></tr>" for phase, seconds
                    in sorted(result.durations.items(), key=lambda p: _phase_order(p[0])))
-    cost = ""
-    if evidence.cost_usd is not None:
-        cost += f"<tr><td>cost</td><td>${evidence.cost_usd:.4f}</td></tr>"
-    cost += "".join(f"<tr><td>{_e(k.replace('_', ' '))}</td><td>{v}</td></tr>"
-                    for k, v in evidence.tokens.items())
+    # What the agent's CLI reported (the result), else what its events carried.
+    spent = result.cost_usd if result.cost_usd is not None else evidence.cost_usd
+    tokens = {"input tokens": result.input_tokens, "output tokens": result.output_tokens} \
+        if result.input_tokens is not None else {k.replace("_", " "): v for k, v in evidence.tokens.items()}
+    cost = "" if spent is None else f"<tr><td>cost</td><td>${spent:.4f}</td></tr>"
+    cost += "".join(f"<tr><td>{_e(k)}</td><td>{v}</td></tr>" for k, v in tokens.items() if v is not None)
     body.append(f"<section id=timings><h2>Timings</h2><table>{rows}<tr><th>total</th>"
                 f"<th>{sum(result.durations.values()):.2f} s</th></tr>{cost}</table>"
                 f"<p>Retries before this result: {result.retries}.</p></section>")
@@ -367,6 +369,14 @@ def _header(outcomes: Sequence[TrialResult], runs: Sequence[RunInfo]) -> str:
     return "<dl class=run id=run>" + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in entries) + "</dl>"
 
 
+def _usage(outcomes: Sequence[TrialResult]) -> str:
+    lines = usage_lines(outcomes)
+    if not lines:
+        return ""
+    return ("<section id=usage><h2>Usage</h2><ul>"
+            + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul></section>")
+
+
 def _collection_errors(runs: Sequence[RunInfo]) -> str:
     errors = [e for run in runs for e in run.collection_errors]
     if not errors:
@@ -425,6 +435,7 @@ def write_site(outcomes: Sequence[TrialResult], out: Path, *, title: str = "Reac
 {_collection_errors(runs)}
 <h2>Leaderboard</h2>
 <table id="leaderboard"><tr>{columns}</tr>{leaderboard}</table>
+{_usage(outcomes)}
 {_chart(board)}
 <h2>Trials</h2>
 <p>{legend} Each attempt links to its page: the verdict and why, the diff, the agent's log and tool calls.</p>

@@ -1,8 +1,8 @@
 """An agent's version, tokens and cost: in the TrialResult, its JUnit properties (and
 back), and the terminal leaderboard's usage lines."""
 
-from pytest_reactbench.plugin.summary import usage_lines
 from pytest_reactbench.results import TrialResult, Verdict
+from pytest_reactbench.results.render import usage_lines
 
 
 def result(task: str, verdict: Verdict, cost: float | None) -> TrialResult:
@@ -36,3 +36,17 @@ def test_leaderboard_usage_lines() -> None:
         "25.0 passes per dollar"]
     codex = [r.model_copy(update={"agent": "codex", "cost_usd": None}) for r in outcomes[:2]]
     assert usage_lines(codex) == ["codex: 4800 tokens in, 320 out"]
+
+
+def test_the_report_shows_usage_and_the_trial_page_its_cost(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from pytest_reactbench.results.render import markdown
+    from pytest_reactbench.results.site import write_site
+
+    outcomes = [result("a", Verdict.PASSED, 0.01), result("b", Verdict.FAILED, 0.03)]
+    assert "- claude-code: 4800 tokens in, 320 out; $0.0400 over 2 trial(s)" in markdown(outcomes)
+    write_site(outcomes, tmp_path / "site")
+    index = (tmp_path / "site" / "report.html").read_text()
+    assert "<section id=usage>" in index and "25.0 passes per dollar" in index
+    pages = [p.read_text() for p in (tmp_path / "site" / "trials").glob("*.html")]
+    assert any("<td>cost</td><td>$0.0300</td>" in page and "<td>input tokens</td><td>2400</td>" in page
+               for page in pages)
