@@ -9,9 +9,10 @@ from __future__ import annotations
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -277,19 +278,12 @@ class Trial:
                 raise UnsupportedTaskError(problem)
             roles: tuple[Role, ...] = ("agent", "verifier")
             for role in roles:
-                recipe_name = f"{self.task.id}/{role}"
-                record.event("bake-start", image=recipe_name)
-                with _timed(durations, "bake", record, event=False):
-                    images[role] = self.stages.bake(self.task, role)
-                record.event("bake-end", image=recipe_name, digest=images[role].digest,
-                             cached=images[role].cached)
-            if self.agent.install is not None:
-                install = self.agent.install
-                record.event("bake-start", image=f"agent-{install.name}", version=install.version)
-                with _timed(durations, "bake", record, event=False):
-                    images["agent"] = self.stages.install(self.task, self.agent, images["agent"])
-                record.event("bake-end", image=f"agent-{install.name}", digest=images["agent"].digest,
-                             cached=images["agent"].cached)
+                images[role] = _baked(record, durations, f"{self.task.id}/{role}",
+                                      partial(self.stages.bake, self.task, role))
+            if (install := self.agent.install) is not None:
+                images["agent"] = _baked(record, durations, f"agent-{install.name}",
+                                         partial(self.stages.install, self.task, self.agent, images["agent"]),
+                                         version=install.version)
             # The verifier boots while the agent's sandbox boots and the agent works; the
             # trial records only the time it waits for it ("verifier_boot").
             verifier = BootingSandbox(
@@ -309,8 +303,9 @@ class Trial:
                 started = time.monotonic()
                 try:
                     box.close()
-                finally:
-                    record.event("teardown", role=role, seconds=round(time.monotonic() - started, 3))
+                except Exception as exc:  # the other sandbox is still closed, the verdict kept
+                    record.event("teardown-failed", role=role, error=repr(exc))
+                record.event("teardown", role=role, seconds=round(time.monotonic() - started, 3))
 
     def _act_and_grade(self, record: TrialRecord, agent_box: Sandbox, verifier: Sandbox,
                        durations: dict[str, float], images: dict[str, Image]) -> TrialResult:
@@ -394,6 +389,16 @@ class Trial:
         if "grading_stopped" in fields:
             message += "; " + fields.pop("grading_stopped")
         return finish(Verdict.FAILED, "+".join(failed) or "reward", message, **fields)
+
+
+def _baked(record: TrialRecord, durations: dict[str, float], name: str, make: Callable[[], Image],
+           **event: Any) -> Image:
+    """One bake of the trial, timed under "bake" and recorded as events."""
+    record.event("bake-start", image=name, **event)
+    with _timed(durations, "bake", record, event=False):
+        image = make()
+    record.event("bake-end", image=name, digest=image.digest, cached=image.cached)
+    return image
 
 
 def _provenance(images: Mapping[str, Image], backend: Backend) -> dict[str, Any]:

@@ -125,3 +125,30 @@ def test_a_broken_stage_is_an_error_with_its_traceback_and_a_finished_record(
     assert (result.verdict, result.failure) == (Verdict.ERROR, "RuntimeError")
     assert "a conftest stage fell over" in result.message and "Traceback" in result.message
     assert json.loads(Path(result.record, "status.json").read_text())["status"] == "complete"
+
+
+def test_a_teardown_that_raises_keeps_the_verdict_and_closes_the_other(
+        tmp_path: Path, backend: LocalBackend) -> None:
+    closed: list[str] = []
+
+    class Stubborn(Stages):
+        def boot(self, task: Task, role: Role, image: Image, egress: tuple[str, ...] = ()) -> Sandbox:
+            sandbox = super().boot(task, role, image, egress)
+            real_close = sandbox.close
+
+            def close() -> None:
+                real_close()
+                closed.append(role)
+                if role == "agent":
+                    raise SandboxError("the engine hung up while removing it")
+
+            sandbox.close = close  # type: ignore[method-assign]
+            return sandbox
+
+    task = load_task(write_task(tmp_path / "tasks", "alpha"))
+    result = Trial(task, OracleAgent(), stages=Stubborn(backend, lambda line: None, {}),
+                   records=RunRecords(tmp_path / "records", "run1")).run()
+    assert result.verdict is Verdict.PASSED
+    assert sorted(closed) == ["agent", "verifier"]
+    failed = [e for e in events(result) if e["event"] == "teardown-failed"]
+    assert [e["role"] for e in failed] == ["agent"] and "hung up" in str(failed[0]["error"])
