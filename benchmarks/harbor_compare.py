@@ -55,6 +55,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from pytest_reactbench.results import TrialResult
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_WORK = Path.home() / ".cache" / "reactbench" / "harbor-bench"
 DEFAULT_TASKS = [ROOT / "tasks" / "counter-reset"]
@@ -371,17 +373,14 @@ def run_ours(runner: Runner, tasks: Sequence[Path], agents: Sequence[str], tmp: 
         raise BenchError(f"pytest wrote no JUnit report (exit {code}):\n{runner.tail(name)}")
     trials: list[Trial] = []
     for case in ET.parse(junit).iter("testcase"):
-        props = {p.get("name", ""): p.get("value", "") for p in case.iter("property")}
-        reward = props.get("reactbench.reward", "")
-        phases = {k.removeprefix("reactbench.duration."): float(v) for k, v in props.items()
-                  if k.startswith("reactbench.duration.") and v}
+        result = TrialResult.from_properties(
+            {p.get("name", ""): p.get("value", "") for p in case.iter("property")})
+        if result is None:
+            continue
         trials.append(Trial(
-            task=props.get("reactbench.task", case.get("classname", "")),
-            agent=props.get("reactbench.agent", ""),
-            config=OURS, wall=wall, reward=float(reward) if reward else None,
-            recorded=float(case.get("time", "nan")), phases=phases,
-            error="" if props.get("reactbench.verdict") in ("passed", "failed")
-            else f"verdict {props.get('reactbench.verdict')}: {props.get('reactbench.failure')}"))
+            task=result.task, agent=result.agent, config=OURS, wall=wall, reward=result.reward,
+            recorded=float(case.get("time", "nan")), phases=dict(result.durations),
+            error="" if result.valid else f"verdict {result.verdict.value}: {result.failure}"))
     if len(trials) != len(tasks) * len(agents):
         raise BenchError(f"pytest ran {len(trials)} trial(s), expected {len(tasks) * len(agents)}:\n"
                          f"{runner.tail(name)}")
