@@ -37,7 +37,7 @@ from pytest_reactbench.plugin.settings import addoption, read_settings
 from pytest_reactbench.plugin.summary import ResultsSummary
 from pytest_reactbench.results import TrialResult, Verdict, new_run_id
 from pytest_reactbench.sandbox.base import SandboxError
-from pytest_reactbench.tasks import find_tasks
+from pytest_reactbench.tasks import Task, TaskError, find_tasks, load_task
 
 __all__ = [
     "reactbench_agent",
@@ -66,10 +66,46 @@ class XdistHooks:
     def __init__(self, run_id: str, selected: list[str]) -> None:
         self.run_id = run_id
         self.selected = selected
+        self.checked = False
 
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["reactbench_run_id"] = self.run_id
         node.workerinput["reactbench_selected"] = self.selected
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        # The controller collects nothing itself: the first worker's ids name the items,
+        # and this runs before any of them is scheduled.
+        if self.checked:
+            return
+        self.checked = True
+        config: pytest.Config = node.config
+        session = config.stash[SESSION_KEY]
+        dirs = {_node_prefix(config, path): path for arg in config.args
+                for path in find_tasks((config.invocation_params.dir / arg).resolve())}
+        named = [(nodeid.rpartition("::")[0], nodeid.rpartition("::")[2].partition("#")[0]) for nodeid in ids]
+        _check_agents(session, [(dirs[prefix], agent) for prefix, agent in named if prefix in dirs])
+
+
+def _node_prefix(config: pytest.Config, path: Path) -> str:
+    """The node id of a task directory (its path from the rootdir, or its name when it
+    lies outside)."""
+    return path.relative_to(config.rootpath).as_posix() if path.is_relative_to(config.rootpath) \
+        else path.name
+
+
+def _check_agents(session: ReactbenchSession, planned: list[tuple[Path, str]]) -> None:
+    """The agents' CLIs answer before any trial runs, each on the first task it has."""
+    if session.config.option.collectonly:
+        return
+    first: dict[str, Task] = {}
+    for path, name in planned:
+        if name in session.agents and name not in first:
+            try:
+                first[name] = load_task(path)
+            except TaskError:
+                continue  # a collection error of its own
+    session.check_agents(first)
 
 
 def _item_arguments(config: pytest.Config) -> list[str]:
@@ -83,9 +119,7 @@ def _item_arguments(config: pytest.Config) -> list[str]:
         if not sep or not (path / "task.toml").is_file():
             continue
         config.args[index] = where
-        prefix = path.relative_to(config.rootpath).as_posix() if path.is_relative_to(config.rootpath) \
-            else path.name
-        selected.append(f"{prefix}::{name}")
+        selected.append(f"{_node_prefix(config, path)}::{name}")
     return selected
 
 
@@ -175,6 +209,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             agent.check_tasks(known)
         except AgentConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
+    if state.worker == "controller":  # without xdist; with it, XdistHooks does this
+        _check_agents(state, [(item.path, item.agent.name) for item in session.items
+                              if isinstance(item, TrialItem) and not item.not_attempted
+                              and (item.task.id, item.agent.name, item.attempt) not in state.kept])
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

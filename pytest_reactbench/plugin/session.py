@@ -15,9 +15,10 @@ from pytest_reactbench.plugin.settings import Settings, UsageError
 from pytest_reactbench.results import RunRecords
 from pytest_reactbench.results.load import ResultsError
 from pytest_reactbench.results.resume import kept_trials
-from pytest_reactbench.sandbox.base import Backend
+from pytest_reactbench.sandbox.base import Backend, SandboxError
 from pytest_reactbench.sandbox.registry import BackendRegistryError, merge_backends
-from pytest_reactbench.trial import TrialOptions
+from pytest_reactbench.tasks import Task
+from pytest_reactbench.trial import AgentUnavailable, Stages, TrialOptions, preflight
 
 if TYPE_CHECKING:
     from pytest_reactbench.results import TrialResult
@@ -133,6 +134,27 @@ class ReactbenchSession:
                     f"removed {removed} leftover sandbox(es) of a run that died"
                 )
         return self._backend
+
+    def check_agents(self, first_tasks: Mapping[str, Task]) -> None:
+        """Before any trial: each agent with a CLI gets its layer baked on the image of
+        the first task it will run, and must answer its version command there. One that
+        does not is a usage error; a task whose own image does not bake is left to its
+        trials to report."""
+        say = progress_printer(self.config, self.once)
+        for name, task in first_tasks.items():
+            agent = self.agents[name]
+            if agent.install is None or not agent.install.version_command:
+                continue
+            stages = Stages(self.backend(), say, self.trial_options.labels)
+            try:
+                answer = preflight(stages, task, agent)
+            except AgentUnavailable as exc:
+                raise UsageError(f"--reactbench-agent: {exc}") from None
+            except SandboxError as exc:
+                say(f"agent {name}: not checked before the trials ({task.id}'s image: {exc})")
+                continue
+            say(f"agent {name} {agent.version}: `{agent.install.version_command}` answers "
+                + (answer.splitlines()[-1] if answer else "(exit 0)"))
 
     def trial_finished(self, result: TrialResult, item: pytest.Item) -> None:
         self.results.append(result)

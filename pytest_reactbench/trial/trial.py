@@ -30,6 +30,7 @@ from pytest_reactbench.results import (
 )
 from pytest_reactbench.sandbox.base import (
     Backend,
+    BakeError,
     BootingSandbox,
     Image,
     ImageRecipe,
@@ -145,6 +146,41 @@ def unsupported(task: Task) -> str | None:
         return (f"{toml}: [verifier].environment_mode = {config.verifier.environment_mode!r}: "
                 "the verifier always runs in a separate, clean sandbox here")
     return None
+
+
+def ask_version(agent: Agent, box: Sandbox) -> str | None:
+    """What the agent's CLI answers to its version command in `box` (None for an agent
+    without one). Raises AgentUnavailable when it does not answer."""
+    install = agent.install
+    if install is None or not install.version_command:
+        return None
+    check = box.exec(install.version_command, cwd="/app", timeout=120, user=install.user or None)
+    output = _tail(check.text + check.error_text, 5)
+    if not check.ok:
+        raise AgentUnavailable(f"agent {agent.name!r}: `{install.version_command}` failed in its image "
+                               f"(exit {check.exit_code}): {output}")
+    return output
+
+
+def preflight(stages: Stages, task: Task, agent: Agent) -> str | None:
+    """Before any trial: bake the agent's layer on `task`'s image and ask its CLI for its
+    version. Returns the answer (None for an agent with nothing to check). Raises
+    AgentUnavailable when the layer does not install or the CLI does not answer, and
+    lets the task's own BakeError through (that is the task's error, which its trials
+    report)."""
+    if agent.install is None or not agent.install.version_command:
+        return None
+    image = stages.bake(task, "agent")
+    try:
+        layered = stages.install(task, agent, image)
+    except BakeError as exc:
+        raise AgentUnavailable(f"agent {agent.name!r}: its CLI did not install on the image of "
+                               f"{task.id}: {exc}") from None
+    box = stages.boot(task, "agent", layered)
+    try:
+        return ask_version(agent, box)
+    finally:
+        box.close()
 
 
 @contextmanager
@@ -323,17 +359,10 @@ class Trial:
                                 **found, **ending, **more)
 
         try:
-            install = agent.install
-            if install is not None and install.version_command:
-                # The CLI the layer installed must answer before it is given the task.
-                check = agent_box.exec(install.version_command, cwd="/app", timeout=120,
-                                       user=install.user or None)
-                record.event("agent-version", command=install.version_command, exit_code=check.exit_code,
-                             output=_tail(check.text + check.error_text, 3))
-                if not check.ok:
-                    raise AgentUnavailable(
-                        f"agent {agent.name!r}: `{install.version_command}` failed in its image "
-                        f"(exit {check.exit_code}): {_tail(check.text + check.error_text, 5)}")
+            # The CLI the layer installed must answer before it is given the task.
+            answer = ask_version(agent, agent_box)
+            if answer is not None:
+                record.event("agent-version", output=answer)
             base_index = parse_index(agent_box.exec(BASE_INDEX_COMMAND, cwd="/", timeout=120).text)
             with _timed(durations, "agent", record):
                 outcome = _run_agent(agent, task, agent_box, record, self.agent_timeout)

@@ -42,7 +42,9 @@ def test_the_layer_is_baked_on_the_task_image_and_reused(suite: pytest.Pytester)
     records = sorted((suite.path / "records").glob("*/alpha__layered__1"))
     events = [[json.loads(line) for line in (r / "events.jsonl").read_text().splitlines()] for r in records]
     bakes = [[e for e in run if e["event"] == "bake-end" and e["image"] == "agent-layered"] for run in events]
-    assert [b[0]["cached"] for b in bakes] == [False, True]
+    # The first run bakes it once, before any trial (its CLI is checked there).
+    assert first.stderr.str().count("agent-layered: baking") == 1
+    assert [b[0]["cached"] for b in bakes] == [True, True]
     assert bakes[0][0]["digest"] == bakes[1][0]["digest"]
     status = json.loads((records[0] / "status.json").read_text())
     assert status["agent_version"] == "1.2.3"
@@ -50,12 +52,26 @@ def test_the_layer_is_baked_on_the_task_image_and_reused(suite: pytest.Pytester)
     assert "layer 1.2.3" in (records[0] / "agent.log").read_text()  # the layer's ENV reached it
 
 
-def test_a_cli_that_fails_its_version_check_is_an_error_not_retried(suite: pytest.Pytester) -> None:
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_cli_that_does_not_answer_is_a_usage_error_before_any_trial(
+        suite: pytest.Pytester, workers: list[str]) -> None:
     suite.makepyfile(layered_agents=AGENTS)
-    suite.syspathinsert()
     write_task(suite.path / "tasks", "alpha")
-    result = suite.runpytest("--reactbench-agent=python:layered_agents:Broken", "--reactbench-retries=2")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(
-        ["*AgentUnavailable*agent 'broken': `broken-cli --version` failed in its image*"])
-    assert len(list((suite.path / "records").glob("*/alpha__broken__1*"))) == 1
+    write_task(suite.path / "tasks", "beta")
+    # A subprocess: xdist's workers import the agent's module from its PYTHONPATH too.
+    result = suite.runpytest_subprocess("--reactbench-agent=python:layered_agents:Broken", *workers)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--reactbench-agent: agent 'broken': `broken-cli --version` failed in its image*"])
+    assert not list((suite.path / "records").glob("*/*__broken__*"))  # no trial ran
+
+
+def test_a_cli_that_answers_is_named_with_its_version_before_the_trials(
+        suite: pytest.Pytester) -> None:
+    suite.makepyfile(layered_agents=AGENTS)
+    write_task(suite.path / "tasks", "alpha")
+    result = suite.runpytest_subprocess("--reactbench-agent=python:layered_agents:Layered", "-n", "2")
+    result.assert_outcomes(passed=1)
+    lines = result.stdout.lines + result.stderr.lines
+    assert any("agent layered 1.2.3: `test \"$LAYERED_CLI\" = 1.2.3` answers (exit 0)" in line
+               for line in lines), lines
