@@ -1,0 +1,104 @@
+"""Extra Docker engines on this machine, for the pool's tests and benchmark: each its
+own dockerd with its own socket, data root, exec root and pid file, on loopback only
+(a unix socket), and its own bridge so that it leaves the main engine's docker0 alone
+(`--bridge=none` would delete docker0 from the host). Each starts empty."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+
+#: A private range unlikely to be routed on a CI runner.
+SUBNET = "10.213.{n}.1/24"
+
+
+@dataclass
+class ExtraEngine:
+    url: str
+    root: Path
+    process: subprocess.Popen[bytes]
+    bridge: str
+
+    def client(self) -> docker.DockerClient:
+        return docker.DockerClient(base_url=self.url, timeout=120)
+
+    def stop(self) -> None:
+        """Stop the engine (SIGTERM, then SIGKILL): what a lost engine looks like."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+def _engine_processes(root: Path) -> list[int]:
+    """Pids of processes (containerd, shims) still running for this engine's roots."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if str(root) in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                pids.append(int(proc.name))
+    return pids
+
+
+@contextlib.contextmanager
+def extra_engine(n: int) -> Iterator[ExtraEngine]:
+    """Engine number `n` (1..250, unique among those running at once)."""
+    if shutil.which("dockerd") is None or os.geteuid() != 0:
+        raise RuntimeError("an extra Docker engine needs dockerd and root (.ci/setup installs docker.io)")
+    # Short paths: containerd's sockets live under the exec root (a unix socket path
+    # is at most 107 bytes).
+    root = Path(tempfile.mkdtemp(prefix=f"rbe{n}-", dir="/tmp"))
+    bridge = f"rbe{os.getpid() % 10000}x{n}"[:15]
+    subprocess.run(["ip", "link", "add", "name", bridge, "type", "bridge"], check=True)
+    subprocess.run(["ip", "addr", "add", SUBNET.format(n=n), "dev", bridge], check=True)
+    subprocess.run(["ip", "link", "set", bridge, "up"], check=True)
+    url = f"unix://{root}/docker.sock"
+    log = (root / "dockerd.log").open("wb")
+    process = subprocess.Popen(
+        ["dockerd", "--host", url, "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
+         "--pidfile", str(root / "docker.pid"), f"--bridge={bridge}", "--iptables=false",
+         "--ip-masq=false", "--ip-forward=false"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    engine = ExtraEngine(url, root, process, bridge)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                client = docker.DockerClient(base_url=url, timeout=5)
+                client.ping()
+                client.close()
+                break
+            except docker.errors.DockerException:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the extra engine did not start: {(root / 'dockerd.log').read_text()[-2000:]}"
+                                       ) from None
+                time.sleep(0.3)
+        yield engine
+    finally:
+        engine.stop()
+        log.close()
+        for pid in _engine_processes(root):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        # A killed engine may leave its layers mounted.
+        mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
+                  if line.split()[1].startswith(str(root))]
+        for mount in sorted(mounts, key=len, reverse=True):
+            subprocess.run(["umount", "-l", mount], check=False)
+        shutil.rmtree(root, ignore_errors=True)
+        subprocess.run(["ip", "link", "del", bridge], check=False)
