@@ -26,6 +26,7 @@ import socket
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,12 +183,17 @@ class PooledSandbox(Sandbox):
 
     @contextlib.contextmanager
     def _watch(self) -> Iterator[None]:
+        # A dead engine surfaces as anything from a SandboxError to a bare connection
+        # error of the HTTP client; whichever it is, the engine's silence decides.
         try:
             yield
         except EngineLost:
             raise
-        except SandboxError as exc:
-            raise self._pool.explain(self._member, exc) from None
+        except Exception as exc:
+            lost = self._pool.explain(self._member, exc)
+            if lost is None:
+                raise
+            raise lost from None
 
     def exec(self, cmd: str | Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None,
              timeout: float | None = None, user: str | None = None) -> ExecResult:
@@ -226,14 +232,19 @@ class EnginePool(Backend):
             member = DockerBackend
         self.options = options
         self.members: list[DockerBackend] = []
-        try:
-            for host in options.docker_hosts:
+        #: Engines that did not answer when the pool was made: lost from the start.
+        self.unreachable: dict[str, str] = {}
+        for host in options.docker_hosts:
+            try:
                 self.members.append(member(options, host))
-        except SandboxError:
-            for made in self.members:
-                made.close()
-            raise
-        self.lost: set[str] = set()
+            except SandboxError as exc:
+                self.unreachable[host] = str(exc)
+        if not self.members:
+            raise SandboxError("no Docker engine of the pool answers:\n  "
+                               + "\n  ".join(self.unreachable.values()))
+        for host, why in self.unreachable.items():
+            warnings.warn(f"reactbench: the pool goes on without {host}: {why}", stacklevel=2)
+        self.lost: set[str] = set(self.unreachable)
         self._lock = threading.Lock()
         #: The engine of the trial this process runs now, and its open sandboxes.
         self._placed: DockerBackend | None = None
@@ -246,22 +257,38 @@ class EnginePool(Backend):
     def _live(self) -> list[DockerBackend]:
         return [m for m in self.members if m.engine not in self.lost]
 
-    def explain(self, member: DockerBackend, exc: SandboxError) -> SandboxError:
-        """`exc` as EngineLost when the engine no longer answers (it is then lost for
-        the session); else `exc`."""
-        if member.engine in self.lost or not member.alive():
-            with self._lock:
-                self.lost.add(member.engine)
-                if self._placed is member:
-                    self._placed = None
-            return EngineLost(f"the Docker engine {member.engine} was lost mid-trial ({exc}); "
-                              "it takes no more trials in this session")
-        return exc
+    def explain(self, member: DockerBackend, exc: BaseException) -> EngineLost | None:
+        """EngineLost when the engine no longer answers (it is then lost for the
+        session); None when it does (`exc` is some other failure)."""
+        if member.engine not in self.lost and member.alive():
+            return None
+        self._lose(member)
+        return EngineLost(f"the Docker engine {member.engine} was lost mid-trial ({exc}); "
+                          "it takes no more trials in this session")
+
+    def _lose(self, member: DockerBackend) -> None:
+        with self._lock:
+            self.lost.add(member.engine)
+            if self._placed is member:
+                self._placed = None
+
+    @contextlib.contextmanager
+    def _on(self, member: DockerBackend) -> Iterator[None]:
+        try:
+            yield
+        except EngineLost:
+            raise
+        except Exception as exc:
+            lost = self.explain(member, exc)
+            if lost is None:
+                raise
+            raise lost from None
 
     def _place(self) -> DockerBackend:
         with self._lock:
             if self._placed is not None and self._placed.engine not in self.lost:
                 return self._placed
+        while True:
             live = self._live()
             if not live:
                 raise SandboxError("every Docker engine of the pool was lost: "
@@ -270,8 +297,13 @@ class EnginePool(Backend):
             # Fewest trials now (by the engine's size), then fewest placed so far.
             chosen = min(live, key=lambda m: (loads[m.engine][0] / max(m.ledger.capacity.cpus, 1),
                                               loads[m.engine][1]))
+            # Another worker may have seen it die: a new trial goes only to an engine that answers.
+            if not chosen.alive():
+                self._lose(chosen)
+                continue
             chosen.ledger.placed()
-            self._placed = chosen
+            with self._lock:
+                self._placed = chosen
             return chosen
 
     def placement(self) -> str:
@@ -282,7 +314,7 @@ class EnginePool(Backend):
 
     def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:
         target = self._place()
-        try:
+        with self._on(target):
             image = target.baked(recipe)
             if image is not None:
                 progress(f"{recipe.name}: reusing baked image on {target.engine}")
@@ -290,15 +322,12 @@ class EnginePool(Backend):
             for source in self._live():
                 if source is target:
                     continue
-                image = source.baked(recipe)
+                with self._on(source):
+                    image = source.baked(recipe)
                 if image is not None:
                     self.copy(source, target, image, progress)
                     return image
             return target.bake(recipe, progress)
-        except EngineLost:
-            raise
-        except SandboxError as exc:
-            raise self.explain(target, exc) from None
 
     def baked(self, recipe: ImageRecipe) -> Image | None:
         for member in self._live():
@@ -325,7 +354,7 @@ class EnginePool(Backend):
     def boot(self, image: Image, *, network: bool, limits: Limits, labels: Mapping[str, str],
              egress: Sequence[str] = ()) -> Sandbox:
         target = self._place()
-        try:
+        with self._on(target):
             if not target.has_image(image.ref):
                 # Baked elsewhere (the trial moved): copied from an engine that has it.
                 source = next((m for m in self._live() if m is not target and m.has_image(image.ref)), None)
@@ -333,10 +362,6 @@ class EnginePool(Backend):
                     raise SandboxError(f"no engine of the pool has {image.ref}")
                 self.copy(source, target, image, lambda _: None)
             inner = target.boot(image, network=network, limits=limits, labels=labels, egress=egress)
-        except EngineLost:
-            raise
-        except SandboxError as exc:
-            raise self.explain(target, exc) from None
         with self._lock:
             self._open += 1
         return PooledSandbox(inner, target, self)
@@ -349,12 +374,14 @@ class EnginePool(Backend):
                 self._placed = None
 
     def sweep(self) -> int:
+        """What dead runs left, on every engine that answers."""
         removed = 0
         for member in self._live():
             try:
                 removed += member.sweep()
-            except SandboxError:
-                self.lost.add(member.engine)
+            except Exception as exc:
+                if self.explain(member, exc) is None:
+                    raise
         return removed
 
     def close(self) -> None:

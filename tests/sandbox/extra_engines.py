@@ -85,8 +85,8 @@ def extra_engine(n: int) -> Iterator[ExtraEngine]:
                 break
             except docker.errors.DockerException:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the extra engine did not start: {(root / 'dockerd.log').read_text()[-2000:]}"
-                                       ) from None
+                    log_tail = (root / "dockerd.log").read_text()[-2000:]
+                    raise RuntimeError(f"the extra engine did not start: {log_tail}") from None
                 time.sleep(0.3)
         yield engine
     finally:
