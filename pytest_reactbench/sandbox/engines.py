@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_reactbench.sandbox.base import (
     Backend,
+    BakeError,
     EngineLost,
     ExecResult,
     Image,
@@ -327,7 +328,19 @@ class EnginePool(Backend):
                 if image is not None:
                     self.copy(source, target, image, progress)
                     return image
-            return target.bake(recipe, progress)
+            try:
+                return target.bake(recipe, progress)
+            except BakeError as failed:
+                # Some engines cannot build everything (a base image only one of them
+                # has, no registry in reach): baked on one that can, then copied.
+                for source in self._live():
+                    if source is target:
+                        continue
+                    with contextlib.suppress(BakeError), self._on(source):
+                        image = source.bake(recipe, progress)
+                        self.copy(source, target, image, progress)
+                        return image
+                raise failed from None
 
     def baked(self, recipe: ImageRecipe) -> Image | None:
         for member in self._live():

@@ -183,7 +183,9 @@ def test_a_lost_engine_ends_its_trials_in_errors_retried_on_the_others(
         watcher = doomed.client()
         deadline = time.monotonic() + 120
         while not watcher.containers.list(filters={"label": "reactbench.role=agent"}):
-            assert run.poll() is None and time.monotonic() < deadline, "no trial reached the doomed engine"
+            if run.poll() is not None or time.monotonic() > deadline:
+                run.kill()
+                pytest.fail(f"no trial reached the doomed engine:\n{run.communicate()[0][-4000:]}")
             time.sleep(0.2)
         watcher.close()
         doomed.stop()
