@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
+import textwrap
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,3 +105,66 @@ def extra_engine(n: int) -> Iterator[ExtraEngine]:
             subprocess.run(["umount", "-l", mount], check=False)
         shutil.rmtree(root, ignore_errors=True)
         subprocess.run(["ip", "link", "del", bridge], check=False)
+
+
+#: A static busybox for the tools, dash (and its libc) for the shell: busybox's own
+#: shell runs its applets before anything on PATH, and its find has no -delete (the
+#: verifier empties a directory with it), so a find wrapper must come first on PATH.
+BASE_DOCKERFILE = """\
+FROM scratch
+COPY busybox /bin/busybox
+RUN ["/bin/busybox", "--install", "-s", "/bin"]
+COPY rootfs/ /
+RUN ["/bin/busybox", "ln", "-sf", "/bin/dash", "/bin/sh"]
+RUN ln -s /bin/dash /usr/local/bin/bash && mkdir -p /app /tmp
+"""
+FIND = """#!/bin/sh
+case " $* " in *" -delete "*) exec rm -rf "$1"/* "$1"/.[!.]* "$1"/..?* ;; esac
+exec /bin/busybox find "$@"
+"""
+TEST_SH = """#!/bin/sh
+if [ "$(cat /app/out.txt 2>/dev/null)" = hello ]; then t=1; else t=0; fi
+echo "{\\"reward\\": $t, \\"tests\\": $t, \\"react_doctor\\": 1}" > /logs/verifier/reward.json
+"""
+
+
+def tiny_task(root: Path, name: str, base: str, solve: str = "echo hello > /app/out.txt") -> None:
+    task = root / name
+    for folder in ("environment", "tests", "solution"):
+        (task / folder).mkdir(parents=True)
+    # No artifact excludes: busybox's tar has no --exclude.
+    (task / "task.toml").write_text(textwrap.dedent("""\
+        version = "1.0"
+        [[artifacts]]
+        source = "/app"
+        [agent]
+        timeout_sec = 60
+        [verifier]
+        timeout_sec = 60
+        [environment]
+        cpus = 1
+        memory_mb = 512
+        """))
+    (task / "instruction.md").write_text("Write hello to /app/out.txt\n")
+    (task / "environment" / "Dockerfile").write_text(f"FROM {base}\nRUN echo base > /app/base.txt\n")
+    (task / "tests" / "Dockerfile").write_text(f"FROM {base}\nCOPY test.sh /tests/test.sh\n")
+    (task / "tests" / "test.sh").write_text(TEST_SH)
+    (task / "solution" / "solve.sh").write_text(f"#!/bin/sh\n{solve}\n")
+
+
+def build_tiny_base(client: docker.DockerClient, context: Path) -> str:
+    """The tiny base image, on the engine of `client`; returns its tag."""
+    shutil.copy("/usr/bin/busybox", context / "busybox")
+    (context / "Dockerfile").write_text(BASE_DOCKERFILE)
+    rootfs = context / "rootfs"
+    libraries = re.findall(r"(/\S+) \(0x", subprocess.run(["ldd", "/bin/dash"], capture_output=True,
+                                                          text=True, check=True).stdout)
+    for path in ["/bin/dash", *libraries]:
+        (rootfs / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, rootfs / path.lstrip("/"))
+    (rootfs / "usr/local/bin").mkdir(parents=True)
+    (rootfs / "usr/local/bin/find").write_text(FIND)
+    (rootfs / "usr/local/bin/find").chmod(0o755)
+    tag = f"reactbench-test/pool-base:{uuid.uuid4().hex[:10]}"
+    client.images.build(path=str(context), tag=tag, network_mode="host", rm=True, forcerm=True)
+    return tag

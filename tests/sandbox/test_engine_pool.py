@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,54 +25,12 @@ import pytest
 from pytest_reactbench.results.load import junit_testcases
 from pytest_reactbench.sandbox.base import SandboxError
 from pytest_reactbench.sandbox.engines import Ledger, Room
-from tests.sandbox.extra_engines import ExtraEngine, extra_engine
+from tests.sandbox.extra_engines import ExtraEngine, build_tiny_base, extra_engine, tiny_task
 
 MAIN = "unix:///var/run/docker.sock"
-#: A static busybox for the tools, dash (and its libc) for the shell: busybox's own
-#: shell runs its applets before anything on PATH, and its find has no -delete (the
-#: verifier empties a directory with it), so a find wrapper must come first on PATH.
-BASE_DOCKERFILE = """\
-FROM scratch
-COPY busybox /bin/busybox
-RUN ["/bin/busybox", "--install", "-s", "/bin"]
-COPY rootfs/ /
-RUN ["/bin/busybox", "ln", "-sf", "/bin/dash", "/bin/sh"]
-RUN ln -s /bin/dash /usr/local/bin/bash && mkdir -p /app /tmp
-"""
-FIND = """#!/bin/sh
-case " $* " in *" -delete "*) exec rm -rf "$1"/* "$1"/.[!.]* "$1"/..?* ;; esac
-exec /bin/busybox find "$@"
-"""
-TEST_SH = """#!/bin/sh
-if [ "$(cat /app/out.txt 2>/dev/null)" = hello ]; then t=1; else t=0; fi
-echo "{\\"reward\\": $t, \\"tests\\": $t, \\"react_doctor\\": 1}" > /logs/verifier/reward.json
-"""
-
-
-def _tiny_task(root: Path, name: str, base: str, solve: str = "echo hello > /app/out.txt") -> None:
-    task = root / name
-    for folder in ("environment", "tests", "solution"):
-        (task / folder).mkdir(parents=True)
-    # No artifact excludes: busybox's tar has no --exclude.
-    (task / "task.toml").write_text(textwrap.dedent("""\
-        version = "1.0"
-        [[artifacts]]
-        source = "/app"
-        [agent]
-        timeout_sec = 60
-        [verifier]
-        timeout_sec = 60
-        [environment]
-        cpus = 1
-        memory_mb = 512
-        """))
-    (task / "instruction.md").write_text("Write hello to /app/out.txt\n")
-    (task / "environment" / "Dockerfile").write_text(f"FROM {base}\nRUN echo base > /app/base.txt\n")
-    (task / "tests" / "Dockerfile").write_text(f"FROM {base}\nCOPY test.sh /tests/test.sh\n")
-    (task / "tests" / "test.sh").write_text(TEST_SH)
-    (task / "solution" / "solve.sh").write_text(f"#!/bin/sh\n{solve}\n")
-
-
+#: This process's tasks (and so its images): xdist workers running these tests apart
+#: remove only their own.
+PREFIX = f"pool-{uuid.uuid4().hex[:6]}"
 @pytest.fixture(scope="module")
 def engines() -> Iterator[list[ExtraEngine]]:
     if shutil.which("busybox") is None:
@@ -86,26 +43,13 @@ def engines() -> Iterator[list[ExtraEngine]]:
 def base_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A tiny base image on the main engine only; what was built on it goes with it."""
     client = docker.from_env()
-    context = tmp_path_factory.mktemp("busybox")
-    shutil.copy("/usr/bin/busybox", context / "busybox")
-    (context / "Dockerfile").write_text(BASE_DOCKERFILE)
-    rootfs = context / "rootfs"
-    libraries = re.findall(r"(/\S+) \(0x", subprocess.run(["ldd", "/bin/dash"], capture_output=True,
-                                                          text=True, check=True).stdout)
-    for path in ["/bin/dash", *libraries]:
-        (rootfs / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, rootfs / path.lstrip("/"))
-    (rootfs / "usr/local/bin").mkdir(parents=True)
-    (rootfs / "usr/local/bin/find").write_text(FIND)
-    (rootfs / "usr/local/bin/find").chmod(0o755)
-    tag = f"reactbench-test/pool-base:{uuid.uuid4().hex[:10]}"
-    client.images.build(path=str(context), tag=tag, network_mode="host", rm=True, forcerm=True)
+    tag = build_tiny_base(client, tmp_path_factory.mktemp("busybox"))
     try:
         yield tag
     finally:
         built_on = client.images.get(tag).id
         for image in client.images.list(filters={"label": "reactbench.recipe"}):
-            if any(t.startswith("reactbench/pool-") for t in image.tags):
+            if any(t.startswith(f"reactbench/{PREFIX}") for t in image.tags):
                 client.images.remove(image.id, force=True)
         client.images.remove(built_on, force=True)
         client.close()
@@ -137,9 +81,9 @@ def _run_dirs(suite: pytest.Pytester) -> list[Path]:
 @pytest.mark.docker
 def test_a_run_over_three_engines_has_the_verdicts_of_one(suite: pytest.Pytester, engines: list[ExtraEngine],
                                                           base_image: str) -> None:
-    names = [f"pool-{uuid.uuid4().hex[:6]}-{n}" for n in range(4)]
+    names = [f"{PREFIX}-same-{n}" for n in range(4)]
     for name in names:
-        _tiny_task(suite.path / "tasks", name, base_image)
+        tiny_task(suite.path / "tasks", name, base_image)
     common = ["--reactbench-sandbox=docker", "--reactbench-agent=oracle,nop", "-p", "no:cacheprovider"]
     one = suite.runpytest_subprocess(*common, "--junitxml=one.xml")
     one.assert_outcomes(passed=4, failed=4)
@@ -160,7 +104,7 @@ def test_a_run_over_three_engines_has_the_verdicts_of_one(suite: pytest.Pytester
     # The images came to the empty engines from the main one, not from a build there.
     for engine in engines:
         tags = {t for image in engine.client().images.list() for t in image.tags}
-        assert any(t.startswith("reactbench/pool-") for t in tags)
+        assert any(t.startswith(f"reactbench/{PREFIX}") for t in tags)
     for url in hosts:
         assert _our_containers(url, _run_dirs(suite)) == [], url
 
@@ -168,10 +112,10 @@ def test_a_run_over_three_engines_has_the_verdicts_of_one(suite: pytest.Pytester
 @pytest.mark.docker
 def test_a_lost_engine_ends_its_trials_in_errors_retried_on_the_others(
         suite: pytest.Pytester, engines: list[ExtraEngine], base_image: str) -> None:
-    names = [f"pool-{uuid.uuid4().hex[:6]}-{n}" for n in range(3)]
+    names = [f"{PREFIX}-lost-{n}" for n in range(3)]
     for name in names:
         # Long enough to stop the engine while the agent works.
-        _tiny_task(suite.path / "tasks", name, base_image, solve="sleep 8; echo hello > /app/out.txt")
+        tiny_task(suite.path / "tasks", name, base_image, solve="sleep 8; echo hello > /app/out.txt")
     with extra_engine(3) as doomed:
         # Listed first: the first trial goes to it.
         hosts = [doomed.url, MAIN, engines[0].url]
