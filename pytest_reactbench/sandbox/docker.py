@@ -339,7 +339,8 @@ class DockerBackend(BakingBackend):
         """Whether the engine answers now (within a few seconds)."""
         docker = _docker()
         try:
-            api = docker.APIClient(**self._client_kwargs, timeout=10)
+            # The version known already: no version request before the ping.
+            api = docker.APIClient(**self._client_kwargs, version=self.api.api_version, timeout=10)
             try:
                 return bool(api.ping())
             finally:
@@ -349,7 +350,7 @@ class DockerBackend(BakingBackend):
 
     def _api_client(self, timeout: float) -> Any:
         """A low-level client of this engine with its own read timeout."""
-        return _docker().APIClient(**self._client_kwargs, timeout=timeout)
+        return _docker().APIClient(**self._client_kwargs, version=self.api.api_version, timeout=timeout)
 
     def public_image(self, name: str, progress: Progress, *, pull: bool) -> Parent:
         image = self._image(name)
