@@ -21,8 +21,9 @@ from pathlib import Path
 
 import docker
 
-#: A private range unlikely to be routed on a CI runner.
-SUBNET = "10.213.{n}.1/24"
+#: A private range unlikely to be routed on a CI runner; one per process (xdist
+#: workers may each start engines).
+SUBNET = "10.{p}.{n}.1/24"
 
 
 @dataclass
@@ -68,7 +69,8 @@ def extra_engine(n: int) -> Iterator[ExtraEngine]:
     root = Path(tempfile.mkdtemp(prefix=f"rbe{n}-", dir="/tmp"))
     bridge = f"rbe{os.getpid() % 10000}x{n}"[:15]
     subprocess.run(["ip", "link", "add", "name", bridge, "type", "bridge"], check=True)
-    subprocess.run(["ip", "addr", "add", SUBNET.format(n=n), "dev", bridge], check=True)
+    subnet = SUBNET.format(p=200 + os.getpid() % 50, n=n)
+    subprocess.run(["ip", "addr", "add", subnet, "dev", bridge], check=True)
     subprocess.run(["ip", "link", "set", bridge, "up"], check=True)
     url = f"unix://{root}/docker.sock"
     log = (root / "dockerd.log").open("wb")
