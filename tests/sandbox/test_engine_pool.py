@@ -23,8 +23,9 @@ import docker
 import pytest
 
 from pytest_reactbench.results.load import junit_testcases
-from pytest_reactbench.sandbox.base import SandboxError
-from pytest_reactbench.sandbox.engines import Ledger, Room
+from pytest_reactbench.sandbox.base import EngineLost, Image, ImageRecipe, SandboxError
+from pytest_reactbench.sandbox.engines import EnginePool, Ledger, Room
+from pytest_reactbench.sandbox.options import SandboxOptions
 from tests.sandbox.extra_engines import ExtraEngine, build_tiny_base, extra_engine, tiny_task
 
 MAIN = "unix:///var/run/docker.sock"
@@ -197,3 +198,65 @@ def test_a_sandbox_larger_than_the_engine_is_refused_at_once(tmp_path: Path) -> 
     expected = "asks for 1 CPU(s) and 8192 MiB; the engine has 2 CPU(s), 4096 MiB in all"
     with pytest.raises(SandboxError, match=re.escape(expected)):
         Ledger(tmp_path / "engine.json", Room(2, 4096)).reserve("trial", 1, 8192)
+
+
+class FakeEngine:
+    """What the pool asks of an engine, without one: the placement logic alone."""
+
+    def __init__(self, options: SandboxOptions, host: str) -> None:
+        self.engine = host
+        self.ledger = Ledger(options.cache / f"{host.rsplit('/', 1)[-1]}.json", Room(2, 4096))
+        self.up = True
+        self.images: dict[str, Image] = {}
+        self.loaded: list[str] = []
+
+    def alive(self) -> bool:
+        return self.up
+
+    def baked(self, recipe: ImageRecipe) -> Image | None:
+        return self.images.get(recipe.name)
+
+    def bake(self, recipe: ImageRecipe, progress: object) -> Image:
+        if not self.up:
+            raise SandboxError("connection refused")
+        self.images[recipe.name] = Image(f"reactbench/{recipe.name}:k", "sha256:1", "docker", cached=False)
+        return self.images[recipe.name]
+
+    def has_image(self, ref: str) -> bool:
+        return any(i.ref == ref for i in self.images.values())
+
+    def save_image(self, ref: str) -> Iterator[bytes]:
+        return iter([ref.encode()])
+
+    def load_image(self, data: Iterator[bytes]) -> None:
+        ref = b"".join(data).decode()
+        self.loaded.append(ref)
+        self.images[ref.split("/")[1].split(":")[0]] = Image(ref, "sha256:1", "docker", cached=True)
+
+
+def test_the_pool_spreads_trials_copies_images_and_skips_a_lost_engine(tmp_path: Path) -> None:
+    options = SandboxOptions(cache=tmp_path, docker_hosts=("unix:///a", "unix:///b", "unix:///c"))
+    pool = EnginePool(options, member=FakeEngine)  # type: ignore[arg-type]
+    _, b, c = pool.members
+    recipe = ImageRecipe("t", tmp_path / "Dockerfile", tmp_path)
+    placed = []
+    for _ in range(6):
+        pool.bake(recipe, lambda _: None)
+        placed.append(pool.placement())
+        pool._placed = None  # the trial ended
+    assert placed == ["unix:///a", "unix:///b", "unix:///c"] * 2
+    # Baked once (on a), copied to b and c rather than baked there again.
+    assert b.loaded == c.loaded == ["reactbench/t:k"]  # type: ignore[attr-defined]
+    # c dies between trials: the next trials go to the engines that answer.
+    c.up = False  # type: ignore[attr-defined]
+    placed = []
+    for _ in range(4):
+        placed.append(pool._place().engine)
+        pool._placed = None
+    assert set(placed) == {"unix:///a", "unix:///b"}
+    assert pool.lost == {"unix:///c"}
+    b.up = False  # type: ignore[attr-defined]
+    pool._placed = b  # type: ignore[assignment]
+    with pytest.raises(EngineLost, match="unix:///b was lost mid-trial"):
+        pool.bake(ImageRecipe("u", tmp_path / "Dockerfile", tmp_path), lambda _: None)
+    assert pool.placement() == ""
