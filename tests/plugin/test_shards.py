@@ -82,3 +82,13 @@ def test_a_trial_in_two_shards_is_an_error_naming_both(suite: pytest.Pytester, c
     result = suite.runpytest("--reactbench-agent=oracle", f"--reactbench-baseline={a}",
                              f"--reactbench-baseline={b}")
     result.stdout.fnmatch_lines([f"*alpha [[]oracle[]] attempt 1 is in both {a} and {b}*"])
+
+
+def test_a_bad_shard_or_engine_url_is_a_usage_error(suite: pytest.Pytester) -> None:
+    write_task(suite.path / "tasks", "alpha")
+    result = suite.runpytest("--reactbench-agent=oracle", "--reactbench-shard=4/3")
+    result.stderr.fnmatch_lines(["*--reactbench-shard: '4/3' must be K/N with 1 <= K <= N*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result = suite.runpytest("--reactbench-agent=oracle", "--reactbench-docker-host=big-box:2376")
+    result.stderr.fnmatch_lines(["*--reactbench-docker-host: 'big-box:2376' is not an engine URL*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
