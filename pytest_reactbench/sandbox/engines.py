@@ -121,14 +121,20 @@ class Ledger:
         return Room(self.capacity.cpus - held.cpus, self.capacity.memory_mb - held.memory_mb)
 
     def load(self) -> tuple[int, int]:
-        """(groups holding room now, trials ever placed): how busy the engine is."""
+        """(trials placed on the engine now, trials ever placed): how busy it is."""
         with self._open() as data:
-            return len({e["group"] for e in data["holders"].values()}), int(data.get("placed", 0))
+            claims = sum(1 for e in data["holders"].values() if e.get("claim"))
+            return claims, int(data.get("placed", 0))
 
-    def placed(self) -> None:
-        """Count a trial placed on this engine (spreads trials when loads tie)."""
+    def claim(self) -> str:
+        """A trial placed on this engine, until `release`: it holds no room (its
+        sandboxes reserve that when they boot) but counts in `load`."""
+        holder = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         with self._open() as data:
             data["placed"] = int(data.get("placed", 0)) + 1
+            data["holders"][holder] = {"group": f"claim-{holder}", "cpus": 0.0, "memory_mb": 0, "claim": True,
+                                       "pid": os.getpid(), "host": _HOST}
+        return holder
 
     def try_reserve(self, holder: str, group: str, cpus: float, memory_mb: int) -> bool:
         if not self.capacity.fits(cpus, memory_mb):
@@ -247,9 +253,12 @@ class EnginePool(Backend):
             warnings.warn(f"reactbench: the pool goes on without {host}: {why}", stacklevel=2)
         self.lost: set[str] = set(self.unreachable)
         self._lock = threading.Lock()
-        #: The engine of the trial this process runs now, and its open sandboxes.
+        #: The engine of the trial this process runs now, its claim there, its open sandboxes.
         self._placed: DockerBackend | None = None
+        self._claim = ""
         self._open = 0
+        #: Placements of every process of the machine, one at a time: each sees the others' claims.
+        self._placing = options.cache / "docker" / "engines" / "placement.lock"
 
     @property
     def engines(self) -> list[str]:
@@ -271,7 +280,13 @@ class EnginePool(Backend):
         with self._lock:
             self.lost.add(member.engine)
             if self._placed is member:
-                self._placed = None
+                self._unplace()
+
+    def _unplace(self) -> None:
+        """The current trial is over (or its engine lost): its claim goes."""
+        if self._placed is not None and self._claim:
+            self._placed.ledger.release(self._claim)
+        self._placed, self._claim = None, ""
 
     @contextlib.contextmanager
     def _on(self, member: DockerBackend) -> Iterator[None]:
@@ -289,23 +304,30 @@ class EnginePool(Backend):
         with self._lock:
             if self._placed is not None and self._placed.engine not in self.lost:
                 return self._placed
-        while True:
-            live = self._live()
-            if not live:
-                raise SandboxError("every Docker engine of the pool was lost: "
-                                   + ", ".join(sorted(self.lost)))
-            loads = {m.engine: m.ledger.load() for m in live}
-            # Fewest trials now (by the engine's size), then fewest placed so far.
-            chosen = min(live, key=lambda m: (loads[m.engine][0] / max(m.ledger.capacity.cpus, 1),
-                                              loads[m.engine][1]))
-            # Another worker may have seen it die: a new trial goes only to an engine that answers.
-            if not chosen.alive():
-                self._lose(chosen)
-                continue
-            chosen.ledger.placed()
-            with self._lock:
-                self._placed = chosen
-            return chosen
+        with file_lock(self._placing):
+            while True:
+                live = self._live()
+                if not live:
+                    raise SandboxError("every Docker engine of the pool was lost: "
+                                       + ", ".join(sorted(self.lost)))
+                loads = {m.engine: m.ledger.load() for m in live}
+                # Fewest trials now (by the engine's size), then fewest placed so far.
+                chosen = min(live, key=lambda m: (loads[m.engine][0] / max(m.ledger.capacity.cpus, 1),
+                                                  loads[m.engine][1]))
+                # Another worker may have seen it die: a new trial goes only to an engine that answers.
+                if not chosen.alive():
+                    self._lose(chosen)
+                    continue
+                claim = chosen.ledger.claim()
+                with self._lock:
+                    self._placed, self._claim = chosen, claim
+                return chosen
+
+    def end_placement(self) -> None:
+        """The current trial is over: the next one is placed afresh (closing the
+        trial's last sandbox does this)."""
+        with self._lock:
+            self._unplace()
 
     def placement(self) -> str:
         """The engine the current trial of this process runs on ('' before one is placed)."""
@@ -384,7 +406,7 @@ class EnginePool(Backend):
             self._open -= 1
             if self._open == 0:
                 # The trial is over: the next one is placed afresh.
-                self._placed = None
+                self._unplace()
 
     def sweep(self) -> int:
         """What dead runs left, on every engine that answers."""
@@ -398,6 +420,7 @@ class EnginePool(Backend):
         return removed
 
     def close(self) -> None:
+        self.end_placement()
         for member in self.members:
             with contextlib.suppress(Exception):
                 member.close()

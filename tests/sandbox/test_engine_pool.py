@@ -243,7 +243,7 @@ def test_the_pool_spreads_trials_copies_images_and_skips_a_lost_engine(tmp_path:
     for _ in range(6):
         pool.bake(recipe, lambda _: None)
         placed.append(pool.placement())
-        pool._placed = None  # the trial ended
+        pool.end_placement()  # the trial ended
     assert placed == ["unix:///a", "unix:///b", "unix:///c"] * 2
     # Baked once (on a), copied to b and c rather than baked there again.
     assert b.loaded == c.loaded == ["reactbench/t:k"]  # type: ignore[attr-defined]
@@ -251,12 +251,28 @@ def test_the_pool_spreads_trials_copies_images_and_skips_a_lost_engine(tmp_path:
     c.up = False  # type: ignore[attr-defined]
     placed = []
     for _ in range(4):
-        placed.append(pool._place().engine)
-        pool._placed = None
+        pool.bake(recipe, lambda _: None)
+        placed.append(pool.placement())
+        pool.end_placement()
     assert set(placed) == {"unix:///a", "unix:///b"}
     assert pool.lost == {"unix:///c"}
+    # b dies under a trial placed on it: the trial's next step is EngineLost.
+    while pool.bake(recipe, lambda _: None) and pool.placement() != "unix:///b":
+        pool.end_placement()
     b.up = False  # type: ignore[attr-defined]
-    pool._placed = b  # type: ignore[assignment]
     with pytest.raises(EngineLost, match="unix:///b was lost mid-trial"):
         pool.bake(ImageRecipe("u", tmp_path / "Dockerfile", tmp_path), lambda _: None)
     assert pool.placement() == ""
+
+
+def test_workers_placing_at_once_see_each_others_trials(tmp_path: Path) -> None:
+    # Two workers' pools over the same engines (one cache, as xdist workers share).
+    options = SandboxOptions(cache=tmp_path, docker_hosts=("unix:///a", "unix:///b"))
+    first, second = EnginePool(options, member=FakeEngine), EnginePool(options, member=FakeEngine)  # type: ignore[arg-type]
+    recipe = ImageRecipe("t", tmp_path / "Dockerfile", tmp_path)
+    first.bake(recipe, lambda _: None)
+    second.bake(recipe, lambda _: None)
+    assert {first.placement(), second.placement()} == {"unix:///a", "unix:///b"}
+    assert [m.ledger.load()[0] for m in first.members] == [1, 1]
+    first.end_placement()
+    assert [m.ledger.load()[0] for m in first.members] == [0, 1]
