@@ -2,8 +2,9 @@
 
     reactbench images [--sandbox NAME] [--list]    the base images: bake them, or list them
     reactbench validate TASK_DIR... [--sandbox X]  check tasks before committing them
-    reactbench report RUN... [--out DIR]           Markdown and HTML leaderboard
+    reactbench report RUN... [--out DIR]           Markdown and HTML leaderboard (shards: one run)
     reactbench compare BASE NEW                    the regression gate (exit 1 on a regression)
+    reactbench compare --base A... --new B...      the same, each side the shards of one run
     reactbench replay RECORD                       run one recorded trial again
     reactbench mine --repo R --base A --head B     a task from a change of a repository's history
 """
@@ -25,7 +26,7 @@ from pytest_reactbench.controls import CONTROLS, run_controls
 from pytest_reactbench.mining import MiningError, Request, mine
 from pytest_reactbench.plugin import builtins, hookspecs
 from pytest_reactbench.results.compare import ALPHA, compare
-from pytest_reactbench.results.load import ResultsError, load_outcomes
+from pytest_reactbench.results.load import ResultsError, load_run
 from pytest_reactbench.results.render import markdown
 from pytest_reactbench.results.site import RunInfo, write_site
 from pytest_reactbench.sandbox.bake import BakingBackend
@@ -166,11 +167,11 @@ def _images(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    outcomes = []
     runs = []
     try:
+        # The runs (or the shards of one run) as one leaderboard.
+        outcomes = load_run([Path(raw) for raw in args.runs])
         for raw in args.runs:
-            outcomes += load_outcomes(Path(raw))
             folder = Path(raw)
             for manifest in ([folder / "manifest.json"] if (folder / "manifest.json").is_file()
                              else sorted(folder.glob("*/manifest.json")) if folder.is_dir() else []):
@@ -191,8 +192,14 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    base = [*([args.base_run] if args.base_run else []), *args.base]
+    new = [*([args.new_run] if args.new_run else []), *args.new]
+    if not base or not new:
+        print("reactbench compare: give a baseline and a new run (BASE NEW, or --base ... --new ...)",
+              file=sys.stderr)
+        return 2
     try:
-        comparison = compare(load_outcomes(Path(args.base)), load_outcomes(Path(args.new)),
+        comparison = compare(load_run([Path(p) for p in base]), load_run([Path(p) for p in new]),
                              alpha=args.alpha, allow_missing=args.allow_missing)
     except ResultsError as exc:
         print(f"reactbench compare: {exc}", file=sys.stderr)
@@ -284,8 +291,13 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--title", default="ReactBench results")
     report.set_defaults(run=_report)
     comparing = commands.add_parser("compare", help="flips and regressions between two runs")
-    comparing.add_argument("base", help="the baseline: a JUnit XML file or run record directory")
-    comparing.add_argument("new", help="the new run, the same kinds")
+    comparing.add_argument("base_run", nargs="?", metavar="BASE",
+                           help="the baseline: a JUnit XML file or run record directory")
+    comparing.add_argument("new_run", nargs="?", metavar="NEW", help="the new run, the same kinds")
+    comparing.add_argument("--base", nargs="+", action="extend", default=[], metavar="PATH",
+                           help="the baseline's shards (JUnit files or run folders), merged into one run")
+    comparing.add_argument("--new", nargs="+", action="extend", default=[], metavar="PATH",
+                           help="the new run's shards, merged into one run")
     comparing.add_argument("--alpha", type=float, default=ALPHA, help="significance level (0.05)")
     comparing.add_argument("--allow-missing", action="store_true",
                            help="a baseline item missing from the new run is not a regression")

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_reactbench import __version__
 from pytest_reactbench.agents import AgentConfigError
-from pytest_reactbench.plugin import builtins, hookspecs
+from pytest_reactbench.plugin import builtins, hookspecs, shards
 from pytest_reactbench.plugin.fixtures import (
     reactbench_agent,
     reactbench_backend,
@@ -164,6 +164,8 @@ def pytest_configure(config: pytest.Config) -> None:
             "timeout_multiplier": settings.timeout_multiplier,
             "task_roots": [str(r) for r in settings.task_roots],
             "args": list(config.invocation_params.args),
+            **({"shard": f"{settings.shard[0]}/{settings.shard[1]}"} if settings.shard else {}),
+            **({"engines": list(settings.docker_hosts)} if settings.docker_hosts else {}),
         }
         if settings.resume:
             session.records.add_resumption({**manifest, "kept": len(session.kept)})
@@ -172,7 +174,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if config.pluginmanager.hasplugin("xdist"):
             config.pluginmanager.register(XdistHooks(run_id, session.selected), "reactbench-xdist")
         config.pluginmanager.register(
-            ResultsSummary(session.records, settings.baseline, lambda: session.backend().sweep(),
+            ResultsSummary(session.records, settings.baselines, lambda: session.backend().sweep(),
                            allow_missing=settings.allow_missing,
                            kept={r.record for r in session.kept.values()} if settings.resume else None),
             "reactbench-summary")
@@ -217,7 +219,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     state = config.stash.get(SESSION_KEY, None)
-    if state is None or not state.selected:
+    if state is None:
+        return
+    if state.settings.shard is not None:
+        kept_items, other_shards = shards.select(
+            items, state.settings.shard, lambda i: i.task.id if isinstance(i, TrialItem) else None)
+        if other_shards:
+            config.hook.pytest_deselected(items=other_shards)
+            items[:] = kept_items
+    if not state.selected:
         return
     # An id names one item (`x::oracle#2`) or every attempt of an agent (`x::oracle`).
     named = {nodeid.rpartition("::")[0] for nodeid in state.selected}

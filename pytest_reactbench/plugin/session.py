@@ -38,6 +38,7 @@ def replay_options(settings: Settings) -> list[str]:
     """The command-line options that make a trial's agent again (no secrets: env
     variables are named, never valued)."""
     options = [f"--reactbench-sandbox={settings.backend}"]
+    options += [f"--reactbench-docker-host={h}" for h in settings.docker_hosts]
     if settings.patch:
         options.append(f"--reactbench-patch={settings.patch}")
     options += [f"--reactbench-agent-command={n}={c}" for n, c in settings.commands.items()]

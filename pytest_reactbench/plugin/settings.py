@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_reactbench.plugin.shards import Shard, parse_shard
 from pytest_reactbench.results.load import ResultsError
 from pytest_reactbench.results.resume import resolve_run
 from pytest_reactbench.sandbox.mirrors import GitMirror, parse_git_mirrors
@@ -19,6 +20,7 @@ from pytest_reactbench.sandbox.options import (
     default_ca_bundle,
     default_cache,
     images_mode,
+    parse_docker_hosts,
 )
 from pytest_reactbench.sandbox.recipes import parse_image_map
 
@@ -104,9 +106,9 @@ def addoption(parser: pytest.Parser) -> None:
         "each retry has its own record (ini: reactbench_retries; default 0)",
     )
     group.addoption(
-        "--reactbench-baseline", default=None, metavar="PATH",
+        "--reactbench-baseline", action="append", default=[], metavar="PATH",
         help="a JUnit XML file or run record directory to compare this run with; a regression "
-        "makes the session fail",
+        "makes the session fail (repeatable: the shards of one baseline run)",
     )
     group.addoption(
         "--reactbench-allow-missing", action="store_true", default=False,
@@ -129,6 +131,19 @@ def addoption(parser: pytest.Parser) -> None:
         help="scale every task's agent and verifier time limits by F, e.g. 2 on a slow "
         "machine (ini: reactbench_timeout_multiplier; default 1)",
     )
+    group.addoption(
+        "--reactbench-shard", default=None, metavar="K/N",
+        help="run only shard K of N: the tasks whose id hashes to K (stable when tasks are "
+        "added); `reactbench report` merges the shards' results into one run",
+    )
+    group.addoption(
+        "--reactbench-docker-host", action="append", default=[], metavar="URL",
+        help="a Docker engine of the docker backend's pool (unix://, tcp:// with DOCKER_TLS_VERIFY "
+        "and DOCKER_CERT_PATH, ssh://); repeatable: trials are spread over the engines by room "
+        "(ini: reactbench_docker_hosts; default: DOCKER_HOST or the local socket)",
+    )
+    parser.addini("reactbench_docker_hosts", "Docker engines of the docker backend's pool", type="args",
+                  default=[])
     parser.addini("reactbench_tasks", "task roots", type="args", default=["tasks"])
     parser.addini("reactbench_strict", "fail submissions the audit flags", type="bool", default=False)
     parser.addini("reactbench_attempts", "attempts per task and agent", default="1")
@@ -163,13 +178,18 @@ class Settings:
     commands: dict[str, str] = field(default_factory=dict)
     attempts: int = 1
     retries: int = 0
-    baseline: Path | None = None
+    #: The baseline run: one JUnit file or run folder, or the shards of one run.
+    baselines: tuple[Path, ...] = ()
     allow_missing: bool = False
     agent_env: tuple[str, ...] = ()
     model_hosts: tuple[str, ...] = ()
     #: The run folder a resumed run continues, or None.
     resume: Path | None = None
     timeout_multiplier: float = 1.0
+    #: (K, N): only the tasks of shard K of N.
+    shard: Shard | None = None
+    #: The docker backend's engines (empty: DOCKER_HOST or the local socket).
+    docker_hosts: tuple[str, ...] = ()
 
     @property
     def active(self) -> bool:
@@ -177,7 +197,8 @@ class Settings:
 
     def sandbox_options(self) -> SandboxOptions:
         return SandboxOptions(cache=self.cache, image_map=self.image_map, ca_bundle=self.ca_bundle,
-                              images=self.images, git_mirrors=self.git_mirrors)
+                              images=self.images, git_mirrors=self.git_mirrors,
+                              docker_hosts=self.docker_hosts)
 
 
 def _ini_path(config: pytest.Config, value: str) -> Path:
@@ -241,8 +262,16 @@ def read_settings(config: pytest.Config) -> Settings:
         if not agents:
             agents = tuple(_run_agents(resume))
     explicit_paths = config.args_source is pytest.Config.ArgsSource.ARGS
-    if opt.reactbench_baseline and not _cli_path(config, opt.reactbench_baseline).exists():
-        raise UsageError(f"--reactbench-baseline: {opt.reactbench_baseline} does not exist")
+    for baseline in opt.reactbench_baseline:
+        if not _cli_path(config, baseline).exists():
+            raise UsageError(f"--reactbench-baseline: {baseline} does not exist")
+    try:
+        shard = parse_shard(opt.reactbench_shard) if opt.reactbench_shard else None
+        docker_hosts = parse_docker_hosts(
+            opt.reactbench_docker_host or config.getini("reactbench_docker_hosts"),
+            "--reactbench-docker-host" if opt.reactbench_docker_host else "ini reactbench_docker_hosts")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if agents and (opt.reactbench_tasks or not explicit_paths):
         # The roots are collected only when no path is given (or they were asked for).
         source = "--reactbench-tasks" if opt.reactbench_tasks else "ini reactbench_tasks"
@@ -267,7 +296,7 @@ def read_settings(config: pytest.Config) -> Settings:
                         "--reactbench-attempts", 1, 100),
         retries=_count(opt.reactbench_retries, config.getini("reactbench_retries"),
                        "--reactbench-retries", 0, 10),
-        baseline=_cli_path(config, opt.reactbench_baseline) if opt.reactbench_baseline else None,
+        baselines=tuple(_cli_path(config, b) for b in opt.reactbench_baseline),
         allow_missing=bool(opt.reactbench_allow_missing),
         agent_env=tuple(dict.fromkeys([*config.getini("reactbench_agent_env"), *opt.reactbench_agent_env])),
         model_hosts=tuple(dict.fromkeys([*config.getini("reactbench_model_hosts"),
@@ -275,6 +304,8 @@ def read_settings(config: pytest.Config) -> Settings:
         resume=resume,
         timeout_multiplier=_multiplier(opt.reactbench_timeout_multiplier,
                                        config.getini("reactbench_timeout_multiplier")),
+        shard=shard,
+        docker_hosts=docker_hosts,
     )
 
 

@@ -4,7 +4,7 @@ directory, and the comparison with a baseline (a regression fails the session)."
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -12,7 +12,7 @@ import pytest
 from pytest_reactbench.results import TrialResult, Verdict
 from pytest_reactbench.results.aggregate import MAX_ERROR_RATE, AgentScore, score_agents
 from pytest_reactbench.results.compare import Comparison, compare
-from pytest_reactbench.results.load import ResultsError, load_outcomes
+from pytest_reactbench.results.load import ResultsError, load_run
 from pytest_reactbench.results.records import RunRecords
 from pytest_reactbench.results.render import markdown, provenance, usage_lines
 from pytest_reactbench.results.site import CollectionError, RunInfo, write_collection_errors, write_site
@@ -43,14 +43,15 @@ def _unranked(score: AgentScore) -> str:
 class ResultsSummary:
     """Registered on the controller only."""
 
-    def __init__(self, records: RunRecords, baseline: Path | None,
+    def __init__(self, records: RunRecords, baselines: Sequence[Path],
                  sweep: Callable[[], int], allow_missing: bool = False,
                  kept: set[str] | None = None) -> None:
         self.records = records
         #: In a resumed run, the records of the scored trials it keeps.
         self.kept = kept
         self.sweep = sweep
-        self.baseline = baseline
+        #: The baseline run (its shards, if it was sharded).
+        self.baselines = list(baselines)
         self.allow_missing = allow_missing
         self.outcomes: list[TrialResult] = []
         #: Collectors that failed (a malformed task), by node id; xdist workers each
@@ -81,10 +82,10 @@ class ResultsSummary:
         (run_dir / "report.md").write_text(markdown(self.outcomes))
         info = RunInfo.read(run_dir)
         write_site(self.outcomes, run_dir, runs=[info] if info else [])
-        if self.baseline is None:
+        if not self.baselines:
             return
         try:
-            self.comparison = compare(load_outcomes(self.baseline), self.outcomes,
+            self.comparison = compare(load_run(self.baselines), self.outcomes,
                                       allow_missing=self.allow_missing)
         except ResultsError as exc:
             self.baseline_error = str(exc)

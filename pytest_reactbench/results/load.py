@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from pytest_reactbench.results.trial_result import TrialResult
@@ -81,4 +81,26 @@ def load_outcomes(path: Path) -> list[TrialResult]:
     outcomes = from_records(path) if path.is_dir() else from_junit(path)
     if not outcomes:
         raise ResultsError(f"{path}: no ReactBench results in it")
+    return outcomes
+
+
+def load_run(paths: Sequence[Path]) -> list[TrialResult]:
+    """Several JUnit files or run folders (the shards of one run) as one run. A trial
+    (task, agent, attempt) found in two of them is an error naming both: shards of one
+    run never overlap, and counting it twice would weigh it twice. (Within one path,
+    a folder of several runs, each trial counts as `load_outcomes` counts it.)"""
+    seen: dict[tuple[str, str, int], Path] = {}
+    outcomes: list[TrialResult] = []
+    for path in paths:
+        if path in seen.values():
+            raise ResultsError(f"{path} is given twice")
+        found = load_outcomes(path)
+        for outcome in found:
+            key = (outcome.task, outcome.agent, outcome.attempt)
+            if key in seen:
+                raise ResultsError(
+                    f"{outcome.task} [{outcome.agent}] attempt {outcome.attempt} is in both {seen[key]} "
+                    f"and {path}: the shards of one run must not overlap")
+        seen.update({(o.task, o.agent, o.attempt): path for o in found})
+        outcomes += found
     return outcomes

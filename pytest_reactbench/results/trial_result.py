@@ -152,6 +152,8 @@ class TrialResult(BaseModel):
     #: The trial's run record directory.
     record: str = ""
     backend: str = ""
+    #: The engine the agent's sandbox ran on (a Docker engine's URL), when the backend says.
+    engine: str = ""
     #: Whether the verdict counts as a formal result (docker on the public images).
     formal: bool = False
     #: Role ("agent", "verifier") -> digest of the image the sandbox was booted from.
@@ -243,6 +245,8 @@ class TrialResult(BaseModel):
             (f"{p}backend", self.backend),
             (f"{p}formal", str(int(self.formal))),
         ]
+        if self.engine:
+            props.append((f"{p}engine", self.engine))
         if self.agent_version:
             props.append((f"{p}agent_version", self.agent_version))
         for name in ("input_tokens", "output_tokens"):
@@ -301,6 +305,7 @@ class TrialResult(BaseModel):
                        if k.startswith(f"{p}duration.") and _float(v) is not None},
             record=props.get(f"{p}record", ""),
             backend=props.get(f"{p}backend", ""),
+            engine=props.get(f"{p}engine", ""),
             formal=props.get(f"{p}formal") == "1",
             images={k.removeprefix(f"{p}image."): v for k, v in props.items()
                     if k.startswith(f"{p}image.")},

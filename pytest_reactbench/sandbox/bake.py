@@ -89,6 +89,9 @@ class BakingBackend(Backend):
     recipe_version: str
     #: Whether the backend can run the public images themselves (else: stand-ins only).
     runs_public_images: bool = True
+    #: Prefix of the bake locks' names: a backend whose images live on one of several
+    #: engines locks per engine.
+    lock_scope: str = ""
 
     def __init__(self, options: SandboxOptions) -> None:
         self.options = options
@@ -178,7 +181,7 @@ class BakingBackend(Backend):
         if image is None and not build:
             raise NotBaked(recipe.name)
         if image is None:
-            with file_lock(self.cache_dir / "locks" / f"{key}.lock"):
+            with file_lock(self.cache_dir / "locks" / f"{self.lock_scope}{key}.lock"):
                 # Another process may have built it while this one waited.
                 image = self.find(key, recipe)
                 if image is None:

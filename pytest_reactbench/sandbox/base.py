@@ -48,6 +48,11 @@ class BakeError(SandboxError):
     """An image could not be built from its recipe."""
 
 
+class EngineLost(SandboxError):
+    """The engine a sandbox ran on stopped answering mid-trial: an error, retried on
+    another engine of the pool."""
+
+
 @dataclass(frozen=True)
 class ExecResult:
     exit_code: int
@@ -134,6 +139,8 @@ class Sandbox(ABC):
     """One isolated workspace booted from an image. `close()` always works."""
 
     backend: str
+    #: The engine it runs on, for backends with several (a Docker engine's URL).
+    engine: str = ""
 
     @abstractmethod
     def exec(

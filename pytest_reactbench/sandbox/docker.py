@@ -14,6 +14,7 @@ run, task, role and owner; a later run removes what a dead one left.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -24,7 +25,7 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ from pytest_reactbench.sandbox.base import (
     proxy_env,
     tar_of,
 )
+from pytest_reactbench.sandbox.engines import Ledger, Room, group_of, ledger_path
 from pytest_reactbench.sandbox.host import file_lock, pid_alive, tls_hint
 from pytest_reactbench.sandbox.mirrors import MirrorDaemon, git_env, original_step, relevant, with_build_args
 from pytest_reactbench.sandbox.options import SandboxOptions
@@ -59,6 +61,7 @@ from pytest_reactbench.sandbox.recipes import (
 )
 
 ROOT_IMAGE = "reactbench/debian-root:bookworm"
+DEFAULT_ENGINE = "unix:///var/run/docker.sock"
 LABEL = "reactbench.owner"
 #: Every image we build carries it (the recipe's name).
 RECIPE_LABEL = "reactbench.recipe"
@@ -97,6 +100,21 @@ def _docker() -> Any:
     except ImportError as exc:  # pragma: no cover - docker is a dependency
         raise SandboxError("the docker backend needs the `docker` package") from exc
     return docker
+
+
+def engine_kwargs(host: str | None) -> dict[str, Any]:
+    """docker-py's client arguments for the engine at `host` (None: DOCKER_HOST and its
+    TLS variables). A tcp:// engine uses DOCKER_TLS_VERIFY and DOCKER_CERT_PATH as the
+    docker CLI does; an ssh:// one the ssh client and its configuration."""
+    kwargs: dict[str, Any] = dict(_docker().utils.kwargs_from_env())
+    if host is None:
+        return kwargs
+    kwargs["base_url"] = host
+    if not host.startswith("tcp://"):
+        kwargs.pop("tls", None)
+    if host.startswith("ssh://"):
+        kwargs["use_ssh_client"] = True
+    return kwargs
 
 
 def _replace_if_changed(path: Path, data: bytes) -> None:
@@ -248,27 +266,38 @@ class DockerBackend(BakingBackend):
     formal = True
     recipe_version = "2"
 
-    def __init__(self, options: SandboxOptions) -> None:
+    def __init__(self, options: SandboxOptions, host: str | None = None) -> None:
         docker = _docker()
+        #: The engine's URL (`host`, else DOCKER_HOST, else the local socket).
+        self.engine = host or os.environ.get("DOCKER_HOST") or DEFAULT_ENGINE
+        self._client_kwargs = engine_kwargs(host)
         try:
-            self.client = docker.from_env(timeout=600)
+            self.client = docker.DockerClient(**self._client_kwargs, timeout=600)
             self.client.ping()
+            info = self.client.info()
         except docker.errors.DockerException as exc:
-            where = os.environ.get("DOCKER_HOST", "the local socket")
             raise SandboxError(
-                f"cannot reach the Docker engine at {where}: {exc}. Start it (dockerd) or set "
-                "DOCKER_HOST, or use --reactbench-sandbox=local"
+                f"cannot reach the Docker engine at {self.engine}: {exc}. Start it (dockerd), or "
+                "give its URL (--reactbench-docker-host or DOCKER_HOST), or use --reactbench-sandbox=local"
             ) from None
         super().__init__(options)
+        # Engines of one machine may share an ID (a copied key.json): their data roots tell them apart.
+        identity = f"{info.get('ID')}|{info.get('Name')}|{info.get('DockerRootDir')}"
+        self.lock_scope = f"{hashlib.sha256(identity.encode()).hexdigest()[:12]}-"
+        #: What our sandboxes hold of the engine, for every process of this machine.
+        self.ledger = Ledger(ledger_path(options.cache, identity),
+                             Room(float(info.get("NCPU") or 1), int(info.get("MemTotal") or 0) // 2**20))
         self.api = self.client.api
         self.owner = options.owner or f"{socket.gethostname()}:{os.getpid()}"
         self._live: set[str] = set()
+        #: Container id -> its reservation in the ledger.
+        self._holders: dict[str, str] = {}
         # Removing a container takes the engine a few hundred milliseconds: it happens
         # here, off the trial's path; close() (and drain()) wait for every removal.
         self._teardown = ThreadPoolExecutor(max_workers=4, thread_name_prefix="reactbench-teardown")
         self._removals: list[Future[None]] = []
         self._gates: list[EgressGate] = []
-        self._engine_cpus = int(self.client.info().get("NCPU") or 1)
+        self._engine_cpus = int(info.get("NCPU") or 1)
         self._mirror_daemon = MirrorDaemon(options.git_mirrors)
 
     # -- images ---------------------------------------------------------------------
@@ -290,6 +319,39 @@ class DockerBackend(BakingBackend):
         return Image(self._tag(recipe, key), str(image.id), self.name, cached=True,
                      labels=dict(image.labels or {}))
 
+    def has_image(self, ref: str) -> bool:
+        return self._image(ref) is not None
+
+    def save_image(self, ref: str) -> Iterator[bytes]:
+        """The image as `docker save` writes it, streamed."""
+        return iter(self.api.get_image(ref, chunk_size=1 << 20))
+
+    def load_image(self, data: Iterator[bytes]) -> None:
+        """`docker load` of a stream (another engine's `save_image`)."""
+        try:
+            for line in self.api.load_image(data):
+                if isinstance(line, dict) and "error" in line:
+                    raise SandboxError(f"{self.engine} could not load an image: {line['error']}")
+        except _docker().errors.DockerException as exc:
+            raise SandboxError(f"{self.engine} could not load an image: {exc}") from None
+
+    def alive(self) -> bool:
+        """Whether the engine answers now (within a few seconds)."""
+        docker = _docker()
+        try:
+            # The version known already: no version request before the ping.
+            api = docker.APIClient(**self._client_kwargs, version=self.api.api_version, timeout=10)
+            try:
+                return bool(api.ping())
+            finally:
+                api.close()
+        except Exception:  # any failure to answer is an engine that is not there
+            return False
+
+    def _api_client(self, timeout: float) -> Any:
+        """A low-level client of this engine with its own read timeout."""
+        return _docker().APIClient(**self._client_kwargs, version=self.api.api_version, timeout=timeout)
+
     def public_image(self, name: str, progress: Progress, *, pull: bool) -> Parent:
         image = self._image(name)
         if image is not None and RECIPE_LABEL in (image.labels or {}):
@@ -310,7 +372,7 @@ class DockerBackend(BakingBackend):
     def _pull(self, name: str, progress: Progress) -> None:
         docker = _docker()
         progress(f"pulling {name}")
-        api = docker.APIClient(**docker.utils.kwargs_from_env(), timeout=PULL_STALL_SECONDS)
+        api = self._api_client(PULL_STALL_SECONDS)
         sizes: dict[str, int] = {}
         done: set[str] = set()
         shown = time.monotonic()
@@ -391,7 +453,7 @@ class DockerBackend(BakingBackend):
         docker = _docker()
         progress(f"{recipe.name}: building {recipe.dockerfile} on the Docker engine")
         remaining = max(1.0, deadline - time.monotonic())
-        api = docker.APIClient(**docker.utils.kwargs_from_env(), timeout=remaining)
+        api = self._api_client(remaining)
         tail: list[str] = []
         try:
             stream = api.build(
@@ -472,7 +534,7 @@ class DockerBackend(BakingBackend):
         return recipe
 
     def _root_image(self, progress: Progress) -> None:
-        with file_lock(self.cache_dir / "locks" / "root.lock"):
+        with file_lock(self.cache_dir / "locks" / f"{self.lock_scope}root.lock"):
             if self._image(ROOT_IMAGE) is not None:
                 return
             if shutil.which("debootstrap") is None or os.geteuid() != 0:
@@ -500,6 +562,11 @@ class DockerBackend(BakingBackend):
         docker = _docker()
         tags = {f"reactbench.{k}": str(v) for k, v in labels.items()}
         tags[LABEL] = self.owner
+        if not self.ledger.capacity.fits(min(limits.cpus, float(self._engine_cpus)), limits.memory_mb):
+            raise SandboxError(
+                f"the sandbox asks for {limits.memory_mb} MiB of memory; the engine {self.engine} has "
+                f"{self.ledger.capacity.memory_mb} MiB in all: lower the task's memory_mb or use a "
+                "larger engine")
         gate = self._egress(egress, tags) if egress else None
         # A task may ask for more CPUs than the engine has (4 on a 2-core machine):
         # the engine refuses that, so the limit is the engine's size.
@@ -521,14 +588,21 @@ class DockerBackend(BakingBackend):
             "labels": tags,
             "name": f"reactbench-{uuid.uuid4().hex[:12]}",
         }
+        # Never more than the engine has: wait for room (the trial's other sandbox joins
+        # the room its first one holds).
+        holder = self.ledger.reserve(group_of(labels), cpus, limits.memory_mb)
         try:
             container = self.client.containers.run(image.ref, **options)
         except docker.errors.DockerException as exc:
+            self.ledger.release(holder)
             if gate:
                 gate.close()
             raise SandboxError(f"cannot start a container from {image.ref}: {exc}") from None
         self._live.add(container.id)
-        return DockerSandbox(container, self.api, self._remove_later, gate)
+        self._holders[container.id] = holder
+        box = DockerSandbox(container, self.api, self._remove_later, gate)
+        box.engine = self.engine
+        return box
 
     def _egress(self, hosts: Sequence[str], labels: Mapping[str, str]) -> EgressGate:
         errors = _docker().errors
@@ -587,6 +661,7 @@ class DockerBackend(BakingBackend):
                 if exc.status_code != 409:
                     raise
             self._live.discard(container.id)
+            self._release(container.id)
         finally:
             if gate is not None:
                 try:
@@ -594,6 +669,11 @@ class DockerBackend(BakingBackend):
                 except errors.DockerException:
                     self._gates.append(gate)
                     raise
+
+    def _release(self, container_id: str) -> None:
+        holder = self._holders.pop(container_id, None)
+        if holder is not None:
+            self.ledger.release(holder)
 
     def drain(self) -> None:
         """Wait until every closed sandbox's container is removed."""
@@ -615,5 +695,8 @@ class DockerBackend(BakingBackend):
             with contextlib.suppress(_docker().errors.DockerException):
                 self.client.containers.get(container_id).remove(force=True, v=True)
             self._live.discard(container_id)
+        # A container that could not be removed (its engine is gone) holds no room.
+        for container_id in list(self._holders):
+            self._release(container_id)
         self.client.close()
 

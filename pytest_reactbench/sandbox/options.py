@@ -34,6 +34,22 @@ def default_ca_bundle() -> Path | None:
     return HOST_CA_BUNDLE if HOST_CA_BUNDLE.is_file() else None
 
 
+#: What docker-py reaches an engine through.
+DOCKER_SCHEMES = ("unix://", "tcp://", "ssh://", "npipe://")
+
+
+def parse_docker_hosts(values: list[str], source: str) -> tuple[str, ...]:
+    """Engine URLs, each once, in order."""
+    hosts: list[str] = []
+    for value in values:
+        url = value.strip()
+        if not url.startswith(DOCKER_SCHEMES):
+            raise ValueError(f"{source}: {value!r} is not an engine URL ({', '.join(DOCKER_SCHEMES)})")
+        if url not in hosts:
+            hosts.append(url)
+    return tuple(hosts)
+
+
 def images_mode(value: str, source: str) -> ImagesMode:
     if value not in IMAGES_MODES:
         raise ValueError(f"{source}: {value!r} is not one of {', '.join(IMAGES_MODES)}")
@@ -56,3 +72,6 @@ class SandboxOptions:
     #: Who owns the sandboxes (host:pid by default): a later run removes those of
     #: owners that died.
     owner: str = ""
+    #: The docker backend's engines: one is one engine, several are a pool; none is
+    #: DOCKER_HOST (or the local socket).
+    docker_hosts: tuple[str, ...] = ()

@@ -32,6 +32,7 @@ from pytest_reactbench.sandbox.base import (
     Backend,
     BakeError,
     BootingSandbox,
+    EngineLost,
     Image,
     ImageRecipe,
     Limits,
@@ -245,6 +246,8 @@ class Trial:
         self.records = records
         self.attempt = attempt
         self.options = options or TrialOptions()
+        #: The engine the current attempt's agent sandbox runs on, once booted.
+        self._engine = ""
 
     @property
     def backend(self) -> Backend:
@@ -267,7 +270,11 @@ class Trial:
                                              self._manifest(retry_of))
             result = self._run_once(record)
             result.retries = retries
-            record.finish(result)
+            if result.failure == EngineLost.__name__:
+                # Like a worker that died: the trial never reached a verdict.
+                record.mark_incomplete(result.message, result.status())
+            else:
+                record.finish(result)
             if (result.verdict is not Verdict.ERROR or retries >= self.options.retries
                     or result.failure in (UnsupportedTaskError.__name__, AgentAuthError.__name__,
                                           AgentUnavailable.__name__)):
@@ -296,12 +303,13 @@ class Trial:
     def _result(self, record: TrialRecord, verdict: Verdict, **fields: Any) -> TrialResult:
         return TrialResult(task=self.task.id, agent=self.agent.name, attempt=self.attempt,
                            verdict=verdict, record=str(record.path), backend=self.backend.name,
-                           agent_version=self.agent.version, **fields)
+                           agent_version=self.agent.version, engine=self._engine, **fields)
 
     def _run_once(self, record: TrialRecord) -> TrialResult:
         durations: dict[str, float] = {}
         images: dict[str, Image] = {}
         boxes: list[tuple[Role, Sandbox]] = []
+        self._engine = ""
 
         def error(exc: BaseException, message: str | None = None) -> TrialResult:
             return self._result(record, Verdict.ERROR, failure=type(exc).__name__,
@@ -328,6 +336,9 @@ class Trial:
             with _timed(durations, "boot", record, event=False):
                 agent_box = self.stages.boot(self.task, "agent", images["agent"], self.agent.model_hosts)
             boxes.append(("agent", agent_box))
+            if agent_box.engine:
+                self._engine = agent_box.engine
+                record.event("engine", engine=agent_box.engine)
             return self._act_and_grade(record, agent_box, verifier, durations, images)
         except (SandboxError, VerifierError) as exc:
             return error(exc)

@@ -1,0 +1,426 @@
+"""Room on Docker engines, and a pool of engines for one run.
+
+`Ledger`: what our sandboxes hold of one engine (CPUs and memory, by the task's
+limits), shared by every process of this machine through a file lock, so that xdist
+workers wait for room instead of asking the engine for more than it has. The two
+sandboxes of one trial (agent and verifier) are one group: they never work at once,
+so the group holds the larger of their limits, and the second one is admitted at once
+(waiting for it could deadlock two trials that each hold their first).
+
+`EnginePool`: the docker backend over several engines (`--reactbench-docker-host`,
+repeated). Each trial is placed on a live engine, the one with the fewest trials
+placed on it; its images are baked there, or copied there (`docker save | docker
+load`, image ids kept) from an engine that has them, which is bounded where a build is
+not. An engine that stops answering is lost for the rest of the session: the trials on
+it end in `EngineLost` (errors, retried elsewhere by `--reactbench-retries`), and no
+new trial is placed on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_reactbench.sandbox.base import (
+    Backend,
+    BakeError,
+    EngineLost,
+    ExecResult,
+    Image,
+    ImageRecipe,
+    Limits,
+    Progress,
+    Sandbox,
+    SandboxError,
+)
+from pytest_reactbench.sandbox.host import file_lock, pid_alive
+from pytest_reactbench.sandbox.options import SandboxOptions
+
+if TYPE_CHECKING:
+    from pytest_reactbench.sandbox.docker import DockerBackend
+
+#: How often a worker waiting for room looks again.
+ROOM_POLL_SECONDS = 0.5
+#: A worker that waits this long for room says so (once).
+ROOM_WAIT_NOTICE_SECONDS = 10.0
+
+_HOST = socket.gethostname()
+
+
+@dataclass(frozen=True)
+class Room:
+    cpus: float
+    memory_mb: int
+
+    def fits(self, cpus: float, memory_mb: int) -> bool:
+        # A hair of slack: CPU shares are floats summed in any order.
+        return cpus <= self.cpus + 1e-9 and memory_mb <= self.memory_mb
+
+    def __str__(self) -> str:
+        return f"{self.cpus:g} CPU(s), {self.memory_mb} MiB"
+
+
+def group_of(labels: Mapping[str, str]) -> str:
+    """The sandboxes of one trial: one xdist worker of one run runs one trial at a time."""
+    if "run" in labels and "worker" in labels:
+        return f"{labels['run']}/{labels['worker']}/{labels.get('task', '')}"
+    return f"own-{uuid.uuid4().hex}"
+
+
+class Ledger:
+    """The reservations of one engine, in a JSON file under a lock of its own. Entries
+    of processes of this machine that died are dropped when read: a killed worker's
+    room comes back."""
+
+    def __init__(self, path: Path, capacity: Room) -> None:
+        self.path = path
+        self.capacity = capacity
+        self._lock = path.with_suffix(".lock")
+
+    @contextlib.contextmanager
+    def _open(self) -> Iterator[dict[str, Any]]:
+        with file_lock(self._lock):
+            try:
+                data = json.loads(self.path.read_text())
+            except (OSError, ValueError):
+                data = {}
+            holders = data.setdefault("holders", {})
+            for key, entry in list(holders.items()):
+                if entry.get("host") == _HOST and not pid_alive(int(entry.get("pid", 0))):
+                    del holders[key]
+            before = json.dumps(data, sort_keys=True)
+            yield data
+            if json.dumps(data, sort_keys=True) != before:
+                tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+                tmp.write_text(json.dumps(data, sort_keys=True))
+                os.replace(tmp, self.path)
+
+    @staticmethod
+    def _held(holders: Mapping[str, Mapping[str, Any]]) -> Room:
+        """What the groups hold: each group the larger of its members' limits."""
+        groups: dict[str, tuple[float, int]] = {}
+        for entry in holders.values():
+            cpus, memory = groups.get(entry["group"], (0.0, 0))
+            groups[entry["group"]] = (max(cpus, float(entry["cpus"])), max(memory, int(entry["memory_mb"])))
+        return Room(sum(c for c, _ in groups.values()), sum(m for _, m in groups.values()))
+
+    def free(self) -> Room:
+        with self._open() as data:
+            held = self._held(data["holders"])
+        return Room(self.capacity.cpus - held.cpus, self.capacity.memory_mb - held.memory_mb)
+
+    def load(self) -> tuple[int, int]:
+        """(trials placed on the engine now, trials ever placed): how busy it is."""
+        with self._open() as data:
+            claims = sum(1 for e in data["holders"].values() if e.get("claim"))
+            return claims, int(data.get("placed", 0))
+
+    def claim(self) -> str:
+        """A trial placed on this engine, until `release`: it holds no room (its
+        sandboxes reserve that when they boot) but counts in `load`."""
+        holder = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        with self._open() as data:
+            data["placed"] = int(data.get("placed", 0)) + 1
+            data["holders"][holder] = {"group": f"claim-{holder}", "cpus": 0.0, "memory_mb": 0, "claim": True,
+                                       "pid": os.getpid(), "host": _HOST}
+        return holder
+
+    def try_reserve(self, holder: str, group: str, cpus: float, memory_mb: int) -> bool:
+        if not self.capacity.fits(cpus, memory_mb):
+            raise SandboxError(
+                f"a sandbox asks for {cpus:g} CPU(s) and {memory_mb} MiB; the engine has "
+                f"{self.capacity} in all: lower the task's [environment] limits or use a larger engine")
+        with self._open() as data:
+            holders = data["holders"]
+            joining = any(e["group"] == group for e in holders.values())
+            entry = {"group": group, "cpus": cpus, "memory_mb": memory_mb, "pid": os.getpid(), "host": _HOST}
+            if not joining:
+                held = self._held(holders)
+                if not Room(self.capacity.cpus - held.cpus,
+                            self.capacity.memory_mb - held.memory_mb).fits(cpus, memory_mb):
+                    return False
+            holders[holder] = entry
+            return True
+
+    def reserve(self, group: str, cpus: float, memory_mb: int,
+                notice: Callable[[str], None] | None = None) -> str:
+        """Wait for room and take it; returns the holder id to release."""
+        holder = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        started = time.monotonic()
+        noticed = False
+        while not self.try_reserve(holder, group, cpus, memory_mb):
+            if notice and not noticed and time.monotonic() - started > ROOM_WAIT_NOTICE_SECONDS:
+                noticed = True
+                notice(f"waiting for room ({cpus:g} CPU(s), {memory_mb} MiB) on the engine")
+            time.sleep(ROOM_POLL_SECONDS)
+        return holder
+
+    def release(self, holder: str) -> None:
+        with self._open() as data:
+            data["holders"].pop(holder, None)
+
+
+def ledger_path(cache: Path, identity: str) -> Path:
+    return cache / "docker" / "engines" / f"{hashlib.sha256(identity.encode()).hexdigest()[:16]}.json"
+
+
+class PooledSandbox(Sandbox):
+    """A sandbox on one engine of the pool: a failure the engine's death explains
+    becomes `EngineLost`."""
+
+    backend = "docker"
+
+    def __init__(self, inner: Sandbox, engine: DockerBackend, pool: EnginePool) -> None:
+        self.inner = inner
+        self.engine = engine.engine
+        self._member = engine
+        self._pool = pool
+        self._closed = False
+
+    @contextlib.contextmanager
+    def _watch(self) -> Iterator[None]:
+        # A dead engine surfaces as anything from a SandboxError to a bare connection
+        # error of the HTTP client; whichever it is, the engine's silence decides.
+        try:
+            yield
+        except EngineLost:
+            raise
+        except Exception as exc:
+            lost = self._pool.explain(self._member, exc)
+            if lost is None:
+                raise
+            raise lost from None
+
+    def exec(self, cmd: str | Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None,
+             timeout: float | None = None, user: str | None = None) -> ExecResult:
+        with self._watch():
+            return self.inner.exec(cmd, cwd=cwd, env=env, timeout=timeout, user=user)
+
+    def put_archive(self, dest: str, data: bytes) -> None:
+        with self._watch():
+            self.inner.put_archive(dest, data)
+
+    def get_archive(self, src: str, exclude: Sequence[str] = ()) -> bytes:
+        with self._watch():
+            return self.inner.get_archive(src, exclude)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.inner.close()
+        finally:
+            self._pool.closed(self)
+
+
+class EnginePool(Backend):
+    """The docker backend over several engines."""
+
+    name = "docker"
+    formal = True
+
+    def __init__(self, options: SandboxOptions,
+                 member: Callable[[SandboxOptions, str], DockerBackend] | None = None) -> None:
+        if member is None:
+            from pytest_reactbench.sandbox.docker import DockerBackend
+
+            member = DockerBackend
+        self.options = options
+        self.members: list[DockerBackend] = []
+        #: Engines that did not answer when the pool was made: lost from the start.
+        self.unreachable: dict[str, str] = {}
+        for host in options.docker_hosts:
+            try:
+                self.members.append(member(options, host))
+            except SandboxError as exc:
+                self.unreachable[host] = str(exc)
+        if not self.members:
+            raise SandboxError("no Docker engine of the pool answers:\n  "
+                               + "\n  ".join(self.unreachable.values()))
+        for host, why in self.unreachable.items():
+            warnings.warn(f"reactbench: the pool goes on without {host}: {why}", stacklevel=2)
+        self.lost: set[str] = set(self.unreachable)
+        self._lock = threading.Lock()
+        #: The engine of the trial this process runs now, its claim there, its open sandboxes.
+        self._placed: DockerBackend | None = None
+        self._claim = ""
+        self._open = 0
+        #: Placements of every process of the machine, one at a time: each sees the others' claims.
+        self._placing = options.cache / "docker" / "engines" / "placement.lock"
+
+    @property
+    def engines(self) -> list[str]:
+        return [m.engine for m in self.members]
+
+    def _live(self) -> list[DockerBackend]:
+        return [m for m in self.members if m.engine not in self.lost]
+
+    def explain(self, member: DockerBackend, exc: BaseException) -> EngineLost | None:
+        """EngineLost when the engine no longer answers (it is then lost for the
+        session); None when it does (`exc` is some other failure)."""
+        if member.engine not in self.lost and member.alive():
+            return None
+        self._lose(member)
+        return EngineLost(f"the Docker engine {member.engine} was lost mid-trial ({exc}); "
+                          "it takes no more trials in this session")
+
+    def _lose(self, member: DockerBackend) -> None:
+        with self._lock:
+            self.lost.add(member.engine)
+            if self._placed is member:
+                self._unplace()
+
+    def _unplace(self) -> None:
+        """The current trial is over (or its engine lost): its claim goes."""
+        if self._placed is not None and self._claim:
+            self._placed.ledger.release(self._claim)
+        self._placed, self._claim = None, ""
+
+    @contextlib.contextmanager
+    def _on(self, member: DockerBackend) -> Iterator[None]:
+        try:
+            yield
+        except EngineLost:
+            raise
+        except Exception as exc:
+            lost = self.explain(member, exc)
+            if lost is None:
+                raise
+            raise lost from None
+
+    def _place(self) -> DockerBackend:
+        with self._lock:
+            if self._placed is not None and self._placed.engine not in self.lost:
+                return self._placed
+        with file_lock(self._placing):
+            while True:
+                live = self._live()
+                if not live:
+                    raise SandboxError("every Docker engine of the pool was lost: "
+                                       + ", ".join(sorted(self.lost)))
+                loads = {m.engine: m.ledger.load() for m in live}
+                # Fewest trials now (by the engine's size), then fewest placed so far.
+                chosen = min(live, key=lambda m: (loads[m.engine][0] / max(m.ledger.capacity.cpus, 1),
+                                                  loads[m.engine][1]))
+                # Another worker may have seen it die: a new trial goes only to an engine that answers.
+                if not chosen.alive():
+                    self._lose(chosen)
+                    continue
+                claim = chosen.ledger.claim()
+                with self._lock:
+                    self._placed, self._claim = chosen, claim
+                return chosen
+
+    def end_placement(self) -> None:
+        """The current trial is over: the next one is placed afresh (closing the
+        trial's last sandbox does this)."""
+        with self._lock:
+            self._unplace()
+
+    def placement(self) -> str:
+        """The engine the current trial of this process runs on ('' before one is placed)."""
+        return self._placed.engine if self._placed else ""
+
+    # -- images ------------------------------------------------------------------------
+
+    def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:
+        target = self._place()
+        with self._on(target):
+            image = target.baked(recipe)
+            if image is not None:
+                progress(f"{recipe.name}: reusing baked image on {target.engine}")
+                return image
+            for source in self._live():
+                if source is target:
+                    continue
+                with self._on(source):
+                    image = source.baked(recipe)
+                if image is not None:
+                    self.copy(source, target, image, progress)
+                    return image
+            try:
+                return target.bake(recipe, progress)
+            except BakeError as failed:
+                # Some engines cannot build everything (a base image only one of them
+                # has, no registry in reach): baked on one that can, then copied.
+                for source in self._live():
+                    if source is target:
+                        continue
+                    with contextlib.suppress(BakeError), self._on(source):
+                        image = source.bake(recipe, progress)
+                        self.copy(source, target, image, progress)
+                        return image
+                raise failed from None
+
+    def baked(self, recipe: ImageRecipe) -> Image | None:
+        for member in self._live():
+            image = member.baked(recipe)
+            if image is not None:
+                return image
+        return None
+
+    def copy(self, source: DockerBackend, target: DockerBackend, image: Image, progress: Progress) -> None:
+        """`docker save | docker load` of one image between two engines, once per
+        engine and image for every process of the machine."""
+        lock = self.options.cache / "docker" / "locks" / \
+            f"copy-{hashlib.sha256(target.engine.encode()).hexdigest()[:12]}-{image.digest.split(':')[-1][:16]}.lock"
+        with file_lock(lock):
+            if target.has_image(image.ref):
+                return
+            progress(f"copying {image.ref} from {source.engine} to {target.engine}")
+            started = time.monotonic()
+            target.load_image(source.save_image(image.ref))
+            progress(f"copied {image.ref} to {target.engine} in {time.monotonic() - started:.1f}s")
+
+    # -- sandboxes -----------------------------------------------------------------------
+
+    def boot(self, image: Image, *, network: bool, limits: Limits, labels: Mapping[str, str],
+             egress: Sequence[str] = ()) -> Sandbox:
+        target = self._place()
+        with self._on(target):
+            if not target.has_image(image.ref):
+                # Baked elsewhere (the trial moved): copied from an engine that has it.
+                source = next((m for m in self._live() if m is not target and m.has_image(image.ref)), None)
+                if source is None:
+                    raise SandboxError(f"no engine of the pool has {image.ref}")
+                self.copy(source, target, image, lambda _: None)
+            inner = target.boot(image, network=network, limits=limits, labels=labels, egress=egress)
+        with self._lock:
+            self._open += 1
+        return PooledSandbox(inner, target, self)
+
+    def closed(self, sandbox: PooledSandbox) -> None:
+        with self._lock:
+            self._open -= 1
+            if self._open == 0:
+                # The trial is over: the next one is placed afresh.
+                self._unplace()
+
+    def sweep(self) -> int:
+        """What dead runs left, on every engine that answers."""
+        removed = 0
+        for member in self._live():
+            try:
+                removed += member.sweep()
+            except Exception as exc:
+                if self.explain(member, exc) is None:
+                    raise
+        return removed
+
+    def close(self) -> None:
+        self.end_placement()
+        for member in self.members:
+            with contextlib.suppress(Exception):
+                member.close()

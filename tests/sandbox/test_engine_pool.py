@@ -1,0 +1,278 @@
+"""The docker backend over a pool of three engines: the main one and two more started
+here (their own sockets, data roots and bridges, loopback only), which start empty and
+get the tasks' images copied from the main engine by the pool itself. The tasks are
+tiny (a static busybox), so a whole run costs seconds; the engines, not the tasks, are
+under test. Also: the room ledger that keeps an engine from being asked for more than
+it has, across processes."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from pytest_reactbench.results.load import junit_testcases
+from pytest_reactbench.sandbox.base import EngineLost, Image, ImageRecipe, SandboxError
+from pytest_reactbench.sandbox.engines import EnginePool, Ledger, Room
+from pytest_reactbench.sandbox.options import SandboxOptions
+from tests.sandbox.extra_engines import ExtraEngine, build_tiny_base, extra_engine, tiny_task
+
+MAIN = "unix:///var/run/docker.sock"
+#: This process's tasks (and so its images): xdist workers running these tests apart
+#: remove only their own.
+PREFIX = f"pool-{uuid.uuid4().hex[:6]}"
+@pytest.fixture(scope="module")
+def engines() -> Iterator[list[ExtraEngine]]:
+    if shutil.which("busybox") is None:
+        pytest.fail("these tests need busybox-static (.ci/setup installs it)")
+    with extra_engine(1) as first, extra_engine(2) as second:
+        yield [first, second]
+
+
+@pytest.fixture(scope="module")
+def base_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A tiny base image on the main engine only; what was built on it goes with it."""
+    client = docker.from_env()
+    tag = build_tiny_base(client, tmp_path_factory.mktemp("busybox"))
+    try:
+        yield tag
+    finally:
+        built_on = client.images.get(tag).id
+        for image in client.images.list(filters={"label": "reactbench.recipe"}):
+            if any(t.startswith(f"reactbench/{PREFIX}") for t in image.tags):
+                client.images.remove(image.id, force=True)
+        client.images.remove(built_on, force=True)
+        client.close()
+
+
+def _verdicts(xml: Path) -> dict[str, tuple[str, str]]:
+    return {f"{p['reactbench.task']}::{p['reactbench.agent']}": (p["reactbench.verdict"],
+                                                                p.get("reactbench.engine", ""))
+            for _, p in junit_testcases(xml)}
+
+
+def _our_containers(url: str, run_dirs: list[Path]) -> list[str]:
+    client = docker.DockerClient(base_url=url, timeout=30)
+    try:
+        runs = {d.name for d in run_dirs}
+        found = [c.name for c in client.containers.list(all=True, filters={"label": "reactbench.owner"})
+                 if c.labels.get("reactbench.run") in runs]
+        found += [n.name for n in client.networks.list(filters={"label": "reactbench.owner"})
+                  if (n.attrs.get("Labels") or {}).get("reactbench.run") in runs]
+        return found
+    finally:
+        client.close()
+
+
+def _run_dirs(suite: pytest.Pytester) -> list[Path]:
+    return [p for p in (suite.path / "records").iterdir() if (p / "manifest.json").is_file()]
+
+
+@pytest.mark.docker
+def test_a_run_over_three_engines_has_the_verdicts_of_one(suite: pytest.Pytester, engines: list[ExtraEngine],
+                                                          base_image: str) -> None:
+    names = [f"{PREFIX}-same-{n}" for n in range(4)]
+    for name in names:
+        tiny_task(suite.path / "tasks", name, base_image)
+    common = ["--reactbench-sandbox=docker", "--reactbench-agent=oracle,nop", "-p", "no:cacheprovider"]
+    one = suite.runpytest_subprocess(*common, "--junitxml=one.xml")
+    one.assert_outcomes(passed=4, failed=4)
+    hosts = [MAIN, engines[0].url, engines[1].url]
+    pool = suite.runpytest_subprocess(*common, "-n", "2", "--junitxml=pool.xml",
+                                      *(f"--reactbench-docker-host={h}" for h in hosts))
+    pool.assert_outcomes(passed=4, failed=4)
+    single, pooled = _verdicts(suite.path / "one.xml"), _verdicts(suite.path / "pool.xml")
+    assert {k: v for k, (v, _) in pooled.items()} == {k: v for k, (v, _) in single.items()}
+    # Every engine ran trials, each trial's record names its engine, and the run's
+    # manifest names the pool.
+    assert {engine for _, engine in pooled.values()} == set(hosts)
+    assert {engine for _, engine in single.values()} == {MAIN}
+    run = max(_run_dirs(suite), key=lambda p: p.name)
+    assert json.loads((run / "manifest.json").read_text())["engines"] == hosts
+    for status in run.glob("*/status.json"):
+        assert json.loads(status.read_text())["engine"] in hosts
+    # The images came to the empty engines from the main one, not from a build there.
+    for engine in engines:
+        tags = {t for image in engine.client().images.list() for t in image.tags}
+        assert any(t.startswith(f"reactbench/{PREFIX}") for t in tags)
+    for url in hosts:
+        assert _our_containers(url, _run_dirs(suite)) == [], url
+
+
+@pytest.mark.docker
+def test_a_lost_engine_ends_its_trials_in_errors_retried_on_the_others(
+        suite: pytest.Pytester, engines: list[ExtraEngine], base_image: str) -> None:
+    names = [f"{PREFIX}-lost-{n}" for n in range(3)]
+    for name in names:
+        # Long enough to stop the engine while the agent works.
+        tiny_task(suite.path / "tasks", name, base_image, solve="sleep 8; echo hello > /app/out.txt")
+    with extra_engine(3) as doomed:
+        # Listed first: the first trial goes to it.
+        hosts = [doomed.url, MAIN, engines[0].url]
+        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
+                   "--reactbench-sandbox=docker", "--reactbench-agent=oracle", "--reactbench-retries=1",
+                   "--junitxml=lost.xml", *(f"--reactbench-docker-host={h}" for h in hosts)]
+        run = subprocess.Popen(command, cwd=suite.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+        watcher = doomed.client()
+        deadline = time.monotonic() + 120
+        while not watcher.containers.list(filters={"label": "reactbench.role=agent"}):
+            if run.poll() is not None or time.monotonic() > deadline:
+                run.kill()
+                pytest.fail(f"no trial reached the doomed engine:\n{run.communicate()[0][-4000:]}")
+            time.sleep(0.2)
+        watcher.close()
+        doomed.stop()
+        output, _ = run.communicate(timeout=300)
+    assert run.returncode == 0, output[-3000:]
+    results = _verdicts(suite.path / "lost.xml")
+    assert {v for v, _ in results.values()} == {"passed"}
+    assert doomed.url not in {engine for _, engine in results.values()}
+    # The trial that was on the lost engine: its first record is marked incomplete,
+    # its retry (another record) passed elsewhere.
+    run_dir = max(_run_dirs(suite), key=lambda p: p.name)
+    statuses = {s.parent.name: json.loads(s.read_text()) for s in run_dir.glob("*/status.json")}
+    lost = [name for name, s in statuses.items() if s["status"] == "incomplete"]
+    assert lost, statuses
+    for name in lost:
+        assert "was lost mid-trial" in statuses[name]["reason"]
+        assert statuses[name]["engine"] == doomed.url
+        retry = statuses[f"{name}.1"]
+        assert retry["status"] == "complete" and retry["verdict"] == "passed"
+        assert retry["engine"] in hosts[1:]
+    for url in hosts[1:]:
+        assert _our_containers(url, _run_dirs(suite)) == [], url
+
+
+def _hold(path: str, seconds: float, started: Any) -> None:
+    ledger = Ledger(Path(path), Room(2, 4096))
+    holder = ledger.reserve("other-trial", 2, 1024)
+    started.set()
+    time.sleep(seconds)
+    ledger.release(holder)
+
+
+def test_the_ledger_makes_a_worker_wait_for_room(tmp_path: Path) -> None:
+    path = tmp_path / "engine.json"
+    ledger = Ledger(path, Room(2, 4096))
+    started = multiprocessing.get_context("fork").Event()
+    other = multiprocessing.get_context("fork").Process(target=_hold, args=(str(path), 1.5, started))
+    other.start()
+    assert started.wait(10)
+    assert ledger.free() == Room(0, 3072)
+    began = time.monotonic()
+    holder = ledger.reserve("trial", 1, 1024)  # the other process holds both CPUs
+    assert time.monotonic() - began > 1.0
+    # The trial's second sandbox joins its room at once: the group holds the larger.
+    second = ledger.reserve("trial", 1, 2048)
+    assert ledger.free() == Room(1, 2048)
+    ledger.release(holder)
+    ledger.release(second)
+    other.join(10)
+    assert ledger.free() == Room(2, 4096)
+
+
+def test_a_dead_process_gives_its_room_back(tmp_path: Path) -> None:
+    path = tmp_path / "engine.json"
+    started = multiprocessing.get_context("fork").Event()
+    other = multiprocessing.get_context("fork").Process(target=_hold, args=(str(path), 60, started))
+    other.start()
+    assert started.wait(10)
+    other.kill()
+    other.join(10)
+    assert Ledger(path, Room(2, 4096)).free() == Room(2, 4096)
+
+
+def test_a_sandbox_larger_than_the_engine_is_refused_at_once(tmp_path: Path) -> None:
+    expected = "asks for 1 CPU(s) and 8192 MiB; the engine has 2 CPU(s), 4096 MiB in all"
+    with pytest.raises(SandboxError, match=re.escape(expected)):
+        Ledger(tmp_path / "engine.json", Room(2, 4096)).reserve("trial", 1, 8192)
+
+
+class FakeEngine:
+    """What the pool asks of an engine, without one: the placement logic alone."""
+
+    def __init__(self, options: SandboxOptions, host: str) -> None:
+        self.engine = host
+        self.ledger = Ledger(options.cache / f"{host.rsplit('/', 1)[-1]}.json", Room(2, 4096))
+        self.up = True
+        self.images: dict[str, Image] = {}
+        self.loaded: list[str] = []
+
+    def alive(self) -> bool:
+        return self.up
+
+    def baked(self, recipe: ImageRecipe) -> Image | None:
+        return self.images.get(recipe.name)
+
+    def bake(self, recipe: ImageRecipe, progress: object) -> Image:
+        if not self.up:
+            raise SandboxError("connection refused")
+        self.images[recipe.name] = Image(f"reactbench/{recipe.name}:k", "sha256:1", "docker", cached=False)
+        return self.images[recipe.name]
+
+    def has_image(self, ref: str) -> bool:
+        return any(i.ref == ref for i in self.images.values())
+
+    def save_image(self, ref: str) -> Iterator[bytes]:
+        return iter([ref.encode()])
+
+    def load_image(self, data: Iterator[bytes]) -> None:
+        ref = b"".join(data).decode()
+        self.loaded.append(ref)
+        self.images[ref.split("/")[1].split(":")[0]] = Image(ref, "sha256:1", "docker", cached=True)
+
+
+def test_the_pool_spreads_trials_copies_images_and_skips_a_lost_engine(tmp_path: Path) -> None:
+    options = SandboxOptions(cache=tmp_path, docker_hosts=("unix:///a", "unix:///b", "unix:///c"))
+    pool = EnginePool(options, member=FakeEngine)  # type: ignore[arg-type]
+    _, b, c = pool.members
+    recipe = ImageRecipe("t", tmp_path / "Dockerfile", tmp_path)
+    placed = []
+    for _ in range(6):
+        pool.bake(recipe, lambda _: None)
+        placed.append(pool.placement())
+        pool.end_placement()  # the trial ended
+    assert placed == ["unix:///a", "unix:///b", "unix:///c"] * 2
+    # Baked once (on a), copied to b and c rather than baked there again.
+    assert b.loaded == c.loaded == ["reactbench/t:k"]  # type: ignore[attr-defined]
+    # c dies between trials: the next trials go to the engines that answer.
+    c.up = False  # type: ignore[attr-defined]
+    placed = []
+    for _ in range(4):
+        pool.bake(recipe, lambda _: None)
+        placed.append(pool.placement())
+        pool.end_placement()
+    assert set(placed) == {"unix:///a", "unix:///b"}
+    assert pool.lost == {"unix:///c"}
+    # b dies under a trial placed on it: the trial's next step is EngineLost.
+    while pool.bake(recipe, lambda _: None) and pool.placement() != "unix:///b":
+        pool.end_placement()
+    b.up = False  # type: ignore[attr-defined]
+    with pytest.raises(EngineLost, match="unix:///b was lost mid-trial"):
+        pool.bake(ImageRecipe("u", tmp_path / "Dockerfile", tmp_path), lambda _: None)
+    assert pool.placement() == ""
+
+
+def test_workers_placing_at_once_see_each_others_trials(tmp_path: Path) -> None:
+    # Two workers' pools over the same engines (one cache, as xdist workers share).
+    options = SandboxOptions(cache=tmp_path, docker_hosts=("unix:///a", "unix:///b"))
+    first, second = EnginePool(options, member=FakeEngine), EnginePool(options, member=FakeEngine)  # type: ignore[arg-type]
+    recipe = ImageRecipe("t", tmp_path / "Dockerfile", tmp_path)
+    first.bake(recipe, lambda _: None)
+    second.bake(recipe, lambda _: None)
+    assert {first.placement(), second.placement()} == {"unix:///a", "unix:///b"}
+    assert [m.ledger.load()[0] for m in first.members] == [1, 1]
+    first.end_placement()
+    assert [m.ledger.load()[0] for m in first.members] == [0, 1]
