@@ -26,7 +26,7 @@ from pytest_reactbench.mining.changes import (
     git,
     of_kind,
 )
-from pytest_reactbench.mining.runners import PackageManager, Runners
+from pytest_reactbench.mining.runners import Runners, TestPlan, Toolchain
 
 AGENT_IMAGE = "ghcr.io/millionco/react-bench-base:latest"
 VERIFIER_IMAGE = "ghcr.io/millionco/react-bench-verifier-base:latest"
@@ -53,11 +53,13 @@ class TaskPlan:
     title: str
     body: str
     changes: tuple[Change, ...]
-    manager: PackageManager
+    toolchain: Toolchain
     runners: Runners
     specs: tuple[str, ...]
     sources: tuple[str, ...]
-    test_cmd: str
+    tests: TestPlan
+    #: The workspace package the specs are in ("" for the repository's root).
+    package: str = ""
 
 
 def write_task(plan: TaskPlan, dest: Path) -> None:
@@ -137,11 +139,13 @@ def source_patch(plan: TaskPlan) -> bytes:
 def _install_step(plan: TaskPlan) -> str:
     return (
         "# The repository replaces the scaffold; its dependencies (as of the mined change's\n"
-        "# head) are installed here, so a dependency change is the environment's, not the agent's.\n"
+        "# head) are installed here with its own package manager "
+        f"({plan.toolchain.label}, from\n# {plan.toolchain.why}), so a dependency change is "
+        "the environment's, not the agent's.\n"
         "WORKDIR /app\n"
-        "RUN find /app -mindepth 1 -maxdepth 1 ! -name node_modules -exec rm -rf {} +\n"
+        "RUN find /app -mindepth 1 -maxdepth 1 -exec rm -rf {} +\n"
         "COPY app/ /app/\n"
-        f"RUN {plan.manager.install}\n"
+        f"RUN {plan.toolchain.install}\n"
     )
 
 
@@ -166,15 +170,25 @@ def verifier_dockerfile(plan: TaskPlan) -> str:
 
 
 def _runners_used(plan: TaskPlan) -> set[str]:
-    return {plan.runners.runner_of(spec) for spec in plan.specs}
+    prefix = f"{plan.package}/" if plan.package else ""
+    return {plan.runners.runner_of(spec.removeprefix(prefix)) for spec in plan.specs}
 
 
-def tests_config(plan: TaskPlan) -> dict[str, object]:
+def tests_config(plan: TaskPlan, expected: dict[str, list[str]] | None = None) -> dict[str, object]:
+    """tests/config.json; `expected` (spec file -> test names) once a run has listed them."""
+    test: dict[str, object] = {"cmd": plan.tests.cmd}
+    if plan.tests.e2e_cmd:
+        test["e2e_cmd"] = plan.tests.e2e_cmd
+        if plan.tests.e2e_specs != "e2e":
+            test["e2e_specs"] = plan.tests.e2e_specs
+    if expected:
+        test["expected"] = expected
+    test["cwd"] = "/app"
     return {
         "rd": {"scan_root": "/app", "mode": "gate"},
         "sources": list(plan.sources),
         "verifier_timeout_sec": VERIFIER_TIMEOUT_SEC,
-        "test": {"cmd": plan.test_cmd, "cwd": "/app"},
+        "test": test,
     }
 
 
