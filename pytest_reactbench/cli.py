@@ -6,6 +6,7 @@
     reactbench compare BASE NEW                    the regression gate (exit 1 on a regression)
     reactbench replay RECORD                       run one recorded trial again
     reactbench mine --repo R --base A --head B     a task from a change of a repository's history
+    reactbench mine --repo R --range A..B          a task from each change of a range, in parallel
 """
 
 from __future__ import annotations

@@ -45,8 +45,8 @@ from pytest_reactbench.mining.runners import (
     node_ceiling,
     node_floor,
     package_of,
-    source_roots,
     plan_tests,
+    source_roots,
 )
 from pytest_reactbench.mining.writer import TaskPlan, tests_config, write_task
 from pytest_reactbench.results import Gate

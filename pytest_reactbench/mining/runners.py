@@ -87,16 +87,17 @@ class Toolchain:
             # Plug'n'Play keeps no node_modules: the verifier's test room runs the
             # runners' binaries from node_modules/.bin, without yarn.
             immutable = " --immutable" if self.lockfile else ""
-            return f"YARN_NODE_LINKER=node-modules YARN_ENABLE_GLOBAL_CACHE=0 yarn install{immutable}"
+            return f"YARN_NODE_LINKER=node-modules yarn install{immutable}"
         if self.name == "yarn":
             frozen = " --frozen-lockfile" if self.lockfile else ""
             # Engines of dependencies are advisory where the images' Node is newer.
-            return f"yarn install{frozen} --ignore-engines --network-timeout 600000"
+            return (f"yarn install{frozen} --ignore-engines --network-timeout 600000 "
+                    "--cache-folder /tmp/yarn-cache && rm -rf /tmp/yarn-cache")
         if self.name == "bun":
             return "bun install --frozen-lockfile"
-        if self.lockfile:
-            return "npm ci --no-audit --no-fund"
-        return "npm install --no-audit --no-fund"
+        # The download caches go with the step: they would only make the image bigger.
+        command = "npm ci" if self.lockfile else "npm install"
+        return f"{command} --no-audit --no-fund --cache /tmp/npm-cache && rm -rf /tmp/npm-cache"
 
 
 def _manifest(text: str | None, where: str = "package.json") -> dict[str, object]:

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from pytest_reactbench.mining.changes import Kind, read_changes
+from pytest_reactbench.mining.mine import expected_tests
 from pytest_reactbench.mining.runners import (
     Runners,
     detect_runners,
@@ -15,7 +16,6 @@ from pytest_reactbench.mining.runners import (
     plan_tests,
     source_roots,
 )
-from pytest_reactbench.mining.mine import expected_tests
 from pytest_reactbench.mining.writer import TaskPlan, write_task
 from pytest_reactbench.tasks import load_task
 from pytest_reactbench.tasks.load import parse_json
