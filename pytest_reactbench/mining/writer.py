@@ -23,6 +23,7 @@ from pytest_reactbench.mining.changes import (
     Change,
     Kind,
     MiningError,
+    classify,
     git,
     of_kind,
 )
@@ -99,10 +100,16 @@ def instruction(title: str, body: str) -> str:
 def lay_out_app(plan: TaskPlan, app: Path) -> None:
     """The base revision's tracked files, with the environment half at head applied."""
     app.mkdir(parents=True)
-    archive = git(plan.repo, "archive", "--format=tar", plan.base)
-    proc = subprocess.run(["tar", "-x", "-C", str(app)], input=archive, capture_output=True)
-    if proc.returncode != 0:
-        raise MiningError(f"cannot unpack the base revision: {proc.stderr.decode(errors='replace')}")
+    try:
+        archive = git(plan.repo, "archive", "--format=tar", plan.base)
+    except MiningError:
+        # A partial clone (or a mirror without its largest files) lacks some blobs:
+        # file by file, leaving out only documentation the task never reads.
+        _lay_out_file_by_file(plan, app)
+    else:
+        proc = subprocess.run(["tar", "-x", "-C", str(app)], input=archive, capture_output=True)
+        if proc.returncode != 0:
+            raise MiningError(f"cannot unpack the base revision: {proc.stderr.decode(errors='replace')}")
     for change in of_kind(plan.changes, *ENVIRONMENT_KINDS):
         gone = [change.old_path] if change.old_path else []
         for path in gone + ([change.path] if change.deleted else []):
@@ -111,6 +118,18 @@ def lay_out_app(plan: TaskPlan, app: Path) -> None:
                 target.unlink()
         if not change.deleted:
             write_blob(plan.repo, plan.head, change.path, app / change.path)
+
+
+def _lay_out_file_by_file(plan: TaskPlan, app: Path) -> None:
+    listing = git(plan.repo, "ls-tree", "-r", "-z", "--name-only", plan.base).decode(
+        "utf-8", errors="surrogateescape")
+    for path in filter(None, listing.split("\0")):
+        try:
+            write_blob(plan.repo, plan.base, path, app / path)
+        except MiningError:
+            if classify(path) is not Kind.DOCS:
+                raise MiningError(f"{path} at {plan.base[:12]} is missing from the repository "
+                                  "(a partial clone?): fetch it, then mine again") from None
 
 
 def write_blob(repo: Path, rev: str, path: str, dest: Path) -> None:

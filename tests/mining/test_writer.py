@@ -7,7 +7,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from pytest_reactbench.mining.changes import Kind, read_changes
+import pytest
+
+from pytest_reactbench.mining.changes import Kind, MiningError, read_changes
 from pytest_reactbench.mining.mine import expected_tests
 from pytest_reactbench.mining.runners import (
     Runners,
@@ -183,3 +185,20 @@ def test_expected_tests_come_from_the_reports_of_a_grading(tmp_path: Path) -> No
         "src/cart.test.ts": ["Cart > adds", "Cart > totals > sums"],
         "e2e/home.spec.ts": ["Home > shows the cart"],
     }
+
+
+def test_a_clone_missing_some_blobs_is_laid_out_without_its_docs_only(tmp_path: Path) -> None:
+    plan = make_plan(tmp_path)
+
+    def drop(path: str) -> None:
+        blob = run_git(plan.repo, "rev-parse", f"{plan.base}:{path}")
+        (plan.repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+
+    drop("docs/guide.md")  # as a partial clone lacks what it never checked out
+    write_task(plan, tmp_path / "partial")
+    app = files(tmp_path / "partial" / "environment" / "app")
+    assert "docs/guide.md" not in app
+    assert app["src/cart.ts"] == at(plan.repo, plan.base, "src/cart.ts")
+    drop("src/old.ts")
+    with pytest.raises(MiningError, match=r"src/old\.ts at \w{12} is missing from the repository"):
+        write_task(plan, tmp_path / "broken")
