@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -390,6 +390,8 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
         in_package = _read_at(repo, head, package)
         runners = merge_runners(detect_runners(in_package("package.json"),
                                                _package_files(repo, head, package), in_package), runners)
+    if package and toolchain.name == "pnpm":
+        toolchain = replace(toolchain, hoisted=True)
     reasons = early_refusals(changes, specs, runners.names)
     task_id = f"{slug(repo.name)}-{head[:10]}"
     out = (request.out or Path("tasks") / task_id).resolve()

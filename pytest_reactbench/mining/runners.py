@@ -42,6 +42,9 @@ class Toolchain:
     lockfile: str | None = None
     #: `engines.node` of the root package.json, as written.
     node: str | None = None
+    #: Every dependency in the root's node_modules (pnpm's `node-linker=hoisted`): the
+    #: verifier brings back only /app/node_modules, not a workspace package's own.
+    hoisted: bool = False
 
     @property
     def major(self) -> int | None:
@@ -77,6 +80,8 @@ class Toolchain:
             flags = "--frozen-lockfile" if self.lockfile else "--no-frozen-lockfile"
             command = (f"pnpm install {flags} --store-dir /tmp/pnpm-store "
                        "--package-import-method=copy")
+            if self.hoisted:
+                command += " --config.node-linker=hoisted"
             if (self.major or 0) >= 10:
                 # pnpm 10+ runs only the dependency build scripts the repository allows
                 # (onlyBuiltDependencies); newer majors also fail on the others unless told

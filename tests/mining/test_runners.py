@@ -1,6 +1,7 @@
 """Package manager and test runner detection, and the verifier's test command."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -53,6 +54,7 @@ def test_the_toolchain_is_the_one_the_repository_pins_or_its_lockfile_names(
         assert f"corepack enable --install-directory {SHIMS} {toolchain.name}" in toolchain.install
         assert f"corepack install -g {label}" in toolchain.install
         assert "COREPACK_ENABLE_AUTO_PIN=0" in toolchain.install  # package.json stays as it is
+    assert "node-linker" not in toolchain.install
     if label == "pnpm@9.12.0":
         assert "strict-dep-builds" not in toolchain.install  # pnpm 9 runs every build script
 
@@ -127,6 +129,11 @@ def test_a_workspace_package_runs_its_own_runner_in_its_folder() -> None:
                                "PATH=/app/packages/ui/node_modules/.bin:/app/node_modules/.bin:$PATH "
                                "vitest run ")
     assert plan.cmd.endswith(" src/Button.test.tsx")
+    # pnpm keeps a package's dependencies in its own node_modules, which the verifier
+    # does not bring back: a workspace task installs them hoisted to the root.
+    toolchain = detect_toolchain(json.dumps({"packageManager": "pnpm@10.30.3"}), {"pnpm-lock.yaml"},
+                                 no_file)
+    assert "--config.node-linker=hoisted" in replace(toolchain, hoisted=True).install
     # A package without a runner of its own uses the root's.
     assert merge_runners(Runners(()), Runners(("jest",))) == Runners(("jest",))
     assert merge_runners(Runners(("vitest",)), Runners(("jest",))) == Runners(("vitest",))
