@@ -198,13 +198,19 @@ ERROR_LINE = re.compile(r"ERR_|\berror\b|Error:|not found|No such|Usage Error|YN
                         r"Cannot find|ENOENT|EACCES|ETIMEDOUT|ECONNRESET|Unsupported engine", re.I)
 
 
+#: Lines of a package manager's failure that say where to look, not what went wrong.
+BOILERPLATE = re.compile(r"complete log of this run|^npm (error|ERR!) (code|path|errno)\b|"
+                         r"^npm (error|ERR!) command failed$|^error Command failed with exit code|"
+                         r"^info Visit https://|^➤ YN0000: ·")
+
+
 def one_line(message: str, limit: int = 400) -> str:
     """A failure message in one line: its first line (the failing step) and the
     lines of its output's tail that name the error."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     if not lines:
         return ""
-    head, tail = lines[0], lines[1:]
+    head, tail = lines[0], [line for line in lines[1:] if not BOILERPLATE.search(line)]
     errors = [line for line in tail if ERROR_LINE.search(line)][-2:] or tail[-2:]
     text = " | ".join([head.rstrip(":"), *errors])
     return text if len(text) <= limit else text[:limit - 3] + "..."
@@ -327,8 +333,9 @@ def toolchain_refusals(toolchain: Toolchain, node: int | None) -> list[Reason]:
 
 
 def _package_files(repo: Path, rev: str, package: str) -> set[str]:
-    where = ["--", package] if package else []
-    names = git(repo, "ls-tree", "-z", "--name-only", rev, *(f"{w}/" for w in where[1:])).decode()
+    """The names of the files at the top of a workspace package's folder."""
+    names = git(repo, "--literal-pathspecs", "ls-tree", "-z", "--name-only", rev, "--",
+                f"{package}/").decode()
     return {PurePosixPath(n).name for n in names.split("\0") if n}
 
 
@@ -439,6 +446,10 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
         records = request.records or Path(scratch) / "records"
         controls = run_controls([draft], sandbox=request.sandbox, records=records, echo=echo)
         reasons += control_refusals(controls, task_id)
+        for agent in ("oracle", "nop"):
+            result = controls.result(task_id, agent)
+            if result is not None and result.verdict.value == "error":
+                echo(f"  {agent} ended in error ({result.failure}):\n{result.message}")
         outcome = Outcome(None, reasons, _summary(controls, task_id, request.records is not None))
         for agent, props in outcome.controls.items():
             echo(f"  {agent}: {props.get('verdict', 'not run')} (tests {props.get('gate.tests', '-')}, "

@@ -16,7 +16,14 @@ from pytest_reactbench.mining.changes import (
     read_changes,
     resolve,
 )
-from pytest_reactbench.mining.mine import Reason, Request, control_refusals, describe, early_refusals
+from pytest_reactbench.mining.mine import (
+    Reason,
+    Request,
+    control_refusals,
+    describe,
+    early_refusals,
+    one_line,
+)
 from pytest_reactbench.results import TrialResult
 from tests.mining.history import commit, run_git
 
@@ -204,6 +211,13 @@ def test_control_refusals_say_which_control_and_gate(tmp_path: Path) -> None:
     assert [(r.code, r.failed) for r in broken] == [("bake", True)]
     assert broken[0].text == ("the bake failed: environment/Dockerfile:10: step failed with exit code 1"
                               " | ERR_PNPM_IGNORED_BUILDS  Ignored build scripts: esbuild")
+    npm = ("environment/Dockerfile:10: step failed with exit code 1:\n  npm error code 1\n"
+           "  npm error path /app\n  npm error command failed\n  npm error command sh -c node build.ts\n"
+           "  npm error TypeError: Unknown file extension \".ts\" for /app/build.ts\n"
+           "  npm error A complete log of this run can be found in: /tmp/npm-cache/_logs/x.log")
+    assert one_line(npm) == ("environment/Dockerfile:10: step failed with exit code 1 | npm error command "
+                             "sh -c node build.ts | npm error TypeError: Unknown file extension \".ts\" "
+                             "for /app/build.ts")
     crashed = control_refusals(controls(tmp_path, {"verdict": "error", "failure": "SandboxError",
                                                    "message": "the engine went away"}, PASS), "t")
     assert texts(crashed) == ["the nop control ended in error: the engine went away"]
