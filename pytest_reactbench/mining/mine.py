@@ -194,14 +194,15 @@ def early_refusals(changes: list[Change], specs: list[str], runners: tuple[str, 
 
 
 #: Output lines that say what went wrong, in a bake's tail.
-ERROR_LINE = re.compile(r"ERR_|\berror\b|Error:|not found|No such|Usage Error|YN\d{4}|failed|"
+ERROR_LINE = re.compile(r"ERR_|MODULE_NOT_FOUND|\berror\b|Error:|not found|No such|Usage Error|YN\d{4}|failed|"
                         r"Cannot find|ENOENT|EACCES|ETIMEDOUT|ECONNRESET|Unsupported engine", re.I)
 
 
 #: Lines of a package manager's failure that say where to look, not what went wrong.
 BOILERPLATE = re.compile(r"complete log of this run|^npm (error|ERR!) (code|path|errno)\b|"
                          r"^npm (error|ERR!) command failed$|^error Command failed with exit code|"
-                         r"^info Visit https://|^➤ YN0000: ·")
+                         r"^info Visit https://|^➤ YN0000: ·|^Removing intermediate container|"
+                         r"^---> ")
 
 
 def one_line(message: str, limit: int = 400) -> str:
