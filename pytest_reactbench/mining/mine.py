@@ -194,8 +194,9 @@ def early_refusals(changes: list[Change], specs: list[str], runners: tuple[str, 
 
 
 #: Output lines that say what went wrong, in a bake's tail.
-ERROR_LINE = re.compile(r"ERR_|MODULE_NOT_FOUND|\berror\b|Error:|not found|No such|Usage Error|YN\d{4}|failed|"
-                        r"Cannot find|ENOENT|EACCES|ETIMEDOUT|ECONNRESET|Unsupported engine", re.I)
+ERROR_LINE = re.compile(r"ERR_|MODULE_NOT_FOUND|\berror\b|Error:|not found|No such|Usage Error|"
+                        r"YN\d{4}|failed|Cannot find|ENOENT|EACCES|ETIMEDOUT|ECONNRESET|"
+                        r"Unsupported engine", re.I)
 
 
 #: Lines of a package manager's failure that say where to look, not what went wrong.
