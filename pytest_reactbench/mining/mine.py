@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from pytest_reactbench.controls import ControlRun, run_controls
+from pytest_reactbench.controls import CONTROLS, ControlRun, run_controls
 from pytest_reactbench.mining.changes import (
     Change,
     Kind,
@@ -452,6 +452,12 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
             result = controls.result(task_id, agent)
             if result is not None and result.verdict.value == "error":
                 echo(f"  {agent} ended in error ({result.failure}):\n{result.message}")
+            elif result is not None and result.record and result.verdict.value != CONTROLS[agent]:
+                # The test run's own words: why a spec failed (or passed) where it should not.
+                log = Path(result.record, "verifier", "test.log")
+                if log.is_file():
+                    tail = log.read_text(errors="replace").splitlines()[-40:]
+                    echo(f"  {agent}'s test log, last lines:\n" + "\n".join("    " + t for t in tail))
         outcome = Outcome(None, reasons, _summary(controls, task_id, request.records is not None))
         for agent, props in outcome.controls.items():
             echo(f"  {agent}: {props.get('verdict', 'not run')} (tests {props.get('gate.tests', '-')}, "
