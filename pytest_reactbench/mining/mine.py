@@ -452,12 +452,10 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
             result = controls.result(task_id, agent)
             if result is not None and result.verdict.value == "error":
                 echo(f"  {agent} ended in error ({result.failure}):\n{result.message}")
-            elif result is not None and result.record and result.verdict.value != CONTROLS[agent]:
+            elif result is not None and result.test_log_tail and result.verdict.value != CONTROLS[agent]:
                 # The test run's own words: why a spec failed (or passed) where it should not.
-                log = Path(result.record, "verifier", "test.log")
-                if log.is_file():
-                    tail = log.read_text(errors="replace").splitlines()[-40:]
-                    echo(f"  {agent}'s test log, last lines:\n" + "\n".join("    " + t for t in tail))
+                echo(f"  {agent}'s test log, last lines:\n"
+                     + "\n".join("    " + line for line in result.test_log_tail.splitlines()))
         outcome = Outcome(None, reasons, _summary(controls, task_id, request.records is not None))
         for agent, props in outcome.controls.items():
             echo(f"  {agent}: {props.get('verdict', 'not run')} (tests {props.get('gate.tests', '-')}, "
