@@ -76,33 +76,47 @@ class Toolchain:
         return " \\\n && ".join(steps)
 
     def _install_command(self) -> str:
+        """The frozen install CI runs; where the lockfile is out of date with the
+        manifests (a merge that kept one side's lockfile, say), the install that
+        brings it up to date, with a line saying so in the bake's log."""
         if self.name == "pnpm":
-            flags = "--frozen-lockfile" if self.lockfile else "--no-frozen-lockfile"
-            command = (f"pnpm install {flags} --store-dir /tmp/pnpm-store "
-                       "--package-import-method=copy")
+            common = "--store-dir /tmp/pnpm-store --package-import-method=copy"
             if self.hoisted:
-                command += " --config.node-linker=hoisted"
+                common += " --config.node-linker=hoisted"
             if (self.major or 0) >= 10:
                 # pnpm 10+ runs only the dependency build scripts the repository allows
                 # (onlyBuiltDependencies); newer majors also fail on the others unless told
                 # that skipping them is what the repository expects.
-                command += " --config.strict-dep-builds=false"
-            return command + " && rm -rf /tmp/pnpm-store"
-        if self.name == "yarn" and self.berry:
+                common += " --config.strict-dep-builds=false"
+            install = f"pnpm install {{}} {common}"
+            frozen, thawed = install.format("--frozen-lockfile"), install.format("--no-frozen-lockfile")
+            cache = "/tmp/pnpm-store"
+        elif self.name == "yarn" and self.berry:
             # Plug'n'Play keeps no node_modules: the verifier's test room runs the
             # runners' binaries from node_modules/.bin, without yarn.
-            immutable = " --immutable" if self.lockfile else ""
-            return f"YARN_NODE_LINKER=node-modules yarn install{immutable}"
-        if self.name == "yarn":
-            frozen = " --frozen-lockfile" if self.lockfile else ""
+            install = "YARN_NODE_LINKER=node-modules YARN_ENABLE_IMMUTABLE_INSTALLS={} yarn install"
+            frozen, thawed = install.format("true"), install.format("false")
+            cache = ""
+        elif self.name == "yarn":
             # Engines of dependencies are advisory where the images' Node is newer.
-            return (f"yarn install{frozen} --ignore-engines --network-timeout 600000 "
-                    "--cache-folder /tmp/yarn-cache && rm -rf /tmp/yarn-cache")
-        if self.name == "bun":
+            install = ("yarn install{} --ignore-engines --network-timeout 600000 "
+                       "--cache-folder /tmp/yarn-cache")
+            frozen, thawed = install.format(" --frozen-lockfile"), install.format("")
+            cache = "/tmp/yarn-cache"
+        elif self.name == "bun":
             return "bun install --frozen-lockfile"
-        # The download caches go with the step: they would only make the image bigger.
-        command = "npm ci" if self.lockfile else "npm install"
-        return f"{command} --no-audit --no-fund --cache /tmp/npm-cache && rm -rf /tmp/npm-cache"
+        else:
+            # The download caches go with the step: they would only make the image bigger.
+            frozen = "npm ci --no-audit --no-fund --cache /tmp/npm-cache"
+            thawed = frozen.replace("npm ci", "npm install")
+            cache = "/tmp/npm-cache"
+        if self.lockfile:
+            command = (f"{{ {frozen} || {{ echo 'reactbench: the frozen install failed (a lockfile "
+                       f"out of date with package.json?): once more without freezing it' >&2 "
+                       f"&& {thawed}; }}; }}")
+        else:
+            command = thawed
+        return command + (f" && rm -rf {cache}" if cache else "")
 
 
 def _manifest(text: str | None, where: str = "package.json") -> dict[str, object]:
