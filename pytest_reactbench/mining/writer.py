@@ -121,9 +121,13 @@ def lay_out_app(plan: TaskPlan, app: Path) -> None:
 
 
 def _lay_out_file_by_file(plan: TaskPlan, app: Path) -> None:
-    listing = git(plan.repo, "ls-tree", "-r", "-z", "--name-only", plan.base).decode(
-        "utf-8", errors="surrogateescape")
-    for path in filter(None, listing.split("\0")):
+    listing = git(plan.repo, "ls-tree", "-r", "-z", plan.base).decode("utf-8", errors="surrogateescape")
+    for entry in filter(None, listing.split("\0")):
+        meta, path = entry.split("\t", 1)
+        if meta.split(" ")[1] == "commit":
+            # A submodule: an empty folder, as `git archive` leaves it.
+            (app / path).mkdir(parents=True, exist_ok=True)
+            continue
         try:
             write_blob(plan.repo, plan.base, path, app / path)
         except MiningError:

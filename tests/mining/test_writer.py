@@ -41,6 +41,10 @@ def make_plan(tmp_path: Path) -> TaskPlan:
     repo = tmp_path / "shop"
     repo.mkdir()
     run_git(repo, "init", "-q", "-b", "main")
+    # A submodule: a repository of its own inside, committed as a gitlink.
+    (repo / "vendor" / "lib").mkdir(parents=True)
+    run_git(repo / "vendor" / "lib", "init", "-q")
+    commit(repo / "vendor" / "lib", "vendored", {"lib.js": "export {};\n"})
     base = commit(repo, "base", {
         "package.json": '{"devDependencies": {"vitest": "4.1.12"}}\n',
         "package-lock.json": '{"lockfileVersion": 3}\n',
@@ -198,6 +202,7 @@ def test_a_clone_missing_some_blobs_is_laid_out_without_its_docs_only(tmp_path: 
     write_task(plan, tmp_path / "partial")
     app = files(tmp_path / "partial" / "environment" / "app")
     assert "docs/guide.md" not in app
+    assert (tmp_path / "partial" / "environment" / "app" / "vendor" / "lib").is_dir()  # a submodule
     assert app["src/cart.ts"] == at(plan.repo, plan.base, "src/cart.ts")
     drop("src/old.ts")
     with pytest.raises(MiningError, match=r"src/old\.ts at \w{12} is missing from the repository"):
