@@ -37,6 +37,9 @@ DEPENDENCY_FILES = frozenset({
     "npm-shrinkwrap.json", "bun.lockb", "bun.lock", ".npmrc", ".yarnrc", ".yarnrc.yml",
     ".pnpmfile.cjs", ".nvmrc", ".node-version",
 })
+#: The package manager's own files (yarn's releases, plugins and Plug'n'Play loader) and
+#: patches of dependencies (pnpm, yarn, patch-package): the install reads them.
+DEPENDENCY_PATH = re.compile(r"(^|/)\.yarn/|(^|/)\.pnp\.(c?js|loader\.mjs)$|^patches/[^/]+\.patch$")
 CONFIG_FILE = re.compile(
     r"(^|/)((vite|vitest|vitest\.workspace|jest|playwright|babel|postcss|tailwind|eslint|prettier)"
     r"\.config\.[cm]?[jt]s|tsconfig(\.[\w-]+)?\.json|jsconfig\.json|\.babelrc(\.json)?|"
@@ -62,7 +65,7 @@ DOCS_NAMES = frozenset({"LICENSE", "LICENCE", "CHANGELOG", "AUTHORS", "CODEOWNER
 def classify(path: str) -> Kind:
     """The half of a task a changed path belongs to, from its path alone."""
     pure = PurePosixPath(path)
-    if pure.name in DEPENDENCY_FILES:
+    if pure.name in DEPENDENCY_FILES or DEPENDENCY_PATH.search(path):
         return Kind.DEPENDENCY
     if CONFIG_FILE.search(path):
         return Kind.CONFIG
