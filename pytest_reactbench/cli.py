@@ -7,6 +7,7 @@
     reactbench compare --base A... --new B...      the same, each side the shards of one run
     reactbench replay RECORD                       run one recorded trial again
     reactbench mine --repo R --base A --head B     a task from a change of a repository's history
+    reactbench mine --repo R --range A..B          a task from each change of a range, in parallel
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import pluggy
 
 from pytest_reactbench import __version__
 from pytest_reactbench.controls import CONTROLS, run_controls
-from pytest_reactbench.mining import MiningError, Request, mine
+from pytest_reactbench.mining import MiningError, Request, commits_in, mine, mine_many, write_summary
 from pytest_reactbench.plugin import builtins, hookspecs
 from pytest_reactbench.results.compare import ALPHA, compare
 from pytest_reactbench.results.load import ResultsError, load_run
@@ -241,17 +242,37 @@ def _mine(args: argparse.Namespace) -> int:
         pull_request=args.pr, keep_anyway=args.keep_anyway, sandbox=args.sandbox,
         records=Path(args.records) if args.records else None,
     )
+    if args.range or args.merges:
+        return _mine_many(args, request)
     try:
         outcome = mine(request, echo=lambda line: print(line, flush=True))
     except MiningError as exc:
         print(f"reactbench mine: {exc}", file=sys.stderr)
         return 2
     for reason in outcome.reasons:
-        print(f"REFUSED  {reason}")
+        print(f"{'FAILED ' if reason.failed else 'REFUSED'}  {reason}")
     if outcome.task is not None:
         state = "kept anyway (the reasons are in mining.json)" if outcome.reasons else "accepted"
         print(f"{state}: {outcome.task}")
     return 0 if outcome.accepted else 1
+
+
+def _mine_many(args: argparse.Namespace, request: Request) -> int:
+    if args.base or args.head or args.merge or args.title or args.body_file or args.pr:
+        print("reactbench mine: --range and --merges take no --base, --head, --merge, --title, "
+              "--body-file or --pr (each change is described by its own commits)", file=sys.stderr)
+        return 2
+    out = Path(args.out or "tasks")
+    try:
+        commits = commits_in(request.repo, args.range) if args.range else list(args.merges)
+        result = mine_many(request, commits, out, jobs=args.jobs,
+                           progress=lambda line: print(line, flush=True))
+    except MiningError as exc:
+        print(f"reactbench mine: {exc}", file=sys.stderr)
+        return 2
+    write_summary(result, request.repo, args.range or " ".join(args.merges), out,
+                  echo=lambda line: print(line, flush=True))
+    return 0 if result.count("mined") else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -312,7 +333,15 @@ def main(argv: list[str] | None = None) -> int:
     mining.add_argument("--base", help="the revision the agent starts from")
     mining.add_argument("--head", help="the revision whose change is the task")
     mining.add_argument("--merge", help="a merge commit: base is its first parent")
-    mining.add_argument("--out", help="the task directory to write (default tasks/<repo>-<head>)")
+    mining.add_argument("--range", help="BASE..HEAD: mine each first-parent commit of the range "
+                        "against its first parent")
+    mining.add_argument("--merges", nargs="+", metavar="REV", help="mine each of these commits "
+                        "against its first parent")
+    mining.add_argument("--jobs", type=int, default=2,
+                        help="with --range or --merges: changes mined at once (default 2)")
+    mining.add_argument("--out", help="the task directory to write (default tasks/<repo>-<head>); "
+                        "with --range or --merges the folder of the tasks (default tasks), with "
+                        "logs/ and summary.json")
     mining.add_argument("--title", help="the instruction's title (default: from the commits)")
     mining.add_argument("--body-file", help="the instruction's description, Markdown")
     mining.add_argument("--pr", help="a pull request URL: title and body from the GitHub CLI, if present")

@@ -37,6 +37,9 @@ DEPENDENCY_FILES = frozenset({
     "npm-shrinkwrap.json", "bun.lockb", "bun.lock", ".npmrc", ".yarnrc", ".yarnrc.yml",
     ".pnpmfile.cjs", ".nvmrc", ".node-version",
 })
+#: The package manager's own files (yarn's releases, plugins and Plug'n'Play loader) and
+#: patches of dependencies (pnpm, yarn, patch-package): the install reads them.
+DEPENDENCY_PATH = re.compile(r"(^|/)\.yarn/|(^|/)\.pnp\.(c?js|loader\.mjs)$|^patches/[^/]+\.patch$")
 CONFIG_FILE = re.compile(
     r"(^|/)((vite|vitest|vitest\.workspace|jest|playwright|babel|postcss|tailwind|eslint|prettier)"
     r"\.config\.[cm]?[jt]s|tsconfig(\.[\w-]+)?\.json|jsconfig\.json|\.babelrc(\.json)?|"
@@ -62,7 +65,7 @@ DOCS_NAMES = frozenset({"LICENSE", "LICENCE", "CHANGELOG", "AUTHORS", "CODEOWNER
 def classify(path: str) -> Kind:
     """The half of a task a changed path belongs to, from its path alone."""
     pure = PurePosixPath(path)
-    if pure.name in DEPENDENCY_FILES:
+    if pure.name in DEPENDENCY_FILES or DEPENDENCY_PATH.search(path):
         return Kind.DEPENDENCY
     if CONFIG_FILE.search(path):
         return Kind.CONFIG
@@ -113,8 +116,44 @@ def git(repo: Path, *args: str, input: bytes | None = None) -> bytes:
     return proc.stdout
 
 
+def check_repository(repo: Path) -> None:
+    if not repo.is_dir():
+        raise MiningError(f"{repo} does not exist")
+    try:
+        git(repo, "rev-parse", "--git-dir")
+    except MiningError:
+        raise MiningError(f"{repo} is not a git repository") from None
+
+
 def resolve(repo: Path, rev: str) -> str:
-    return git(repo, "rev-parse", "--verify", "--end-of-options", f"{rev}^{{commit}}").decode().strip()
+    """The commit id a revision names; git's own error rewritten to say which revision."""
+    try:
+        return git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options",
+                   f"{rev}^{{commit}}").decode().strip()
+    except MiningError:
+        pass
+    try:
+        kind = git(repo, "cat-file", "-t", "--end-of-options", rev).decode().strip()
+    except MiningError:
+        kind = ""
+    if kind:
+        raise MiningError(f"revision {rev!r} is a {kind}, not a commit, in {repo}") from None
+    if rev.startswith("-"):
+        raise MiningError(f"revision {rev!r} looks like an option, not a revision") from None
+    raise MiningError(f"revision {rev!r} is not in {repo} (a typo, or a branch not fetched?)") from None
+
+
+def commits_in(repo: Path, spec: str) -> list[str]:
+    """The first-parent commits of a range `BASE..HEAD`, oldest first: on a history
+    that merges pull requests, one per merge; on a squash-merged one, one per change."""
+    base, sep, head = spec.partition("..")
+    if not sep or not base or not head or head.startswith("."):
+        raise MiningError(f"range {spec!r} is not BASE..HEAD")
+    base_id, head_id = resolve(repo, base), resolve(repo, head)
+    out = git(repo, "rev-list", "--first-parent", "--reverse", f"{base_id}..{head_id}").decode().split()
+    if not out:
+        raise MiningError(f"range {spec!r} has no commits ({head} is not ahead of {base})")
+    return out
 
 
 def parse_name_status(raw: bytes) -> list[tuple[str, str, str | None]]:

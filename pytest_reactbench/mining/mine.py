@@ -11,22 +11,25 @@ and pass with the reference (`oracle` scores 1, React Doctor included).
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 import shutil
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 from pydantic import BaseModel
 
-from pytest_reactbench.controls import ControlRun, run_controls
+from pytest_reactbench.controls import CONTROLS, ControlRun, run_controls
 from pytest_reactbench.mining.changes import (
     Change,
     Kind,
     MiningError,
+    check_repository,
     git,
     is_spec,
     of_kind,
@@ -34,12 +37,18 @@ from pytest_reactbench.mining.changes import (
     resolve,
 )
 from pytest_reactbench.mining.runners import (
+    TestPlan,
+    Toolchain,
     detect_runners,
-    package_manager,
+    detect_toolchain,
+    merge_runners,
+    node_ceiling,
+    node_floor,
+    package_of,
+    plan_tests,
     source_roots,
-    verifier_command,
 )
-from pytest_reactbench.mining.writer import TaskPlan, write_task
+from pytest_reactbench.mining.writer import TaskPlan, tests_config, write_task
 from pytest_reactbench.results import Gate
 
 MERGE_SUBJECT = re.compile(r"^Merge (pull request|branch) ")
@@ -67,7 +76,7 @@ class Outcome:
     """What became of the change: `task` is None when it was refused and not kept."""
 
     task: Path | None
-    reasons: list[str] = field(default_factory=list)
+    reasons: list[Reason] = field(default_factory=list)
     controls: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
@@ -93,8 +102,13 @@ class MiningRecord(BaseModel):
     title: str
     description_from: str
     package_manager: str
+    toolchain_from: str
+    engines_node: str | None
+    package: str
     runners: list[str]
     test_command: str
+    e2e_command: str | None
+    expected_from: str | None
     changes: list[ChangeRecord]
     controls: dict[str, dict[str, str]]
     accepted: bool
@@ -141,52 +155,108 @@ def _listed(messages: list[str]) -> str:
     return "\n\n".join(item(m) for m in messages)
 
 
-def early_refusals(changes: list[Change], specs: list[str], runners: tuple[str, ...]) -> list[str]:
+@dataclass(frozen=True)
+class Reason:
+    """Why a change made no task: `code` sorts it in a summary; `failed` when a
+    control broke (a bake, a sandbox) rather than judged the change."""
+
+    code: str
+    text: str
+    failed: bool = False
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def early_refusals(changes: list[Change], specs: list[str], runners: tuple[str, ...]) -> list[Reason]:
     """Why a change cannot make a task, read from the change alone."""
     if not changes:
-        return ["the range changes nothing"]
+        return [Reason("empty", "the range changes nothing")]
     kinds = {c.kind for c in changes}
-    reasons: list[str] = []
+    reasons: list[Reason] = []
     if kinds == {Kind.TEST}:
-        reasons.append("it touches only tests: there is no source for an agent to write")
+        reasons.append(Reason("only-tests", "it touches only tests: there is no source for an agent "
+                              "to write"))
     elif kinds == {Kind.DOCS}:
-        reasons.append("it touches only docs: there is no source for an agent to write")
+        reasons.append(Reason("only-docs", "it touches only docs: there is no source for an agent "
+                              "to write"))
     else:
         if Kind.SOURCE not in kinds:
-            reasons.append("it changes no source (only " + ", ".join(sorted(k.value for k in kinds))
-                           + "): there is nothing for an agent to write")
+            reasons.append(Reason("no-source", "it changes no source (only " + ", ".join(
+                sorted(k.value for k in kinds)) + "): there is nothing for an agent to write"))
         if not specs:
-            reasons.append("it adds or changes no spec file: nothing would tell a solution from the base")
+            reasons.append(Reason("no-spec", "it adds or changes no spec file: nothing would tell "
+                                  "a solution from the base"))
     if specs and not runners:
-        reasons.append("no test runner (Vitest, Jest or Playwright) is named by package.json or a "
-                       "config file at the repository's root")
+        reasons.append(Reason("no-runner", "no test runner (Vitest, Jest or Playwright) is named by "
+                              "the package.json or a config file of the package its specs are in"))
     return reasons
 
 
-def control_refusals(controls: ControlRun, task_id: str) -> list[str]:
+#: Output lines that say what went wrong, in a bake's tail.
+ERROR_LINE = re.compile(r"ERR_|MODULE_NOT_FOUND|\berror\b|Error:|not found|No such|Usage Error|"
+                        r"YN\d{4}|failed|Cannot find|ENOENT|EACCES|ETIMEDOUT|ECONNRESET|"
+                        r"Unsupported engine", re.I)
+
+
+#: Lines of a package manager's failure that say where to look, not what went wrong.
+BOILERPLATE = re.compile(r"complete log of this run|^npm (error|ERR!) (code|path|errno)\b|"
+                         r"^npm (error|ERR!) command failed$|^error Command failed with exit code|"
+                         r"^info Visit https://|^➤ YN0000: ·|^Removing intermediate container|"
+                         r"^---> ")
+
+
+def one_line(message: str, limit: int = 400) -> str:
+    """A failure message in one line: its first line (the failing step) and the
+    lines of its output's tail that name the error."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    head, tail = lines[0], [line for line in lines[1:] if not BOILERPLATE.search(line)]
+    errors = [line for line in tail if ERROR_LINE.search(line)][-2:] or tail[-2:]
+    text = " | ".join([head.rstrip(":"), *errors])
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def control_refusals(controls: ControlRun, task_id: str) -> list[Reason]:
     """Why the controls say the task is not valid: nop must fail the tests, oracle pass."""
-    reasons: list[str] = []
+    reasons: list[Reason] = []
     nop, oracle = controls.verdict(task_id, "nop"), controls.verdict(task_id, "oracle")
+    broken = {agent: controls.result(task_id, agent) for agent, verdict in
+              (("nop", nop), ("oracle", oracle)) if verdict not in ("passed", "failed")}
+    if broken:
+        # Both controls bake the same images: one broken bake is one reason.
+        said: set[str] = set()
+        for agent, result in broken.items():
+            if result is None:
+                line = "the item did not run (see the output)"
+                code = "not-run"
+            else:
+                line = one_line(result.message) or result.failure
+                code = "bake" if result.failure == "BakeError" else (result.failure or "error").lower()
+            if line in said:
+                continue
+            said.add(line)
+            verdict = nop if agent == "nop" else oracle
+            what = "the bake failed" if code == "bake" else f"the {agent} control ended in {verdict}"
+            reasons.append(Reason(code, f"{what}: {line}", failed=True))
     if nop == "passed":
-        reasons.append("its tests already pass at the base revision (nop scored 1)")
-    elif nop != "failed":
-        reasons.append(f"the nop control ended in {nop} {controls.reason(task_id, 'nop')}".strip())
+        reasons.append(Reason("nop-passes", "its tests already pass at the base revision (nop scored 1)"))
     result = controls.result(task_id, "oracle")
     if oracle == "failed" and result is not None:
         failed = result.failed_gates
         if Gate.TESTS in failed:
             failing = "; ".join(result.failing_specs[:5])
-            reasons.append("its tests do not pass with the reference change (oracle: tests gate 0)"
-                           + (f": {failing}" if failing else ""))
+            reasons.append(Reason("oracle-tests", "its tests do not pass with the reference change "
+                                  "(oracle: tests gate 0)" + (f": {failing}" if failing else "")))
         if Gate.REACT_DOCTOR in failed:
             findings = "; ".join(map(str, result.findings[:5]))
-            reasons.append("the reference change introduces React Doctor findings (oracle: "
-                           "react_doctor gate 0)" + (f": {findings}" if findings else ""))
+            reasons.append(Reason("oracle-react-doctor", "the reference change introduces React "
+                                  "Doctor findings (oracle: react_doctor gate 0)"
+                                  + (f": {findings}" if findings else "")))
         if not failed:
-            reasons.append(f"the oracle control failed: {result.failure}")
-    elif oracle != "passed":
-        reasons.append(f"the oracle control ended in {oracle} {controls.reason(task_id, 'oracle')}"
-                       .strip())
+            reasons.append(Reason("oracle-failed", f"the oracle control failed: {result.failure}: "
+                                  + one_line(result.message)))
     return reasons
 
 
@@ -194,10 +264,11 @@ def _root_entries(repo: Path, rev: str) -> set[str]:
     return set(git(repo, "ls-tree", "-z", "--name-only", rev).decode().split("\0")) - {""}
 
 
-def _read_at(repo: Path, rev: str) -> Callable[[str], str | None]:
+def _read_at(repo: Path, rev: str, folder: str = "") -> Callable[[str], str | None]:
     def read(path: str) -> str | None:
+        where = f"{folder}/{path}" if folder else path
         try:
-            return git(repo, "cat-file", "blob", f"{rev}:{path}").decode(errors="replace")
+            return git(repo, "cat-file", "blob", f"{rev}:{where}").decode(errors="replace")
         except MiningError:
             return None
     return read
@@ -205,10 +276,7 @@ def _read_at(repo: Path, rev: str) -> Callable[[str], str | None]:
 
 def _revisions(repo: Path, request: Request) -> tuple[str, str]:
     """(base, head) as commit ids."""
-    try:
-        git(repo, "rev-parse", "--git-dir")
-    except MiningError:
-        raise MiningError(f"{repo} is not a git repository") from None
+    check_repository(repo)
     if request.merge:
         head = resolve(repo, request.merge)
         try:
@@ -235,6 +303,84 @@ def _summary(controls: ControlRun, task_id: str, records_kept: bool) -> dict[str
     return summary
 
 
+#: The Node major of the images the docker backend runs (images/system).
+IMAGES_NODE = 22
+
+
+def sandbox_node(sandbox: str) -> int | None:
+    """The Node major the controls' bakes run on: the host's on the local backend."""
+    if sandbox != "local":
+        return IMAGES_NODE
+    try:
+        version = subprocess.run(["node", "--version"], capture_output=True, text=True,
+                                 timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = re.match(r"v(\d+)", version.strip())
+    return int(found.group(1)) if found else None
+
+
+def toolchain_refusals(toolchain: Toolchain, node: int | None) -> list[Reason]:
+    """What the images cannot serve, said before any bake."""
+    reasons: list[Reason] = []
+    if toolchain.name == "bun":
+        reasons.append(Reason("toolchain", f"it installs with bun ({toolchain.why}), which the "
+                              "images do not have"))
+    floor, ceiling = node_floor(toolchain.node), node_ceiling(toolchain.node)
+    if node is not None and ((floor is not None and node < floor)
+                             or (ceiling is not None and node > ceiling)):
+        reasons.append(Reason("toolchain", f"package.json's engines.node {toolchain.node!r} "
+                              f"excludes Node {node}, the Node of the sandbox's images"))
+    return reasons
+
+
+def _package_files(repo: Path, rev: str, package: str) -> set[str]:
+    """The names of the files at the top of a workspace package's folder."""
+    names = git(repo, "--literal-pathspecs", "ls-tree", "-z", "--name-only", rev, "--",
+                f"{package}/").decode()
+    return {PurePosixPath(n).name for n in names.split("\0") if n}
+
+
+def expected_tests(record: Path) -> dict[str, list[str]]:
+    """Every test that passed in a grading's reports (kept in its run record), by spec
+    file relative to /app and title path, as tests/config.json lists them."""
+    found: dict[str, list[str]] = {}
+    verifier = record / "verifier"
+
+    def add(file: str, titles: list[str]) -> None:
+        names = found.setdefault(posixpath.relpath(file, "/app"), [])
+        name = " > ".join(titles)
+        if name not in names:
+            names.append(name)
+
+    for name in ("vitest.json", "playwright.json"):
+        try:
+            report = json.loads((verifier / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(report, dict):
+            continue
+        for result in report.get("testResults") or []:
+            for test in result.get("assertionResults") or []:
+                if test.get("status") == "passed":
+                    add(str(result.get("name", "")), [*test.get("ancestorTitles", []), test["title"]])
+        root = (report.get("config") or {}).get("rootDir") or "/app"
+
+        def visit(suite: dict[str, Any], trail: list[str], root: str = root) -> None:
+            for spec in suite.get("specs") or []:
+                results = [r for t in spec.get("tests") or [] for r in t.get("results") or []]
+                if results and all(r.get("status") == "passed" for r in results):
+                    file = posixpath.normpath(posixpath.join(root, str(spec.get("file")
+                                                                       or suite.get("file", ""))))
+                    add(file, [*trail, spec["title"]])
+            for child in suite.get("suites") or []:
+                visit(child, [*trail, child.get("title", "")])
+
+        for suite in report.get("suites") or []:
+            visit(suite, [])
+    return {file: names for file, names in found.items() if not file.startswith("..")}
+
+
 def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
     """Mine one change into a task directory; refuse it with the reasons."""
     repo = request.repo.resolve()
@@ -242,11 +388,21 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
     changes = read_changes(repo, base, head)
     root = _root_entries(repo, head)
     read = _read_at(repo, head)
-    manager = package_manager(root)
-    runners = detect_runners(read("package.json"), root, read)
+    toolchain = detect_toolchain(read("package.json"), root, read)
+    manifests = {p for p in git(repo, "ls-tree", "-r", "-z", "--name-only", head).decode().split("\0")
+                 if p == "package.json" or p.endswith("/package.json")}
     specs = [c.path for c in of_kind(changes, Kind.TEST) if not c.deleted and is_spec(c.path)]
+    packages = sorted({package_of(spec, manifests) for spec in specs})
+    package = packages[0] if len(packages) == 1 else ""
+    runners = detect_runners(read("package.json"), root, read)
+    if package:
+        in_package = _read_at(repo, head, package)
+        runners = merge_runners(detect_runners(in_package("package.json"),
+                                               _package_files(repo, head, package), in_package), runners)
+    if package and toolchain.name == "pnpm":
+        toolchain = replace(toolchain, hoisted=True)
     reasons = early_refusals(changes, specs, runners.names)
-    task_id = f"{_slug(repo.name)}-{head[:10]}"
+    task_id = f"{slug(repo.name)}-{head[:10]}"
     out = (request.out or Path("tasks") / task_id).resolve()
     task_id = out.name
     if out.exists():
@@ -257,15 +413,28 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
         moved = f"{change.old_path} -> " if change.old_path else ""
         echo(f"  {change.status} {change.kind.value:10} {moved}{change.path}"
              + ("  (binary)" if change.binary else ""))
-    if reasons and not (request.keep_anyway and specs and runners.names):
+    if not reasons and len(packages) > 1:
+        reasons.append(Reason("workspace", "its specs are in more than one workspace package ("
+                              + ", ".join(p or "the root" for p in packages)
+                              + "): a task runs one package's tests"))
+    if not reasons:
+        reasons += toolchain_refusals(toolchain, sandbox_node(request.sandbox))
+    tests: TestPlan | None = None
+    if not reasons:
+        try:
+            tests = plan_tests(specs, runners, package)
+        except MiningError as exc:
+            reasons.append(Reason("test-command", str(exc)))
+    if reasons and not (request.keep_anyway and tests is not None):
         if request.keep_anyway:
             echo("  not kept: without a spec and a test runner there is no verifier to write")
         return Outcome(None, reasons)
+    assert tests is not None
     sources = [p for c in of_kind(changes, Kind.SOURCE) for p in c.paths]
     plan = TaskPlan(
         task_id=task_id, repo=repo, base=base, head=head, title=title, body=body,
-        changes=tuple(changes), manager=manager, runners=runners, specs=tuple(specs),
-        sources=tuple(source_roots(sources, root)), test_cmd=verifier_command(specs, runners, manager),
+        changes=tuple(changes), toolchain=toolchain, runners=runners, specs=tuple(specs),
+        sources=tuple(source_roots(sources, root)), tests=tests, package=package,
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     # Written and checked under its own name in a scratch folder beside the target: a
@@ -273,10 +442,20 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
     with tempfile.TemporaryDirectory(prefix=".mining-", dir=out.parent) as scratch:
         draft = Path(scratch) / task_id
         write_task(plan, draft)
-        echo(f"  package manager {manager.name}, test command: {plan.test_cmd}")
+        echo(f"  {toolchain.label} (from {toolchain.why})"
+             + (f", package {package}" if package else "") + f", tests: {tests.cmd}"
+             + (f"; e2e: {tests.e2e_cmd}" if tests.e2e_cmd else ""))
         records = request.records or Path(scratch) / "records"
         controls = run_controls([draft], sandbox=request.sandbox, records=records, echo=echo)
         reasons += control_refusals(controls, task_id)
+        for agent in ("oracle", "nop"):
+            result = controls.result(task_id, agent)
+            if result is not None and result.verdict.value == "error":
+                echo(f"  {agent} ended in error ({result.failure}):\n{result.message}")
+            elif result is not None and result.test_log_tail and result.verdict.value != CONTROLS[agent]:
+                # The test run's own words: why a spec failed (or passed) where it should not.
+                echo(f"  {agent}'s test log, last lines:\n"
+                     + "\n".join("    " + line for line in result.test_log_tail.splitlines()))
         outcome = Outcome(None, reasons, _summary(controls, task_id, request.records is not None))
         for agent, props in outcome.controls.items():
             echo(f"  {agent}: {props.get('verdict', 'not run')} (tests {props.get('gate.tests', '-')}, "
@@ -285,13 +464,22 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
             if not controls.results:
                 echo(controls.output[-4000:])
             return outcome
+        oracle = controls.result(task_id, "oracle")
+        expected = expected_tests(Path(oracle.record)) if oracle and oracle.record and not reasons else {}
+        if expected:
+            # The tests the reference passed are the ones the gate holds every solution to:
+            # a skipped or missing one then fails, as in a hand-written task.
+            (draft / "tests" / "config.json").write_text(
+                json.dumps(tests_config(plan, expected), indent=2) + "\n")
         record = MiningRecord(
             repository=str(repo), base=base, head=head, merge=request.merge, title=title,
-            description_from=origin, package_manager=manager.name, runners=list(runners.names),
-            test_command=plan.test_cmd,
+            description_from=origin, package_manager=toolchain.label, toolchain_from=toolchain.why,
+            engines_node=toolchain.node, package=package, runners=list(runners.names),
+            test_command=tests.cmd, e2e_command=tests.e2e_cmd,
+            expected_from="the oracle control's reports" if expected else None,
             changes=[ChangeRecord(status=c.status, path=c.path, old_path=c.old_path, kind=c.kind.value,
                                   binary=c.binary) for c in changes],
-            controls=outcome.controls, accepted=not reasons, refused_because=reasons,
+            controls=outcome.controls, accepted=not reasons, refused_because=[str(r) for r in reasons],
             mined_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         )
         (draft / "mining.json").write_text(record.model_dump_json(indent=2) + "\n")
@@ -300,5 +488,5 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
     return outcome
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "repo"

@@ -23,10 +23,11 @@ from pytest_reactbench.mining.changes import (
     Change,
     Kind,
     MiningError,
+    classify,
     git,
     of_kind,
 )
-from pytest_reactbench.mining.runners import PackageManager, Runners
+from pytest_reactbench.mining.runners import Runners, TestPlan, Toolchain
 
 AGENT_IMAGE = "ghcr.io/millionco/react-bench-base:latest"
 VERIFIER_IMAGE = "ghcr.io/millionco/react-bench-verifier-base:latest"
@@ -53,11 +54,13 @@ class TaskPlan:
     title: str
     body: str
     changes: tuple[Change, ...]
-    manager: PackageManager
+    toolchain: Toolchain
     runners: Runners
     specs: tuple[str, ...]
     sources: tuple[str, ...]
-    test_cmd: str
+    tests: TestPlan
+    #: The workspace package the specs are in ("" for the repository's root).
+    package: str = ""
 
 
 def write_task(plan: TaskPlan, dest: Path) -> None:
@@ -97,10 +100,16 @@ def instruction(title: str, body: str) -> str:
 def lay_out_app(plan: TaskPlan, app: Path) -> None:
     """The base revision's tracked files, with the environment half at head applied."""
     app.mkdir(parents=True)
-    archive = git(plan.repo, "archive", "--format=tar", plan.base)
-    proc = subprocess.run(["tar", "-x", "-C", str(app)], input=archive, capture_output=True)
-    if proc.returncode != 0:
-        raise MiningError(f"cannot unpack the base revision: {proc.stderr.decode(errors='replace')}")
+    try:
+        archive = git(plan.repo, "archive", "--format=tar", plan.base)
+    except MiningError:
+        # A partial clone (or a mirror without its largest files) lacks some blobs:
+        # file by file, leaving out only documentation the task never reads.
+        _lay_out_file_by_file(plan, app)
+    else:
+        proc = subprocess.run(["tar", "-x", "-C", str(app)], input=archive, capture_output=True)
+        if proc.returncode != 0:
+            raise MiningError(f"cannot unpack the base revision: {proc.stderr.decode(errors='replace')}")
     for change in of_kind(plan.changes, *ENVIRONMENT_KINDS):
         gone = [change.old_path] if change.old_path else []
         for path in gone + ([change.path] if change.deleted else []):
@@ -109,6 +118,22 @@ def lay_out_app(plan: TaskPlan, app: Path) -> None:
                 target.unlink()
         if not change.deleted:
             write_blob(plan.repo, plan.head, change.path, app / change.path)
+
+
+def _lay_out_file_by_file(plan: TaskPlan, app: Path) -> None:
+    listing = git(plan.repo, "ls-tree", "-r", "-z", plan.base).decode("utf-8", errors="surrogateescape")
+    for entry in filter(None, listing.split("\0")):
+        meta, path = entry.split("\t", 1)
+        if meta.split(" ")[1] == "commit":
+            # A submodule: an empty folder, as `git archive` leaves it.
+            (app / path).mkdir(parents=True, exist_ok=True)
+            continue
+        try:
+            write_blob(plan.repo, plan.base, path, app / path)
+        except MiningError:
+            if classify(path) is not Kind.DOCS:
+                raise MiningError(f"{path} at {plan.base[:12]} is missing from the repository "
+                                  "(a partial clone?): fetch it, then mine again") from None
 
 
 def write_blob(repo: Path, rev: str, path: str, dest: Path) -> None:
@@ -137,11 +162,13 @@ def source_patch(plan: TaskPlan) -> bytes:
 def _install_step(plan: TaskPlan) -> str:
     return (
         "# The repository replaces the scaffold; its dependencies (as of the mined change's\n"
-        "# head) are installed here, so a dependency change is the environment's, not the agent's.\n"
+        "# head) are installed here with its own package manager "
+        f"({plan.toolchain.label}, from\n# {plan.toolchain.why}), so a dependency change is "
+        "the environment's, not the agent's.\n"
         "WORKDIR /app\n"
-        "RUN find /app -mindepth 1 -maxdepth 1 ! -name node_modules -exec rm -rf {} +\n"
+        "RUN find /app -mindepth 1 -maxdepth 1 -exec rm -rf {} +\n"
         "COPY app/ /app/\n"
-        f"RUN {plan.manager.install}\n"
+        f"RUN {plan.toolchain.install}\n"
     )
 
 
@@ -166,15 +193,25 @@ def verifier_dockerfile(plan: TaskPlan) -> str:
 
 
 def _runners_used(plan: TaskPlan) -> set[str]:
-    return {plan.runners.runner_of(spec) for spec in plan.specs}
+    prefix = f"{plan.package}/" if plan.package else ""
+    return {plan.runners.runner_of(spec.removeprefix(prefix)) for spec in plan.specs}
 
 
-def tests_config(plan: TaskPlan) -> dict[str, object]:
+def tests_config(plan: TaskPlan, expected: dict[str, list[str]] | None = None) -> dict[str, object]:
+    """tests/config.json; `expected` (spec file -> test names) once a run has listed them."""
+    test: dict[str, object] = {"cmd": plan.tests.cmd}
+    if plan.tests.e2e_cmd:
+        test["e2e_cmd"] = plan.tests.e2e_cmd
+        if plan.tests.e2e_specs != "e2e":
+            test["e2e_specs"] = plan.tests.e2e_specs
+    if expected:
+        test["expected"] = expected
+    test["cwd"] = "/app"
     return {
         "rd": {"scan_root": "/app", "mode": "gate"},
         "sources": list(plan.sources),
         "verifier_timeout_sec": VERIFIER_TIMEOUT_SEC,
-        "test": {"cmd": plan.test_cmd, "cwd": "/app"},
+        "test": test,
     }
 
 

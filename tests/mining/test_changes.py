@@ -16,7 +16,14 @@ from pytest_reactbench.mining.changes import (
     read_changes,
     resolve,
 )
-from pytest_reactbench.mining.mine import Request, control_refusals, describe, early_refusals
+from pytest_reactbench.mining.mine import (
+    Reason,
+    Request,
+    control_refusals,
+    describe,
+    early_refusals,
+    one_line,
+)
 from pytest_reactbench.results import TrialResult
 from tests.mining.history import commit, run_git
 
@@ -35,6 +42,11 @@ from tests.mining.history import commit, run_git
     ("tests/fixtures/big.bin", Kind.TEST),
     ("src/setupTests.ts", Kind.TEST),
     ("package.json", Kind.DEPENDENCY),
+    (".yarn/releases/yarn-4.5.3.cjs", Kind.DEPENDENCY),
+    (".yarn/patches/react-npm-19.patch", Kind.DEPENDENCY),
+    (".pnp.cjs", Kind.DEPENDENCY),
+    ("patches/esbuild@0.25.0.patch", Kind.DEPENDENCY),
+    ("src/patches/apply.ts", Kind.SOURCE),
     ("pnpm-lock.yaml", Kind.DEPENDENCY),
     ("yarn.lock", Kind.DEPENDENCY),
     ("package-lock.json", Kind.DEPENDENCY),
@@ -96,8 +108,13 @@ def test_read_changes_sees_binaries_renames_deletions_and_lockfiles(tmp_path: Pa
     assert changes["pnpm-lock.yaml"].status == "A"
     assert changes["package.json"].kind is Kind.DEPENDENCY
     assert changes["src/new name.ts"].paths == ("src/old name.ts", "src/new name.ts")
-    with pytest.raises(MiningError, match="nosuchrev"):
+    with pytest.raises(MiningError, match=r"^revision 'nosuchrev' is not in .*repo \(a typo"):
         resolve(repo, "nosuchrev")
+    blob = run_git(repo, "rev-parse", "HEAD:package.json")
+    with pytest.raises(MiningError, match=r"is a blob, not a commit"):
+        resolve(repo, blob)
+    with pytest.raises(MiningError, match=r"looks like an option"):
+        resolve(repo, "--all")
 
 
 def change(path: str, status: str = "M") -> Change:
@@ -117,7 +134,8 @@ def change(path: str, status: str = "M") -> Change:
 def test_early_refusals(changes: list[Change], specs: list[str], runners: tuple[str, ...],
                         expected: str) -> None:
     reasons = early_refusals(changes, specs, runners)
-    assert any(expected in r for r in reasons), reasons
+    assert any(expected in r.text for r in reasons), reasons
+    assert not any(r.failed for r in reasons)  # the change's fault, not a breakdown
 
 
 def test_a_source_change_with_a_spec_is_not_refused_early() -> None:
@@ -171,23 +189,44 @@ PASS = {"verdict": "passed", "gate.tests": "1", "gate.react_doctor": "1"}
 FAIL_TESTS = {"verdict": "failed", "gate.tests": "0", "gate.react_doctor": "1", "failure": "tests"}
 
 
+def texts(reasons: list[Reason]) -> list[str]:
+    return [r.text for r in reasons]
+
+
 def test_control_refusals_say_which_control_and_gate(tmp_path: Path) -> None:
     assert control_refusals(controls(tmp_path, FAIL_TESTS, PASS), "t") == []
-    assert control_refusals(controls(tmp_path, PASS, PASS), "t") == [
+    assert texts(control_refusals(controls(tmp_path, PASS, PASS), "t")) == [
         "its tests already pass at the base revision (nop scored 1)"]
     failing = controls(tmp_path, FAIL_TESTS, FAIL_TESTS,
                        {"tests": {"failing": ["src/a.spec.ts > adds"]}})
-    assert control_refusals(failing, "t") == [
+    assert texts(control_refusals(failing, "t")) == [
         "its tests do not pass with the reference change (oracle: tests gate 0): src/a.spec.ts > adds"]
     doctor = controls(tmp_path, FAIL_TESTS,
                       {"verdict": "failed", "gate.tests": "1", "gate.react_doctor": "0"},
                       {"react_doctor": {"new": [{"rule": "no-array-index-as-key", "file": "src/L.tsx",
                                                  "line": 7}]}})
-    assert control_refusals(doctor, "t") == [
+    assert texts(control_refusals(doctor, "t")) == [
         "the reference change introduces React Doctor findings (oracle: react_doctor gate 0): "
         "no-array-index-as-key src/L.tsx:7"]
-    broken = controls(tmp_path, {"verdict": "error", "failure": "BakeError"}, PASS)
-    assert control_refusals(broken, "t") == ["the nop control ended in error BakeError"]
+    tail = ("environment/Dockerfile:10: step failed with exit code 1:\n  Progress: resolved 1\n"
+            "  ERR_PNPM_IGNORED_BUILDS  Ignored build scripts: esbuild\n  Run pnpm approve-builds")
+    bake = {"verdict": "error", "failure": "BakeError", "message": tail}
+    broken = control_refusals(controls(tmp_path, bake, bake), "t")
+    # Both controls bake the same images: one reason, the step and the error line of its tail.
+    assert [(r.code, r.failed) for r in broken] == [("bake", True)]
+    assert broken[0].text == ("the bake failed: environment/Dockerfile:10: step failed with exit code 1"
+                              " | ERR_PNPM_IGNORED_BUILDS  Ignored build scripts: esbuild")
+    npm = ("environment/Dockerfile:10: step failed with exit code 1:\n  npm error code 1\n"
+           "  npm error path /app\n  npm error command failed\n  npm error command sh -c node build.ts\n"
+           "  npm error TypeError: Unknown file extension \".ts\" for /app/build.ts\n"
+           "  npm error A complete log of this run can be found in: /tmp/npm-cache/_logs/x.log")
+    assert one_line(npm) == ("environment/Dockerfile:10: step failed with exit code 1 | npm error command "
+                             "sh -c node build.ts | npm error TypeError: Unknown file extension \".ts\" "
+                             "for /app/build.ts")
+    crashed = control_refusals(controls(tmp_path, {"verdict": "error", "failure": "SandboxError",
+                                                   "message": "the engine went away"}, PASS), "t")
+    assert texts(crashed) == ["the nop control ended in error: the engine went away"]
+    assert crashed[0].failed and crashed[0].code == "sandboxerror"
 
 
 def test_a_pull_request_describes_itself_when_the_github_cli_can(

@@ -102,7 +102,16 @@ def test_bad_input_is_a_usage_error(history: History, tmp_path: Path,
     assert main(["mine", "--repo", str(tmp_path), "--merge", "HEAD"]) == 2
     assert "is not a git repository" in capsys.readouterr().err
     assert main(["mine", "--repo", str(history.repo), "--base", "nosuch", "--head", "HEAD"]) == 2
-    assert "nosuch" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "revision 'nosuch' is not in" in err and "fatal" not in err
+    assert main(["mine", "--repo", str(history.repo), "--range", "nosuch..HEAD"]) == 2
+    assert "revision 'nosuch' is not in" in capsys.readouterr().err
+    assert main(["mine", "--repo", str(history.repo), "--range", "HEAD"]) == 2
+    assert "range 'HEAD' is not BASE..HEAD" in capsys.readouterr().err
+    assert main(["mine", "--repo", str(history.repo), "--range", "HEAD..HEAD~1"]) == 2
+    assert "has no commits" in capsys.readouterr().err
+    assert main(["mine", "--repo", str(history.repo), "--range", "HEAD~1..HEAD", "--base", "HEAD"]) == 2
+    assert "--range and --merges take no --base" in capsys.readouterr().err
     assert main(["mine", "--repo", str(history.repo), "--head", "HEAD"]) == 2
     assert "--merge" in capsys.readouterr().err
     assert main(["mine", "--repo", str(history.repo), "--merge", history.base]) == 2

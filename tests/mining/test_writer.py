@@ -7,13 +7,16 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from pytest_reactbench.mining.changes import Kind, read_changes
+import pytest
+
+from pytest_reactbench.mining.changes import Kind, MiningError, read_changes
+from pytest_reactbench.mining.mine import expected_tests
 from pytest_reactbench.mining.runners import (
     Runners,
     detect_runners,
-    package_manager,
+    detect_toolchain,
+    plan_tests,
     source_roots,
-    verifier_command,
 )
 from pytest_reactbench.mining.writer import TaskPlan, write_task
 from pytest_reactbench.tasks import load_task
@@ -38,6 +41,10 @@ def make_plan(tmp_path: Path) -> TaskPlan:
     repo = tmp_path / "shop"
     repo.mkdir()
     run_git(repo, "init", "-q", "-b", "main")
+    # A submodule: a repository of its own inside, committed as a gitlink.
+    (repo / "vendor" / "lib").mkdir(parents=True)
+    run_git(repo / "vendor" / "lib", "init", "-q")
+    commit(repo / "vendor" / "lib", "vendored", {"lib.js": "export {};\n"})
     base = commit(repo, "base", {
         "package.json": '{"devDependencies": {"vitest": "4.1.12"}}\n',
         "package-lock.json": '{"lockfileVersion": 3}\n',
@@ -74,14 +81,14 @@ def make_plan(tmp_path: Path) -> TaskPlan:
     head = run_git(repo, "rev-parse", "HEAD")
     changes = read_changes(repo, base, head)
     root = set(run_git(repo, "ls-tree", "--name-only", head).split("\n"))
-    manager = package_manager(root)
-    runners = detect_runners(at(repo, head, "package.json").decode(), root, lambda _: None)
+    read = lambda name: at(repo, head, name).decode()  # noqa: E731
+    toolchain = detect_toolchain(read("package.json"), root, read)
+    runners = detect_runners(read("package.json"), root, lambda _: None)
     specs = ("src/cart.test.ts", "src/checkout.spec.ts")
     sources = [p for c in changes if c.kind is Kind.SOURCE for p in c.paths]
     return TaskPlan(task_id="shop-1", repo=repo, base=base, head=head, title="Totals", body="Count them.",
-                    changes=tuple(changes), manager=manager, runners=runners, specs=specs,
-                    sources=tuple(source_roots(sources, root)),
-                    test_cmd=verifier_command(specs, runners, manager))
+                    changes=tuple(changes), toolchain=toolchain, runners=runners, specs=specs,
+                    sources=tuple(source_roots(sources, root)), tests=plan_tests(specs, runners))
 
 
 def test_the_task_layout(tmp_path: Path) -> None:
@@ -150,9 +157,53 @@ def test_the_reference_patch_gives_the_head_source(tmp_path: Path) -> None:
 
 def test_playwright_specs_bake_on_the_playwright_verifier(tmp_path: Path) -> None:
     plan = make_plan(tmp_path)
-    e2e = TaskPlan(**{**plan.__dict__, "runners": Runners(("vitest", "playwright")),
-                      "specs": ("e2e/home.spec.ts",)})
+    runners = Runners(("vitest", "playwright"))
+    specs = ("src/cart.test.ts", "e2e/home.spec.ts")
+    e2e = TaskPlan(**{**plan.__dict__, "runners": runners, "specs": specs,
+                      "tests": plan_tests(specs, runners)})
     task = tmp_path / "e2e-task"
     write_task(e2e, task)
     assert "react-bench-verifier-playwright" in (task / "tests" / "Dockerfile").read_text()
-    assert 'tags = ["mined", "playwright"]' in (task / "task.toml").read_text()
+    assert 'tags = ["mined", "playwright", "vitest"]' in (task / "task.toml").read_text()
+    # The verifier's two phases: the unit specs, then the e2e specs in a fresh room.
+    config = parse_json(task / "tests" / "config.json", TestsConfig)
+    assert config.test.cmd.endswith("vitest.json src/cart.test.ts")
+    assert config.test.e2e_cmd is not None and "playwright test e2e/home.spec.ts" in config.test.e2e_cmd
+    assert config.test.e2e_specs == "e2e"
+
+
+def test_expected_tests_come_from_the_reports_of_a_grading(tmp_path: Path) -> None:
+    verifier = tmp_path / "record" / "verifier"
+    verifier.mkdir(parents=True)
+    (verifier / "vitest.json").write_text(json.dumps({"testResults": [
+        {"name": "/app/src/cart.test.ts", "assertionResults": [
+            {"ancestorTitles": ["Cart"], "title": "adds", "status": "passed"},
+            {"ancestorTitles": ["Cart", "totals"], "title": "sums", "status": "passed"},
+            {"ancestorTitles": [], "title": "skipped one", "status": "skipped"}]}]}))
+    (verifier / "playwright.json").write_text(json.dumps({"config": {"rootDir": "/app/e2e"}, "suites": [
+        {"title": "home.spec.ts", "file": "home.spec.ts", "specs": [], "suites": [
+            {"title": "Home", "file": "home.spec.ts", "specs": [
+                {"title": "shows the cart", "file": "home.spec.ts",
+                 "tests": [{"results": [{"status": "passed"}]}]}]}]}]}))
+    assert expected_tests(tmp_path / "record") == {
+        "src/cart.test.ts": ["Cart > adds", "Cart > totals > sums"],
+        "e2e/home.spec.ts": ["Home > shows the cart"],
+    }
+
+
+def test_a_clone_missing_some_blobs_is_laid_out_without_its_docs_only(tmp_path: Path) -> None:
+    plan = make_plan(tmp_path)
+
+    def drop(path: str) -> None:
+        blob = run_git(plan.repo, "rev-parse", f"{plan.base}:{path}")
+        (plan.repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+
+    drop("docs/guide.md")  # as a partial clone lacks what it never checked out
+    write_task(plan, tmp_path / "partial")
+    app = files(tmp_path / "partial" / "environment" / "app")
+    assert "docs/guide.md" not in app
+    assert (tmp_path / "partial" / "environment" / "app" / "vendor" / "lib").is_dir()  # a submodule
+    assert app["src/cart.ts"] == at(plan.repo, plan.base, "src/cart.ts")
+    drop("src/old.ts")
+    with pytest.raises(MiningError, match=r"src/old\.ts at \w{12} is missing from the repository"):
+        write_task(plan, tmp_path / "broken")
