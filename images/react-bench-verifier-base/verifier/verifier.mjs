@@ -372,6 +372,7 @@ async function bake() {
   fs.writeFileSync(path.join(STATE, "rd-baseline.json"), JSON.stringify(baseline));
   const chromium = chromiumVersion();
   if (chromium) fs.writeFileSync(path.join(STATE, "chromium-version"), `${chromium}\n`);
+  compileE2eSpecs(config);
   const targets = config.rd.targets;
   const absent = targets.filter((t) => !(baseline.diagnostics ?? []).some((d) => matchesTarget(t, d)));
   if (config.rd.mode === "health" && absent.length) {
@@ -916,6 +917,15 @@ export default {
   fs.writeFileSync(path.join(APP, E2E_CONFIG), source, { mode: 0o644 });
 }
 
+// The room's own copy of the compiled e2e files, where the bake made them.
+function e2eTransforms() {
+  if (!fs.existsSync(E2E_TRANSFORMS)) return {};
+  const copy = path.join(ROOM, "tmp", "playwright-transforms");
+  const copied = run("cp", ["-a", E2E_TRANSFORMS, copy], { cwd: "/" });
+  const owned = run("chown", ["-R", `${ROOM_UID}:${ROOM_GID}`, copy], { cwd: "/" });
+  return copied.code === 0 && owned.code === 0 ? { PLAYWRIGHT_TRANSFORM_CACHE_DIR: copy } : {};
+}
+
 // Chromium's major version, for a user agent like a user's: read once at bake time.
 function userAgent() {
   let version;
@@ -928,6 +938,47 @@ function userAgent() {
 }
 
 const chromiumVersion = () => /(\d+)\./.exec(run("chromium", ["--version"], { cwd: "/" }).stdout)?.[1] ?? "";
+
+// Playwright compiles its config and the specs (Babel) at every run unless its cache
+// holds them, keyed by path and content: compiled here once, at the paths and with the
+// contents of the e2e run. Each e2e room gets its own copy.
+const E2E_TRANSFORMS = path.join(STATE, "e2e-transforms");
+
+function compileE2eSpecs(config) {
+  const e2eDir = config.test.e2e_specs;
+  if (!config.test.e2e_cmd || !fs.existsSync(path.join(TESTS, "specs", e2eDir))) return;
+  const added = [path.join(APP, e2eDir), path.join(APP, E2E_CONFIG)];
+  // The base has its own: the cache would be of files the grading replaces.
+  if (added.some((p) => fs.existsSync(p))) return;
+  const scratch = path.join(STATE, "e2e-compile");
+  fs.mkdirSync(scratch, { recursive: true, mode: 0o700 });
+  try {
+    applySpecs([e2eDir]);
+    writeE2eConfig();
+    const listed = run("bash", ["-c", `${withE2eConfig(config.test.e2e_cmd)} --list`], {
+      cwd: config.test.cwd ?? APP,
+      timeoutMs: 300_000,
+      env: {
+        CI: "1",
+        npm_config_verify_deps_before_run: "false",
+        pnpm_config_verify_deps_before_run: "false",
+        PLAYWRIGHT_TRANSFORM_CACHE_DIR: E2E_TRANSFORMS,
+        PLAYWRIGHT_JSON_OUTPUT_NAME: path.join(scratch, "list.json"),
+        REACTBENCH_REPORTS: scratch,
+        REACTBENCH_E2E_PORT: "4173",
+        REACTBENCH_E2E_OUTPUT: path.join(scratch, "results"),
+      },
+    });
+    if (listed.code === 0) log("e2e specs compiled for Playwright's cache");
+    else {
+      // Only slower: each e2e run compiles them itself.
+      log(`e2e specs not compiled ahead (exit ${listed.code}): ${(listed.stdout + listed.stderr).slice(-400)}`);
+      fs.rmSync(E2E_TRANSFORMS, { recursive: true, force: true });
+    }
+  } finally {
+    for (const p of [...added, scratch]) fs.rmSync(p, { recursive: true, force: true });
+  }
+}
 
 // The e2e command of config.json may name the app's Playwright config or none: it
 // gets ours.
@@ -960,6 +1011,7 @@ async function testGate(config, setPhase) {
     if (step.name === "e2e") {
       writeE2eConfig();
       env = {
+        ...e2eTransforms(),
         REACTBENCH_E2E_PORT: String(20000 + crypto.randomInt(40000)),
         REACTBENCH_E2E_OUTPUT: path.join(ROOM, "e2e-output", "results"),
         REACTBENCH_E2E_USER_AGENT: userAgent(),
