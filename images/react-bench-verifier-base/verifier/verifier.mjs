@@ -159,6 +159,11 @@ function readConfig() {
       throw new HarnessError(`${file}: test.expected["${file_}"] must be a non-empty list of test names`);
     }
   }
+  const scanRoot = path.resolve(APP, config.rd?.scan_root ?? APP);
+  if (path.relative(APP, scanRoot).startsWith("..")) {
+    // The scan reads a copy of /app: a root elsewhere would not be the graded tree.
+    throw new HarnessError(`${file}: rd.scan_root must be ${APP} or a folder under it, not ${config.rd.scan_root}`);
+  }
   return {
     ...config,
     test: { e2e_specs: "e2e", ...config.test, expected },
