@@ -16,7 +16,9 @@ measured.
 --before REF checks out REF (`git archive`, into a temporary directory) and runs its
 plugin, images and tasks as they were, alternating with this checkout's, `--repeat`
 times each (the order flips every round, so that a drift in the machine's load hits
-both alike); it prints each task's mean grading time before and after and the ratio."""
+both alike); it prints each task's mean grading time before and after and the ratio,
+and the phases of this checkout's last round (whose bakes, if it made any, show in the
+bake column: the grading figures do not include them)."""
 
 from __future__ import annotations
 
@@ -115,20 +117,24 @@ def per_task(trials: list[dict[str, object]]) -> dict[str, list[float]]:
     return out
 
 
-def side_by_side(backend: str, args: argparse.Namespace, tmp: Path) -> tuple[float, float]:
+def side_by_side(backend: str, args: argparse.Namespace, tmp: Path) -> tuple[float, float, Path]:
+    """Rounds of the suite with the verifier of `--before` and with this checkout's; the
+    grading is timed inside the verifier sandbox, so a bake made in the first round
+    (before the trial that needs it starts) does not count in it."""
     trees = {"before": export(args.before, tmp / "before-tree"), "after": ROOT}
-    for label, tree in trees.items():  # bakes, or finds the bakes
-        run_suite(tree, cache=args.cache, records=tmp / f"warmup-{label}", backend=backend,
-                  agents=args.agents)
     grading: dict[str, dict[str, list[float]]] = {"before": {}, "after": {}}
+    last = tmp
     for round_ in range(args.repeat):
         order = ("before", "after") if round_ % 2 == 0 else ("after", "before")
         for label in order:
             records = tmp / f"{label}-{round_}"
-            run_suite(trees[label], cache=args.cache, records=records, backend=backend,
-                      agents=args.agents)
+            outcome = run_suite(trees[label], cache=args.cache, records=records, backend=backend,
+                                agents=args.agents)
+            print(f"[{backend} round {round_ + 1} {label}] {outcome}", file=sys.stderr, flush=True)
             for task, seconds in per_task(trial_records(records)).items():
                 grading[label].setdefault(task, []).extend(seconds)
+            if label == "after":
+                last = records
     print(f"\n{backend}: grading time per trial (scan and test commands), mean of "
           f"{args.repeat} run(s) each, before = {args.before}")
     print(f"{'task':24}{'before s':>10}{'after s':>10}{'after/before':>14}")
@@ -138,7 +144,7 @@ def side_by_side(backend: str, args: argparse.Namespace, tmp: Path) -> tuple[flo
     before = statistics.mean(s for v in grading["before"].values() for s in v)
     after = statistics.mean(s for v in grading["after"].values() for s in v)
     print(f"{'all trials':24}{before:10.2f}{after:10.2f}{after / max(before, 1e-9):14.2f}")
-    return before, after
+    return before, after, last
 
 
 def main() -> None:
@@ -158,13 +164,18 @@ def main() -> None:
     for backend in args.backend.split(","):
         with tempfile.TemporaryDirectory(prefix="reactbench-phases-") as name:
             tmp = Path(name)
-            run_suite(ROOT, cache=args.cache, records=tmp / "warmup", backend=backend, agents=args.agents)
-            outcome = run_suite(ROOT, cache=args.cache, records=tmp / "records", backend=backend,
-                                agents=args.agents)
-            irreducible, overhead = table(backend, trial_records(tmp / "records"))
-            summary.append((backend, irreducible, overhead, outcome))
             if args.before:
-                compared.append((backend, *side_by_side(backend, args, tmp)))
+                before, after, records = side_by_side(backend, args, tmp)
+                compared.append((backend, before, after))
+                outcome = "the last round of this checkout"
+            else:
+                run_suite(ROOT, cache=args.cache, records=tmp / "warmup", backend=backend,
+                          agents=args.agents)
+                records = tmp / "records"
+                outcome = run_suite(ROOT, cache=args.cache, records=records, backend=backend,
+                                    agents=args.agents)
+            irreducible, overhead = table(backend, trial_records(records))
+            summary.append((backend, irreducible, overhead, outcome))
     command = f"python benchmarks/phases.py --backend {args.backend} --agents {args.agents}"
     if args.before:
         command += f" --before {args.before} --repeat {args.repeat}"
