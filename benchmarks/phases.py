@@ -111,9 +111,16 @@ def export(ref: str, into: Path) -> Path:
 
 
 def per_task(trials: list[dict[str, object]]) -> dict[str, list[float]]:
+    """Grading seconds per task; a trial whose verifier left no grade.json (killed at
+    its time limit, say) has no figure and is named instead of counted as zero."""
     out: dict[str, list[float]] = {}
     for trial in trials:
-        out.setdefault(str(trial["task"]), []).append(grading_seconds(grade_timings(trial)))
+        timings = grade_timings(trial)
+        if timings:
+            out.setdefault(str(trial["task"]), []).append(grading_seconds(timings))
+        else:
+            print(f"  {trial['trial']}: no grading time recorded ({trial.get('verdict')}: "
+                  f"{str(trial.get('message', ''))[:120]})", file=sys.stderr)
     return out
 
 
@@ -138,12 +145,14 @@ def side_by_side(backend: str, args: argparse.Namespace, tmp: Path) -> tuple[flo
     print(f"\n{backend}: grading time per trial (scan and test commands), mean of "
           f"{args.repeat} run(s) each, before = {args.before}")
     print(f"{'task':24}{'before s':>10}{'after s':>10}{'after/before':>14}")
-    for task in sorted(grading["after"]):
-        b, a = statistics.mean(grading["before"].get(task, [0.0])), statistics.mean(grading["after"][task])
+    both = sorted(set(grading["before"]) & set(grading["after"]))
+    for task in both:
+        b, a = statistics.mean(grading["before"][task]), statistics.mean(grading["after"][task])
         print(f"{task:24}{b:10.2f}{a:10.2f}{a / max(b, 1e-9):14.2f}")
-    before = statistics.mean(s for v in grading["before"].values() for s in v)
-    after = statistics.mean(s for v in grading["after"].values() for s in v)
-    print(f"{'all trials':24}{before:10.2f}{after:10.2f}{after / max(before, 1e-9):14.2f}")
+    # The mean trial: each task weighs the same on both sides.
+    before = statistics.mean(statistics.mean(grading["before"][t]) for t in both) if both else 0.0
+    after = statistics.mean(statistics.mean(grading["after"][t]) for t in both) if both else 0.0
+    print(f"{'mean of the tasks':24}{before:10.2f}{after:10.2f}{after / max(before, 1e-9):14.2f}")
     return before, after, last
 
 
