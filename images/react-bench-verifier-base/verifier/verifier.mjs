@@ -22,7 +22,7 @@
 // submission is in play (clean room, scan, test room), anything that goes wrong
 // is the submission's: reward 0, with the reason in grade.json. progress.json says
 // how far grading got, for the harness to tell the two apart if this process dies.
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
@@ -159,6 +159,11 @@ function readConfig() {
       throw new HarnessError(`${file}: test.expected["${file_}"] must be a non-empty list of test names`);
     }
   }
+  const scanRoot = path.resolve(APP, config.rd?.scan_root ?? APP);
+  if (path.relative(APP, scanRoot).startsWith("..")) {
+    // The scan reads a copy of /app: a root elsewhere would not be the graded tree.
+    throw new HarnessError(`${file}: rd.scan_root must be ${APP} or a folder under it, not ${config.rd.scan_root}`);
+  }
   return {
     ...config,
     test: { e2e_specs: "e2e", ...config.test, expected },
@@ -170,32 +175,81 @@ function readConfig() {
 
 // ---------------------------------------------------------------- React Doctor
 
-function scan(config, { afterSubmission = false } = {}) {
-  // After the submission, whatever breaks the scan came from its files: the agent's.
-  const Failure = afterSubmission ? SubmissionFailure : HarnessError;
+// The submission's scan reads a copy of the graded tree, so that it can run beside
+// the test commands: the hidden specs they add to /app, and whatever the test room
+// writes there, are never in it. Its temporary files stay out of the shared /tmp.
+const SCAN_DIR = path.join(STATE, "scan");
+const SCAN_TMP = path.join(SCAN_DIR, "tmp");
+
+// A running scan: `finished` resolves with its exit, output and seconds (never
+// rejects), `stop` kills it with everything it started.
+function startScan(config, { afterSubmission = false, root = APP } = {}) {
   // timeout(1) kills the whole process group: React Doctor and its linters. The
   // baseline at bake time has the bake's own limit.
   const limit = String(afterSubmission ? config.rd.timeout_sec : 1800);
+  const scanRoot = path.join(root, path.relative(APP, config.rd.scan_root));
+  fs.mkdirSync(SCAN_DIR, { recursive: true, mode: 0o700 });
+  fs.rmSync(SCAN_TMP, { recursive: true, force: true });
+  fs.mkdirSync(SCAN_TMP, { recursive: true, mode: 0o700 });
+  // Files, not pipes: the grader may be busy with the test room while it prints.
+  const outFile = path.join(SCAN_DIR, "report.json");
+  const errFile = path.join(SCAN_DIR, "stderr.txt");
+  const out = fs.openSync(outFile, "w", 0o600);
+  const err = fs.openSync(errFile, "w", 0o600);
   const started = performance.now();
-  const result = run("timeout", ["-s", "KILL", limit, "react-doctor", ...RD_FLAGS, config.rd.scan_root], {
-    cwd: config.rd.scan_root,
-    // The lint cache is keyed by file content: the one baked with the baseline
-    // makes the after-scan of unchanged files free.
-    env: { DO_NOT_TRACK: "1", REACT_DOCTOR_CACHE_DIR: path.join(STATE, "rd-cache") },
+  let child;
+  try {
+    // --verbose: timeout(1) says when it is the one that killed the scan.
+    child = spawn("timeout", ["--verbose", "-s", "KILL", limit, "react-doctor", ...RD_FLAGS, scanRoot], {
+      cwd: scanRoot,
+      // The lint cache is keyed by file content: the one baked with the baseline
+      // makes the after-scan of unchanged files free.
+      env: { ...process.env, DO_NOT_TRACK: "1", REACT_DOCTOR_CACHE_DIR: path.join(STATE, "rd-cache"), TMPDIR: SCAN_TMP },
+      stdio: ["ignore", out, err],
+    });
+  } finally {
+    fs.closeSync(out);
+    fs.closeSync(err);
+  }
+  const finished = new Promise((resolve) => {
+    const end = (result) => resolve({
+      ...result,
+      seconds: (performance.now() - started) / 1000,
+      limit,
+      stdout: result.error ? "" : fs.readFileSync(outFile, "utf8"),
+      stderr: result.error ? "" : fs.readFileSync(errFile, "utf8"),
+    });
+    child.on("error", (error) => end({ error }));
+    child.on("exit", (code, signal) => end({ code: code ?? 128 + (os.constants.signals[signal] ?? 0) }));
   });
-  if (result.code === 137 || result.code === 124) {
-    // timeout(1) signals its own process group, itself included.
-    const outlasted = (performance.now() - started) / 1000 >= Number(limit);
+  const stop = () => {
+    try {
+      // timeout(1) leads its own process group, once it has started.
+      process.kill(-child.pid, "SIGKILL");
+    } catch {
+      child.kill("SIGKILL");
+    }
+  };
+  return { finished, stop };
+}
+
+// The report of a finished scan, checked. After the submission, whatever breaks the
+// scan came from its files: the agent's.
+function checkScan(config, { code, error, stdout, stderr, limit }, { afterSubmission = false } = {}) {
+  const Failure = afterSubmission ? SubmissionFailure : HarnessError;
+  if (error) throw new HarnessError(`cannot run react-doctor: ${error.message}`);
+  if (code === 137 || code === 124) {
+    const outlasted = /timeout: sending signal/.test(stderr);
     throw new Failure(outlasted
       ? `the React Doctor scan did not finish within rd.timeout_sec = ${limit} s`
-      : `the React Doctor scan was killed (exit ${result.code})`);
+      : `the React Doctor scan was killed (exit ${code})`);
   }
   let report;
   try {
-    report = JSON.parse(result.stdout);
+    report = JSON.parse(stdout);
   } catch {
     throw new Failure(
-      `react-doctor printed no JSON report (exit ${result.code}): ${result.stderr.slice(-800)}`,
+      `react-doctor printed no JSON report (exit ${code}): ${stderr.slice(-800)}`,
     );
   }
   if (report.version !== RD_VERSION) {
@@ -221,6 +275,17 @@ function scan(config, { afterSubmission = false } = {}) {
     throw new Failure(`react-doctor failed: ${JSON.stringify(report.error)}`);
   }
   return report;
+}
+
+// The graded tree as the scan reads it: /app without the test room in it.
+function copyForScan() {
+  const root = path.join(SCAN_DIR, "app");
+  fs.mkdirSync(SCAN_DIR, { recursive: true, mode: 0o700 });
+  fs.rmSync(root, { recursive: true, force: true });
+  // -a: links (node_modules, the pristine dependencies) stay links, never followed.
+  const copied = run("cp", ["-a", `${APP}/.`, root], { cwd: "/" });
+  if (copied.code !== 0) throw new Error(`cannot copy the graded tree for the scan: ${copied.stderr}`);
+  return root;
 }
 
 const findingKey = (d) => `${d.rule}\u0000${d.filePath}`;
@@ -275,7 +340,7 @@ function linkDependencies() {
   fs.symlinkSync(pristine, link);
 }
 
-function bake() {
+async function bake() {
   const config = readConfig();
   fs.mkdirSync(path.join(STATE, "deps"), { recursive: true });
   const modules = path.join(APP, "node_modules");
@@ -306,8 +371,13 @@ function bake() {
   for (const tool of ["setpriv", "timeout", "find"]) {
     if (run("which", [tool]).code !== 0) throw new HarnessError(`${tool} is missing from the verifier image`);
   }
-  const baseline = scan(config);
+  // Read where the submission's scan reads, so that its lint cache serves that one.
+  const baseline = checkScan(config, await startScan(config, { root: copyForScan() }).finished);
+  fs.rmSync(SCAN_DIR, { recursive: true, force: true });
   fs.writeFileSync(path.join(STATE, "rd-baseline.json"), JSON.stringify(baseline));
+  const chromium = chromiumVersion();
+  if (chromium) fs.writeFileSync(path.join(STATE, "chromium-version"), `${chromium}\n`);
+  compileE2eSpecs(config);
   const targets = config.rd.targets;
   const absent = targets.filter((t) => !(baseline.diagnostics ?? []).some((d) => matchesTarget(t, d)));
   if (config.rd.mode === "health" && absent.length) {
@@ -499,17 +569,18 @@ function restoreFromBase(base, files) {
 
 // Changed code files the after-scan did not analyse: a gate that did not look at
 // the change cannot pass it.
-function unscanned(report, changed) {
+// `root` is the tree the scan read (/app, or its copy).
+function unscanned(report, changed, root = APP) {
   const analysed = new Set();
   for (const project of report.projects ?? []) {
     for (const file of project.analyzedFiles ?? []) {
-      analysed.add(path.relative(APP, path.resolve(project.directory ?? APP, file)));
+      analysed.add(path.relative(root, path.resolve(project.directory ?? root, file)));
     }
   }
   return changed.filter(
     (file) =>
       CODE_EXTENSIONS.has(path.extname(file)) && !SPEC_PATH.test(file) &&
-      fs.existsSync(path.join(APP, file)) && !analysed.has(file),
+      fs.existsSync(path.join(root, file)) && !analysed.has(file),
   );
 }
 
@@ -551,7 +622,42 @@ function openRoom() {
     fs.mkdirSync(path.join(ROOM, sub), { mode: 0o700 });
     fs.chownSync(path.join(ROOM, sub), ROOM_UID, ROOM_GID);
   }
+  // Root's, like the room itself: the room runs it and cannot change it.
+  fs.mkdirSync(path.join(ROOM, "bin"), { mode: 0o755 });
+  const pnpm = realPnpm();
+  if (pnpm) fs.writeFileSync(path.join(ROOM, "bin", "pnpm"), pnpmExec(pnpm), { mode: 0o755 });
   fs.chmodSync(ROOM, 0o755);
+}
+
+let pnpmPath;
+function realPnpm() {
+  if (pnpmPath === undefined) {
+    const found = run("sh", ["-c", "command -v pnpm"], { cwd: "/" });
+    pnpmPath = found.code === 0 ? found.stdout.trim() : null;
+  }
+  return pnpmPath;
+}
+
+// `pnpm exec NAME ...` of a binary in ./node_modules/.bin runs it directly: the very
+// command pnpm would start, with that folder first on the PATH as pnpm puts it,
+// without the half second of CPU pnpm takes to start. Anything else is pnpm's.
+export function pnpmExec(pnpm) {
+  return `#!/bin/sh
+if [ "$1" = exec ]; then
+  case "$2" in
+    ""|-*|*/*|.*) ;;
+    *)
+      if [ -f "node_modules/.bin/$2" ] && [ -x "node_modules/.bin/$2" ]; then
+        name=$2
+        shift 2
+        PATH="$PWD/node_modules/.bin:$PATH"
+        export PATH
+        exec "$PWD/node_modules/.bin/$name" "$@"
+      fi ;;
+  esac
+fi
+exec '${pnpm.replaceAll("'", "'\\''")}' "$@"
+`;
 }
 
 // Where the sandbox lets the grader make one, the room gets its own process
@@ -574,6 +680,7 @@ function roomEnv(extra) {
   }
   return {
     ...env,
+    PATH: `${path.join(ROOM, "bin")}:${process.env.PATH ?? "/usr/bin:/bin"}`,
     HOME: path.join(ROOM, "home"),
     TMPDIR: path.join(ROOM, "tmp"),
     XDG_CACHE_HOME: path.join(ROOM, "home", ".cache"),
@@ -592,23 +699,60 @@ function roomEnv(extra) {
 // Reports written by configs made before the room existed name /logs/verifier.
 const inRoom = (cmd) => cmd.replaceAll(`${LOGS}/`, `${ROOM_REPORTS}/`);
 
+// Output a room command may print before it is killed, as spawnSync's maxBuffer was.
+const MAX_ROOM_OUTPUT = 256 * 1024 * 1024;
+
+// Asynchronous, so that a scan running beside it is seen to finish when it does.
 function runInRoom(cmd, { cwd, budget, env = {} }) {
   const started = performance.now();
-  const result = spawnSync(roomPrefix()[0], [...roomPrefix().slice(1), "bash", "-c", inRoom(cmd)], {
-    cwd,
-    env: roomEnv(env),
-    timeout: Math.ceil(budget * 1000),
-    killSignal: "SIGKILL",
-    maxBuffer: 256 * 1024 * 1024,
-  });
-  const seconds = (performance.now() - started) / 1000;
-  killRoom();
-  return {
-    code: result.status ?? 128 + (os.constants.signals[result.signal] ?? 0),
-    output: (result.stdout?.toString() ?? "") + (result.stderr?.toString() ?? ""),
-    timedOut: result.error?.code === "ETIMEDOUT",
-    seconds,
+  const [command, ...args] = [...roomPrefix(), "bash", "-c", inRoom(cmd)];
+  const child = spawn(command, args, { cwd, env: roomEnv(env), stdio: ["ignore", "pipe", "pipe"] });
+  const chunks = [];
+  let size = 0;
+  let timedOut = false;
+  const collect = (chunk) => {
+    size += chunk.length;
+    if (size > MAX_ROOM_OUTPUT) child.kill("SIGKILL");
+    else chunks.push(chunk);
   };
+  child.stdout.on("data", collect);
+  child.stderr.on("data", collect);
+  const timer = setTimeout(() => {
+    timedOut = true;
+    child.kill("SIGKILL");
+  }, Math.ceil(budget * 1000));
+  return new Promise((resolve) => {
+    let exit = null;
+    const done = () => {
+      clearTimeout(timer);
+      resolve({
+        code: exit.code,
+        output: Buffer.concat(chunks).toString() + (exit.error ? `${exit.error.message}\n` : ""),
+        timedOut,
+        seconds: exit.seconds,
+      });
+    };
+    child.on("error", (error) => {
+      exit = { code: 127, error, seconds: (performance.now() - started) / 1000 };
+      done();
+    });
+    child.on("exit", (code, signal) => {
+      exit = { code: code ?? 128 + (os.constants.signals[signal] ?? 0), seconds: (performance.now() - started) / 1000 };
+      clearTimeout(timer);
+      // What the room left running goes now, a daemon holding its output open
+      // included; the output is complete once both pipes close.
+      killRoom();
+      const late = setTimeout(() => {
+        child.stdout.destroy();
+        child.stderr.destroy();
+        done();
+      }, 5000);
+      child.on("close", () => {
+        clearTimeout(late);
+        done();
+      });
+    });
+  });
 }
 
 // Every process of the room's user, wherever it hid (a detached daemon included).
@@ -742,12 +886,15 @@ function walkSpecs(dir, prefix) {
 // The e2e run's own Playwright config: the app's, with a browser that looks like a
 // user's (no automation flag, no headless user agent) on a port chosen per run.
 const E2E_CONFIG = "reactbench.e2e.config.ts";
+// Vite's preview server says this once it listens.
+const PREVIEW_READY = String.raw`/Local:\s+https?:\/\//`;
 
-function writeE2eConfig(port) {
+function writeE2eConfig() {
   const source = `// Written by the verifier for one grading run.
 import base from "./playwright.config.ts";
 
-const url = "http://127.0.0.1:${port}";
+const port = process.env.REACTBENCH_E2E_PORT;
+const url = \`http://127.0.0.1:\${port}\`;
 const launch = base.use?.launchOptions ?? {};
 export default {
   ...base,
@@ -764,17 +911,78 @@ export default {
   },
   webServer: base.webServer && {
     ...base.webServer,
-    command: "pnpm exec vite build --logLevel warn && pnpm exec vite preview --port ${port} --strictPort",
+    command: \`pnpm exec vite build --logLevel warn && pnpm exec vite preview --port \${port} --strictPort\`,
     url,
+    // Ready as soon as the server says so: Playwright's polling of the url alone
+    // waits up to a second longer.
+    wait: { stdout: ${PREVIEW_READY} },
   },
 };
 `;
   fs.writeFileSync(path.join(APP, E2E_CONFIG), source, { mode: 0o644 });
 }
 
+// The room's own copy of the compiled e2e files, where the bake made them.
+function e2eTransforms() {
+  if (!fs.existsSync(E2E_TRANSFORMS)) return {};
+  const copy = path.join(ROOM, "tmp", "playwright-transforms");
+  const copied = run("cp", ["-a", E2E_TRANSFORMS, copy], { cwd: "/" });
+  const owned = run("chown", ["-R", `${ROOM_UID}:${ROOM_GID}`, copy], { cwd: "/" });
+  return copied.code === 0 && owned.code === 0 ? { PLAYWRIGHT_TRANSFORM_CACHE_DIR: copy } : {};
+}
+
+// Chromium's major version, for a user agent like a user's: read once at bake time.
 function userAgent() {
-  const version = /(\d+)\./.exec(run("chromium", ["--version"], { cwd: "/" }).stdout)?.[1] ?? "130";
-  return `Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/${version}.0.0.0 Safari/537.36`;
+  let version;
+  try {
+    version = fs.readFileSync(path.join(STATE, "chromium-version"), "utf8").trim();
+  } catch {
+    version = chromiumVersion();
+  }
+  return `Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/${version || "130"}.0.0.0 Safari/537.36`;
+}
+
+const chromiumVersion = () => /(\d+)\./.exec(run("chromium", ["--version"], { cwd: "/" }).stdout)?.[1] ?? "";
+
+// Playwright compiles its config and the specs (Babel) at every run unless its cache
+// holds them, keyed by path and content: compiled here once, at the paths and with the
+// contents of the e2e run. Each e2e room gets its own copy.
+const E2E_TRANSFORMS = path.join(STATE, "e2e-transforms");
+
+function compileE2eSpecs(config) {
+  const e2eDir = config.test.e2e_specs;
+  if (!config.test.e2e_cmd || !fs.existsSync(path.join(TESTS, "specs", e2eDir))) return;
+  const added = [path.join(APP, e2eDir), path.join(APP, E2E_CONFIG)];
+  // The base has its own: the cache would be of files the grading replaces.
+  if (added.some((p) => fs.existsSync(p))) return;
+  const scratch = path.join(STATE, "e2e-compile");
+  fs.mkdirSync(scratch, { recursive: true, mode: 0o700 });
+  try {
+    applySpecs([e2eDir]);
+    writeE2eConfig();
+    const listed = run("bash", ["-c", `${withE2eConfig(config.test.e2e_cmd)} --list`], {
+      cwd: config.test.cwd ?? APP,
+      timeoutMs: 300_000,
+      env: {
+        CI: "1",
+        npm_config_verify_deps_before_run: "false",
+        pnpm_config_verify_deps_before_run: "false",
+        PLAYWRIGHT_TRANSFORM_CACHE_DIR: E2E_TRANSFORMS,
+        PLAYWRIGHT_JSON_OUTPUT_NAME: path.join(scratch, "list.json"),
+        REACTBENCH_REPORTS: scratch,
+        REACTBENCH_E2E_PORT: "4173",
+        REACTBENCH_E2E_OUTPUT: path.join(scratch, "results"),
+      },
+    });
+    if (listed.code === 0) log("e2e specs compiled for Playwright's cache");
+    else {
+      // Only slower: each e2e run compiles them itself.
+      log(`e2e specs not compiled ahead (exit ${listed.code}): ${(listed.stdout + listed.stderr).slice(-400)}`);
+      fs.rmSync(E2E_TRANSFORMS, { recursive: true, force: true });
+    }
+  } finally {
+    for (const p of [...added, scratch]) fs.rmSync(p, { recursive: true, force: true });
+  }
 }
 
 // The e2e command of config.json may name the app's Playwright config or none: it
@@ -784,7 +992,7 @@ const withE2eConfig = (cmd) =>
     ? cmd.replace(/(playwright\s+test)((\s+(-c|--config)[=\s]\S+)?)/, `$1 -c ${E2E_CONFIG}`)
     : cmd;
 
-function testGate(config, setPhase) {
+async function testGate(config, setPhase) {
   const total = config.test.timeout_sec ?? (config.verifier_timeout_sec ?? 300) * 0.7;
   const started = performance.now();
   const remaining = () => Math.max(1, total - (performance.now() - started) / 1000);
@@ -806,11 +1014,15 @@ function testGate(config, setPhase) {
     applySpecs(step.parts);
     let env = {};
     if (step.name === "e2e") {
-      const port = 20000 + crypto.randomInt(40000);
-      writeE2eConfig(port);
-      env = { REACTBENCH_E2E_OUTPUT: path.join(ROOM, "e2e-output", "results"), REACTBENCH_E2E_USER_AGENT: userAgent() };
+      writeE2eConfig();
+      env = {
+        ...e2eTransforms(),
+        REACTBENCH_E2E_PORT: String(20000 + crypto.randomInt(40000)),
+        REACTBENCH_E2E_OUTPUT: path.join(ROOM, "e2e-output", "results"),
+        REACTBENCH_E2E_USER_AGENT: userAgent(),
+      };
     }
-    const result = runInRoom(step.cmd, { cwd: config.test.cwd ?? APP, budget: remaining(), env });
+    const result = await runInRoom(step.cmd, { cwd: config.test.cwd ?? APP, budget: remaining(), env });
     output += result.output;
     console.log(result.output.split("\n").slice(-40).join("\n"));
     vitestResults(readReport("vitest.json"), results);
@@ -851,7 +1063,51 @@ function writeGrade(details) {
   log(`reward=${details.reward}`);
 }
 
-function grade() {
+// CPUs the sandbox may keep busy at once: its CPU quota where it has one (a hard
+// limit, as the docker backend sets), else the cores it may run on.
+export function cpuBudget(cgroup = "/sys/fs/cgroup") {
+  const cores = os.availableParallelism();
+  const read = (file) => {
+    try {
+      return fs.readFileSync(path.join(cgroup, file), "utf8").trim();
+    } catch {
+      return null;
+    }
+  };
+  let quota = null;
+  const v2 = read("cpu.max")?.split(/\s+/);
+  if (v2 && v2[0] !== "max") quota = Number(v2[0]) / Number(v2[1]);
+  const v1 = Number(read("cpu/cpu.cfs_quota_us") ?? read("cpu,cpuacct/cpu.cfs_quota_us") ?? -1);
+  const period = Number(read("cpu/cpu.cfs_period_us") ?? read("cpu,cpuacct/cpu.cfs_period_us") ?? 100000);
+  if (quota === null && v1 > 0) quota = v1 / period;
+  return quota && quota > 0 ? Math.min(cores, quota) : cores;
+}
+
+// The React Doctor gate from a scan started earlier (none: the tree is the base
+// commit, whose scan is the baked baseline).
+async function doctorGate(config, before, scanning, submission, timings) {
+  let after = before;
+  if (scanning) {
+    const finished = await scanning.run.finished;
+    timings.scan = finished.seconds;
+    after = checkScan(config, finished, { afterSubmission: true });
+  } else {
+    timings.scan = 0;
+  }
+  fs.writeFileSync(path.join(LOGS, "rd-after.json"), JSON.stringify(after));
+  const doctor = compareReports(before, after, config.rd.targets);
+  doctor.unscanned = unscanned(after, submission.changed, scanning?.root);
+  if (doctor.unscanned.length) doctor.ok = false;
+  return doctor;
+}
+
+function logDoctor(doctor) {
+  log(`react doctor: ${doctor.ok ? "pass" : "FAIL"} (${doctor.new.length} new, ${doctor.remaining_targets.length} targets left)`);
+  for (const f of doctor.new) log(`  new ${f.rule} ${f.file}:${f.line ?? ""} ${f.title}`);
+  for (const f of doctor.unscanned ?? []) log(`  changed but not scanned: ${f}`);
+}
+
+async function grade() {
   fs.mkdirSync(LOGS, { recursive: true });
   fs.chmodSync(LOGS, 0o700);
   writeProgress("config");
@@ -864,38 +1120,55 @@ function grade() {
     writeProgress(name);
   };
   const state = { submission: null, doctor: null, tests: null };
+  let scanning = null;
   try {
     // From here on the submission is in play.
     setPhase("clean-room");
+    const cleanStarted = performance.now();
     state.submission = cleanRoom(config);
+    timings.clean_room = (performance.now() - cleanStarted) / 1000;
     log(`clean room: ${state.submission.changed.length} changed file(s) graded, ${state.submission.refused.length} refused`);
     for (const r of state.submission.refused) log(`  refused ${r.path}: ${r.reason}`);
     fs.writeFileSync(path.join(LOGS, "rd-before.json"), JSON.stringify(before));
-    // Scanned before the hidden specs are applied, so that they are never findings.
     setPhase("scan");
-    const scanStarted = performance.now();
-    try {
-      // An unchanged tree is the base commit: its scan is the baked baseline.
-      const after = state.submission.changed.length ? scan(config, { afterSubmission: true }) : before;
-      fs.writeFileSync(path.join(LOGS, "rd-after.json"), JSON.stringify(after));
-      state.doctor = compareReports(before, after, config.rd.targets);
-      state.doctor.unscanned = unscanned(after, state.submission.changed);
-      if (state.doctor.unscanned.length) state.doctor.ok = false;
-    } finally {
-      timings.scan = (performance.now() - scanStarted) / 1000;
+    const gradingStarted = performance.now();
+    if (state.submission.changed.length) {
+      // Scanned as the tree is now, before the hidden specs are applied, so that
+      // they are never findings.
+      const root = copyForScan();
+      scanning = { root, run: startScan(config, { afterSubmission: true, root }) };
     }
-    const doctor = state.doctor;
-    log(`react doctor: ${doctor.ok ? "pass" : "FAIL"} (${doctor.new.length} new, ${doctor.remaining_targets.length} targets left)`);
-    for (const f of doctor.new) log(`  new ${f.rule} ${f.file}:${f.line ?? ""} ${f.title}`);
-    for (const f of doctor.unscanned ?? []) log(`  changed but not scanned: ${f}`);
+    // Settled at once, so that a failure waits for its turn to be read.
+    const doctor = doctorGate(config, before, scanning, state.submission, timings).then(
+      (gate) => ({ gate }), (error) => ({ error }));
+    const gateOf = async () => {
+      const { gate, error } = await doctor;
+      if (error) throw error;
+      return gate;
+    };
+    // The scan and the test commands do not depend on each other. They run side by
+    // side only where each can have a CPU: under a one-CPU limit they would only
+    // take turns, and the scan (alone first, as before) keeps its whole time limit.
+    const alongside = scanning !== null && cpuBudget() >= 2;
+    if (!alongside) {
+      state.doctor = { ...(await gateOf()), alongside_tests: false };
+      logDoctor(state.doctor);
+    }
     setPhase("tests");
     lockDown();
     const testStarted = performance.now();
-    state.tests = testGate(config, setPhase);
+    state.tests = await testGate(config, setPhase);
     timings.test_command = (performance.now() - testStarted) / 1000;
+    if (alongside) {
+      setPhase("scan");
+      state.doctor = { ...(await gateOf()), alongside_tests: true };
+      logDoctor(state.doctor);
+    }
+    timings.grading = (performance.now() - gradingStarted) / 1000;
     log(`tests: ${state.tests.ok ? "pass" : "FAIL"}`);
     for (const f of state.tests.failing) log(`  failing: ${f}`);
   } catch (error) {
+    scanning?.run.stop();
     if (error instanceof HarnessError) throw error;
     // Whatever broke while the submission was in play is the submission's.
     const reason = error instanceof SubmissionFailure ? error.message : `${error.code ?? error.name}: ${error.message}`;
@@ -927,7 +1200,7 @@ if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(im
     process.exit(2);
   }
   try {
-    command();
+    await command();
   } catch (error) {
     if (!(error instanceof HarnessError)) throw error;
     console.error(`[verifier] harness error: ${error.message}`);

@@ -1,0 +1,118 @@
+"""Our verifier script (images/react-bench-verifier-base/verifier/verifier.mjs): its
+pure parts through Node, and a real grading where the scan runs beside the tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_reactbench.results.load import junit_testcases
+
+ROOT = Path(__file__).resolve().parents[2]
+VERIFIER = ROOT / "images" / "react-bench-verifier-base" / "verifier" / "verifier.mjs"
+
+needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="needs Node")
+
+
+def call(function: str, *args: str) -> str:
+    """`function(...args)` exported by the verifier, its result printed by Node."""
+    script = (f"import {{ {function} }} from {json.dumps(str(VERIFIER))};"
+              f"process.stdout.write(String({function}(...process.argv.slice(1))));")
+    proc = subprocess.run(["node", "--input-type=module", "-e", script, *args],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def executable(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+@needs_node
+def test_pnpm_exec_of_a_dependency_binary_runs_it_directly_and_the_rest_goes_to_pnpm(
+        tmp_path: Path) -> None:
+    real = executable(tmp_path / "real pnpm's dir" / "pnpm", '#!/bin/sh\necho "pnpm $*"\n')
+    wrapper = executable(tmp_path / "room-bin" / "pnpm", call("pnpmExec", str(real)))
+    app = tmp_path / "app"
+    executable(app / "node_modules" / ".bin" / "vitest",
+               '#!/bin/sh\necho "vitest $*"\necho "first on PATH: ${PATH%%:*}"\n')
+    (app / "node_modules" / ".bin" / "folder").mkdir()
+    (app / "node_modules" / ".bin" / "not-executable").write_text("")
+
+    def pnpm(*args: str) -> list[str]:
+        proc = subprocess.run([str(wrapper), *args], cwd=app, capture_output=True, text=True,
+                              timeout=30)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.splitlines()
+
+    assert pnpm("exec", "vitest", "run", "a b.spec.ts") == [
+        "vitest run a b.spec.ts", f"first on PATH: {app}/node_modules/.bin"]
+    # Not a plain dependency binary, or not `exec`: pnpm itself, with every argument.
+    for args in (("exec", "missing", "x"), ("exec", "../app/node_modules/.bin/vitest"),
+                 ("exec", "-c", "vitest"), ("exec", "folder"), ("exec", "not-executable"),
+                 ("exec",), ("install", "--frozen-lockfile"), ("vitest", "run")):
+        assert pnpm(*args) == [f"pnpm {' '.join(args)}".rstrip()], args
+
+
+@needs_node
+def test_the_cpu_budget_is_the_cgroup_quota_where_there_is_one(tmp_path: Path) -> None:
+    cores = float(subprocess.run(["node", "-p", "require('os').availableParallelism()"],
+                                 capture_output=True, text=True, check=True).stdout)
+
+    def budget(files: dict[str, str]) -> float:
+        cgroup = tmp_path / str(len(list(tmp_path.iterdir())))
+        for name, text in files.items():
+            (cgroup / name).parent.mkdir(parents=True, exist_ok=True)
+            (cgroup / name).write_text(text)
+        return float(call("cpuBudget", str(cgroup)))
+
+    assert budget({}) == cores  # no quota: every core the process may run on
+    assert budget({"cpu.max": "100000 100000\n"}) == 1  # the docker backend's cpus = 1
+    assert budget({"cpu.max": "50000 100000\n"}) == 0.5
+    assert budget({"cpu.max": "max 100000\n"}) == cores
+    assert budget({"cpu/cpu.cfs_quota_us": "100000\n", "cpu/cpu.cfs_period_us": "100000\n"}) == 1
+    assert budget({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}) == cores
+    assert budget({"cpu.max": "800000 100000\n"}) == cores  # never more than the cores
+
+
+@pytest.mark.slow
+def test_the_scan_reads_the_graded_tree_beside_the_tests_never_the_hidden_specs(
+        tmp_path: Path) -> None:
+    """On the local backend the verifier may use every core: the scan of the
+    submission runs beside the test commands, on a copy of the graded tree, and each
+    part is still timed."""
+    xml = tmp_path / "r.xml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--reactbench-agent=oracle",
+         "--reactbench-sandbox=local", f"--reactbench-records={tmp_path / 'records'}",
+         f"--junitxml={xml}", str(ROOT / "tasks" / "counter-reset")],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert xml.exists(), proc.stdout + proc.stderr
+    [(_, props)] = junit_testcases(xml)
+    assert props["reactbench.verdict"] == "passed", proc.stdout[-4000:]
+    logs = Path(props["reactbench.record"]) / "verifier"
+    grade = json.loads((logs / "grade.json").read_text())
+    alongside = (os.cpu_count() or 1) >= 2
+    assert grade["react_doctor"]["alongside_tests"] is alongside
+    timings = grade["timings"]
+    assert set(timings) >= {"clean_room", "scan", "test_command", "grading"}
+    assert timings["scan"] > 0 and timings["test_command"] > 0
+    # Side by side, the two overlap; one after the other, they add up.
+    together = timings["scan"] + timings["test_command"]
+    assert timings["grading"] < together if alongside else timings["grading"] >= together
+    # The copy the scan read held the submission, and none of the hidden specs that
+    # the test room had in /app at the same time.
+    [project] = json.loads((logs / "rd-after.json").read_text())["projects"]
+    assert "src/Counter.tsx" in project["analyzedFiles"]
+    assert not [f for f in project["analyzedFiles"] if "__verifier__" in f or f.startswith("e2e/")]
