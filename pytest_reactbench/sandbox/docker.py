@@ -48,6 +48,7 @@ from pytest_reactbench.sandbox.base import (
     tar_of,
 )
 from pytest_reactbench.sandbox.host import file_lock, pid_alive, tls_hint
+from pytest_reactbench.sandbox.image_registry import ImageRegistry, RegistryUnavailable, is_missing
 from pytest_reactbench.sandbox.mirrors import MirrorDaemon, git_env, original_step, relevant, with_build_args
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import (
@@ -79,8 +80,15 @@ MAIN = ["sh", "-c", "mkdir -p /logs/agent /logs/verifier && exec sleep infinity"
 #: registry must not hold a run up: the stand-in is the way on).
 PULL_STALL_SECONDS = 30.0
 
+#: The same for a push (a registry that accepts a connection and then says nothing).
+PUSH_STALL_SECONDS = 120.0
+
 STEP = re.compile(r"Step (\d+)/\d+ : ")
 EXIT_CODE = re.compile(r"returned a non-zero code: (\d+)")
+
+
+class _NotInRegistry(Exception):
+    """The registry answered that it does not hold the image (a miss, not a failure)."""
 
 
 def _step_location(dockerfile: Path, number: int) -> str:
@@ -243,6 +251,10 @@ class DockerSandbox(Sandbox):
         self._on_close(self.container, self.gate)
 
 
+class RegistryWarning(UserWarning):
+    """The image registry could not be used: images are baked here instead."""
+
+
 class DockerBackend(BakingBackend):
     name = "docker"
     formal = True
@@ -270,6 +282,9 @@ class DockerBackend(BakingBackend):
         self._gates: list[EgressGate] = []
         self._engine_cpus = int(self.client.info().get("NCPU") or 1)
         self._mirror_daemon = MirrorDaemon(options.git_mirrors)
+        self.registry = ImageRegistry(options.image_registry) if options.image_registry else None
+        # Bakes are mostly downloads and installs: as many at once as the engine has CPUs.
+        self.bake_slots = max(1, min(8, self._engine_cpus))
 
     # -- images ---------------------------------------------------------------------
 
@@ -290,6 +305,84 @@ class DockerBackend(BakingBackend):
         return Image(self._tag(recipe, key), str(image.id), self.name, cached=True,
                      labels=dict(image.labels or {}))
 
+    # -- the image registry ---------------------------------------------------------
+
+    def fetch(self, key: str, recipe: ImageRecipe, progress: Progress) -> Image | None:
+        if self.registry is None:
+            return None
+        tag = self._tag(recipe, key)
+        if not self._pull_shared(tag, progress):
+            return None
+        return self.find(key, recipe)
+
+    def publish(self, key: str, recipe: ImageRecipe, image: Image, progress: Progress) -> None:
+        self._push_shared(self._tag(recipe, key), progress)
+
+    def _pull_shared(self, tag: str, progress: Progress) -> bool:
+        """Pull `tag` from the image registry and tag it here; False when the registry
+        does not hold it or cannot be used."""
+        if self.registry is None:
+            return False
+        remote = self.registry.remote(tag)
+        try:
+            self._pull(remote, progress, missing_ok=True)
+        except _NotInRegistry:
+            return False
+        except (PublicImageUnavailable, RegistryUnavailable) as exc:
+            self._registry_failed(f"pulling {remote}: {exc}", progress)
+            return False
+        repository, _, name = tag.rpartition(":")
+        errors = _docker().errors
+        try:
+            self.client.images.get(remote).tag(repository, name)
+            # The registry's name goes: only names under reactbench/ stay on the engine.
+            self.client.images.remove(remote)
+        except errors.DockerException as exc:
+            self._registry_failed(f"tagging {remote}: {exc}", progress)
+            return False
+        return True
+
+    def _push_shared(self, tag: str, progress: Progress) -> None:
+        if self.registry is None:
+            return
+        remote = self.registry.remote(tag)
+        docker = _docker()
+        repository, _, name = remote.rpartition(":")
+        started = time.monotonic()
+        progress(f"pushing {remote}")
+        api = docker.APIClient(**docker.utils.kwargs_from_env(), timeout=PUSH_STALL_SECONDS)
+        shown = time.monotonic()
+        pushed: set[str] = set()
+        try:
+            api.tag(tag, repository, name)
+            for chunk in api.push(repository, name, stream=True, decode=True):
+                if "error" in chunk:
+                    raise RegistryUnavailable(str(chunk["error"]).strip())
+                status = str(chunk.get("status", ""))
+                if chunk.get("id") and status in ("Pushed", "Layer already exists", "Mounted from"):
+                    pushed.add(str(chunk["id"]))
+                if time.monotonic() - shown > 5:
+                    shown = time.monotonic()
+                    progress(f"pushing {remote}: {len(pushed)} layer(s) done, "
+                             f"{time.monotonic() - started:.0f} s")
+            progress(f"pushed {remote} in {time.monotonic() - started:.0f} s")
+        except (docker.errors.DockerException, RegistryUnavailable, OSError) as exc:
+            self._registry_failed(f"pushing {remote}: {exc}", progress)
+        finally:
+            with contextlib.suppress(docker.errors.DockerException):
+                api.remove_image(remote)
+            api.close()
+
+    def _registry_failed(self, what: str, progress: Progress) -> None:
+        """The registry is not used again in this session, and says so once."""
+        if self.registry is None:
+            return
+        prefix, self.registry = self.registry.prefix, None
+        line = (f"warning: the image registry {prefix} cannot be used ({what}); images are baked "
+                "here and not shared for the rest of the session")
+        progress(line)
+        warnings.warn(RegistryWarning(f"reactbench: {line}"), stacklevel=2)
+
     def public_image(self, name: str, progress: Progress, *, pull: bool) -> Parent:
         image = self._image(name)
         if image is not None and RECIPE_LABEL in (image.labels or {}):
@@ -307,9 +400,13 @@ class DockerBackend(BakingBackend):
                 raise PublicImageUnavailable("the engine pulled it but cannot find it")
         return Parent(name, name, str(image.id), (BaseImage(name, _registry_digest(image, name), "public"),))
 
-    def _pull(self, name: str, progress: Progress) -> None:
+    def _pull(self, name: str, progress: Progress, *, missing_ok: bool = False) -> None:
+        """Pull `name` with progress lines; with `missing_ok`, a registry that answers it
+        does not hold the image raises _NotInRegistry, quietly."""
         docker = _docker()
-        progress(f"pulling {name}")
+        started = time.monotonic()
+        if not missing_ok:
+            progress(f"pulling {name}")
         api = docker.APIClient(**docker.utils.kwargs_from_env(), timeout=PULL_STALL_SECONDS)
         sizes: dict[str, int] = {}
         done: set[str] = set()
@@ -317,7 +414,13 @@ class DockerBackend(BakingBackend):
         try:
             for chunk in api.pull(name, stream=True, decode=True):
                 if "error" in chunk:
-                    raise PublicImageUnavailable(f"the pull failed: {str(chunk['error']).strip()}")
+                    error = str(chunk["error"]).strip()
+                    if missing_ok and is_missing(error):
+                        raise _NotInRegistry(name)
+                    raise PublicImageUnavailable(f"the pull failed: {error}")
+                if missing_ok and not sizes and not done:
+                    missing_ok = False
+                    progress(f"pulling {name}")
                 layer, status = chunk.get("id"), str(chunk.get("status", ""))
                 total = (chunk.get("progressDetail") or {}).get("total")
                 if layer and status == "Downloading" and total:
@@ -327,8 +430,11 @@ class DockerBackend(BakingBackend):
                 if time.monotonic() - shown > 2:
                     shown = time.monotonic()
                     progress(f"pulling {name}: {len(done)} layer(s) done, "
-                             f"{sum(sizes.values()) / 1e6:.0f} MB to fetch")
+                             f"{sum(sizes.values()) / 1e6:.0f} MB to fetch, "
+                             f"{time.monotonic() - started:.0f} s")
         except docker.errors.APIError as exc:
+            if missing_ok and is_missing(str(exc.explanation or exc)):
+                raise _NotInRegistry(name) from None
             raise PublicImageUnavailable(f"the pull failed: {exc.explanation or exc}") from None
         except docker.errors.DockerException as exc:
             raise PublicImageUnavailable(f"the pull failed: {exc}") from None
@@ -336,7 +442,7 @@ class DockerBackend(BakingBackend):
             raise PublicImageUnavailable(f"the pull stalled ({exc})") from None
         finally:
             api.close()
-        progress(f"pulled {name}")
+        progress(f"pulled {name} in {time.monotonic() - started:.0f} s")
 
     def system_layer(self, progress: Progress, deadline: float, *, build: bool) -> Parent:
         """The system layer: a debootstrap root plus images/system."""
@@ -390,6 +496,7 @@ class DockerBackend(BakingBackend):
                progress: Progress, deadline: float, mirrored: bool = False) -> None:
         docker = _docker()
         progress(f"{recipe.name}: building {recipe.dockerfile} on the Docker engine")
+        started = time.monotonic()
         remaining = max(1.0, deadline - time.monotonic())
         api = docker.APIClient(**docker.utils.kwargs_from_env(), timeout=remaining)
         tail: list[str] = []
@@ -414,7 +521,7 @@ class DockerBackend(BakingBackend):
                 if text:
                     tail = (tail + text.splitlines())[-15:]
                     if step := STEP.match(text):
-                        progress(f"{recipe.name}: {text[:100]}")
+                        progress(f"{recipe.name}: {text[:100]} ({time.monotonic() - started:.0f} s)")
                         number = int(step.group(1))
                         if mirrored:  # the copy declares one ARG step after each FROM
                             number = original_step(recipe.dockerfile.read_text(), number)
@@ -475,6 +582,9 @@ class DockerBackend(BakingBackend):
         with file_lock(self.cache_dir / "locks" / "root.lock"):
             if self._image(ROOT_IMAGE) is not None:
                 return
+            # The root every key builds on: another machine's, shared, keeps their keys.
+            if self._pull_shared(ROOT_IMAGE, progress):
+                return
             if shutil.which("debootstrap") is None or os.geteuid() != 0:
                 raise BakeError(
                     f"the base root {ROOT_IMAGE} is missing and building it needs root and "
@@ -492,6 +602,7 @@ class DockerBackend(BakingBackend):
                 repository, _, tag = ROOT_IMAGE.partition(":")
                 with archive.open("rb") as data:
                     self.api.import_image_from_data(data, repository=repository, tag=tag)
+            self._push_shared(ROOT_IMAGE, progress)
 
     # -- sandboxes ---------------------------------------------------------------
 
