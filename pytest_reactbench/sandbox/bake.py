@@ -31,6 +31,7 @@ from pytest_reactbench.sandbox.base import (
     ImageRecipe,
     Progress,
 )
+from pytest_reactbench.sandbox.downloads import DownloadCache, Traffic
 from pytest_reactbench.sandbox.host import file_lock
 from pytest_reactbench.sandbox.mirrors import key_of, relevant
 from pytest_reactbench.sandbox.options import SandboxOptions
@@ -69,6 +70,10 @@ class BakeRecord:
     key: str
     how: BakeHow
     seconds: float
+    #: Package bytes the bake fetched from the registry, and those the download cache
+    #: served it (baked images only, when there is a download cache).
+    fetched_bytes: int = 0
+    served_bytes: int = 0
 
 
 class NotBaked(Exception):
@@ -122,6 +127,9 @@ class BakingBackend(Backend):
         self._warned: set[str] = set()
         #: Every image this backend was asked to bake, in the order they were settled.
         self.bakes: list[BakeRecord] = []
+        #: The caching registry every bake's package downloads go through.
+        self.downloads = (DownloadCache(options.download_cache, options.ca_bundle)
+                          if options.download_cache else None)
         #: How many bakes the engine takes at once (a bake pool's size).
         self.bake_slots = max(1, min(4, os.cpu_count() or 1))
 
@@ -156,6 +164,10 @@ class BakingBackend(Backend):
 
     def check(self, recipe: ImageRecipe, instructions: Sequence[df.Instruction]) -> None:
         """Refuse, before anything is built, a recipe this backend cannot build."""
+
+    def close(self) -> None:
+        if self.downloads is not None:
+            self.downloads.close()
 
     # -- the template -------------------------------------------------------------------
 
@@ -216,14 +228,22 @@ class BakingBackend(Backend):
                     image = self.fetch(key, recipe, progress)
                     how = "pulled"
                 if image is None:
+                    before = self.downloads.snapshot() if self.downloads else Traffic()
                     try:
                         built = self.build(recipe, key, parents, progress, deadline)
                     except BakeError as exc:
                         self._failed[key] = exc
                         raise
                     seconds = time.monotonic() - started
-                    progress(f"{recipe.name}: baked image {key[:12]} in {seconds:.0f} s")
-                    self.bakes.append(BakeRecord(recipe.name, key, "baked", seconds))
+                    # Concurrent bakes of one process share the counters: their figures
+                    # are the traffic while this one ran.
+                    traffic = self.downloads.snapshot().since(before) if self.downloads else Traffic()
+                    downloaded = (f"; packages: {traffic.fetched_bytes / 1e6:.1f} MB fetched, "
+                                  f"{traffic.served_bytes / 1e6:.1f} MB served by the download cache"
+                                  if traffic.served_bytes else "")
+                    progress(f"{recipe.name}: baked image {key[:12]} in {seconds:.0f} s{downloaded}")
+                    self.bakes.append(BakeRecord(recipe.name, key, "baked", seconds,
+                                                 traffic.fetched_bytes, traffic.served_bytes))
                     self.publish(key, recipe, built, progress)
                     return replace(built, cached=False, bases=bases)
         if build:

@@ -476,24 +476,28 @@ class DockerBackend(BakingBackend):
             lines[line - 1] = lines[line - 1].replace(raw, resolved, 1)
         text = "".join(lines)
         mirrors = relevant(self.options.git_mirrors, recipe.dockerfile, recipe.context)
-        if mirrors:
-            # git's URL rewrites reach RUN steps as build arguments the copy declares.
-            rewrites = git_env(self._mirror_daemon.rewrites(mirrors))
-            build_args.update(rewrites)
-            text = with_build_args(text, list(rewrites))
-        if rewrite or mirrors:
+        # git's URL rewrites, and the package managers' registries (the download cache,
+        # reached over the host's loopback: builds run on the host's network), reach RUN
+        # steps as build arguments the copy declares; they are not part of the key.
+        declared = git_env(self._mirror_daemon.rewrites(mirrors)) if mirrors else {}
+        if self.downloads is not None:
+            declared.update(self.downloads.env())
+        if declared:
+            build_args.update(declared)
+            text = with_build_args(text, list(declared))
+        if rewrite or declared:
             dockerfile = self.cache_dir / "dockerfiles" / f"{key}.Dockerfile"
             dockerfile.parent.mkdir(parents=True, exist_ok=True)
             _replace_if_changed(dockerfile, text.encode())
         tag = self._tag(recipe, key)
-        self._build(recipe, dockerfile, tag, build_args, progress, deadline, bool(mirrors))
+        self._build(recipe, dockerfile, tag, build_args, progress, deadline, bool(declared))
         image = self.find(key, recipe)
         if image is None:
             raise BakeError(f"{recipe.dockerfile}: the engine built {tag} but cannot find it")
         return image
 
     def _build(self, recipe: ImageRecipe, dockerfile: Path, tag: str, build_args: Mapping[str, str],
-               progress: Progress, deadline: float, mirrored: bool = False) -> None:
+               progress: Progress, deadline: float, declared: bool = False) -> None:
         docker = _docker()
         progress(f"{recipe.name}: building {recipe.dockerfile} on the Docker engine")
         started = time.monotonic()
@@ -523,7 +527,7 @@ class DockerBackend(BakingBackend):
                     if step := STEP.match(text):
                         progress(f"{recipe.name}: {text[:100]} ({time.monotonic() - started:.0f} s)")
                         number = int(step.group(1))
-                        if mirrored:  # the copy declares one ARG step after each FROM
+                        if declared:  # the copy declares one ARG step after each FROM
                             number = original_step(recipe.dockerfile.read_text(), number)
                         where = _step_location(recipe.dockerfile, number)
                 if "error" in chunk:
@@ -719,6 +723,7 @@ class DockerBackend(BakingBackend):
         self.drain()
         self._teardown.shutdown(wait=True)
         self._mirror_daemon.close()
+        super().close()
         for gate in self._gates:
             with contextlib.suppress(_docker().errors.DockerException):
                 gate.close()

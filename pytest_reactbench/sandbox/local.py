@@ -451,7 +451,8 @@ class LocalBackend(BakingBackend):
         ro_binds = {CONTEXT_MOUNT: recipe.context.resolve(), **mirror_binds}
         # The bake's own variables (CA, git mirrors): in every step, never in the image.
         bake_only = {**(ca_env(CA_MOUNT) if self.ca_bundle else {}),
-                     **(git_env(rewrites) if mirrors else {})}
+                     **(git_env(rewrites) if mirrors else {}),
+                     **(self.downloads.env() if self.downloads else {})}
         bake_env = {**DEFAULT_ENV, **env, **bake_only}
         if self.ca_bundle:
             ro_binds[CA_MOUNT] = self.ca_bundle.resolve()
