@@ -134,6 +134,11 @@ class ReactbenchSession:
                 )
         return self._backend
 
+    @property
+    def made_backend(self) -> Backend | None:
+        """The backend, if this process made one (it is made on first use)."""
+        return self._backend
+
     def trial_finished(self, result: TrialResult, item: pytest.Item) -> None:
         self.results.append(result)
         self.config.hook.pytest_reactbench_trial_finished(result=result, item=item)
