@@ -124,7 +124,8 @@ def _images(args: argparse.Namespace) -> int:
         return 2
     ca_bundle = (None if args.ca_bundle == "none" else Path(args.ca_bundle)) if args.ca_bundle \
         else default_ca_bundle()
-    options = SandboxOptions(cache=Path(args.cache) if args.cache else default_cache(),
+    cache = Path(args.cache) if args.cache else default_cache()
+    options = SandboxOptions(cache=cache, download_cache=cache / "downloads",
                              image_map=image_map, ca_bundle=ca_bundle,
                              images=images_mode(args.images, "--images"), image_registry=image_registry)
     names = args.only or sorted(k for k, v in image_map.items() if recipe_dir(v) is not None)

@@ -329,7 +329,7 @@ class DockerBackend(BakingBackend):
         except _NotInRegistry:
             return False
         except (PublicImageUnavailable, RegistryUnavailable) as exc:
-            self._registry_failed(f"pulling {remote}: {exc}", progress)
+            self._registry_failed("pulling", remote, exc, progress)
             return False
         repository, _, name = tag.rpartition(":")
         errors = _docker().errors
@@ -338,7 +338,7 @@ class DockerBackend(BakingBackend):
             # The registry's name goes: only names under reactbench/ stay on the engine.
             self.client.images.remove(remote)
         except errors.DockerException as exc:
-            self._registry_failed(f"tagging {remote}: {exc}", progress)
+            self._registry_failed("tagging", remote, exc, progress)
             return False
         return True
 
@@ -367,19 +367,22 @@ class DockerBackend(BakingBackend):
                              f"{time.monotonic() - started:.0f} s")
             progress(f"pushed {remote} in {time.monotonic() - started:.0f} s")
         except (docker.errors.DockerException, RegistryUnavailable, OSError) as exc:
-            self._registry_failed(f"pushing {remote}: {exc}", progress)
+            self._registry_failed("pushing", remote, exc, progress)
         finally:
             with contextlib.suppress(docker.errors.DockerException):
                 api.remove_image(remote)
             api.close()
 
-    def _registry_failed(self, what: str, progress: Progress) -> None:
+    def _registry_failed(self, doing: str, remote: str, exc: Exception, progress: Progress) -> None:
         """The registry is not used again in this session, and says so once."""
         if self.registry is None:
             return
         prefix, self.registry = self.registry.prefix, None
-        line = (f"warning: the image registry {prefix} cannot be used ({what}); images are baked "
-                "here and not shared for the rest of the session")
+        # Without the image's name, every process of the session says the same line,
+        # which the session prints once.
+        why = str(exc).replace(remote, "an image").replace(remote.rpartition(":")[0], "an image")
+        line = (f"warning: the image registry {prefix} cannot be used ({doing}: {why}); images are "
+                "baked here and not shared for the rest of the session")
         progress(line)
         warnings.warn(RegistryWarning(f"reactbench: {line}"), stacklevel=2)
 
@@ -571,7 +574,9 @@ class DockerBackend(BakingBackend):
                     progress(f"system: packing {spec}")
                     packed = subprocess.run(["npm", "pack", "--silent", spec,
                                              "--pack-destination", str(stage)],
-                                            capture_output=True, text=True)
+                                            capture_output=True, text=True,
+                                            env={**os.environ, **(self.downloads.env()
+                                                                  if self.downloads else {})})
                     if packed.returncode != 0:
                         raise BakeError(f"npm pack {spec} failed: {packed.stderr.strip()[-500:]}")
             for stale in stage.glob("*.tgz"):

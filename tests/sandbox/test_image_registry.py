@@ -138,3 +138,28 @@ def test_a_registry_that_is_down_means_baking_with_one_warning(
     assert f"the image registry {down} cannot be used" in str(registry_warnings[0].message)
     assert "connection refused" in str(registry_warnings[0].message)
     assert sum("warning: the image registry" in line for line in lines) == 1
+
+
+def test_a_bad_registry_option_is_a_usage_error_naming_it(suite: pytest.Pytester) -> None:
+    result = suite.runpytest("--reactbench-agent=oracle", "--reactbench-image-registry=http://h:5000/x")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--reactbench-image-registry: 'http://h:5000/x' must be HOST[[]:PORT]/PREFIX*"])
+    suite.makeini("[pytest]\nreactbench_image_registry = h:5000\n")
+    result = suite.runpytest("--reactbench-agent=oracle")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ini reactbench_image_registry: 'h:5000' must be HOST[[]:PORT]/PREFIX*"])
+
+
+def test_the_local_backend_notes_once_that_it_does_not_use_the_registry(tmp_path: Path) -> None:
+    from pytest_reactbench.sandbox.local import LocalBackend
+
+    backend = LocalBackend(SandboxOptions(cache=tmp_path / "cache", image_registry="127.0.0.1:5000/x"))
+    lines: list[str] = []
+    for n in range(2):
+        backend.bake(recipe(tmp_path / str(n), f"FROM reactbench/system\nRUN echo {n} > /tmp/n\n"),
+                     lines.append)
+    backend.close()
+    assert [line for line in lines if "registry" in line] == [
+        "note: the local backend does not use the image registry 127.0.0.1:5000/x; its images are "
+        "baked on this host"]
+    assert [b.how for b in backend.bakes if b.name == "test"] == ["baked", "baked"]
