@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_reactbench.sandbox.base import ImageRecipe  # noqa: E402
-from pytest_reactbench.sandbox.mirrors import parse_git_mirrors  # noqa: E402
-from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle, default_cache  # noqa: E402
-from pytest_reactbench.tasks import load_task  # noqa: E402
+from pytest_reactbench.sandbox.base import ImageRecipe
+from pytest_reactbench.sandbox.mirrors import parse_git_mirrors
+from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle, default_cache
+from pytest_reactbench.tasks import load_task
 
 
 def main() -> None:
@@ -60,9 +60,10 @@ def main() -> None:
             baked = []
             try:
                 if not rounds:
-                    shared = DockerBackend(SandboxOptions(cache=default_cache(), ca_bundle=default_ca_bundle()))
+                    shared = DockerBackend(SandboxOptions(cache=default_cache(),
+                                                          ca_bundle=default_ca_bundle()))
                     for recipe in recipes:  # the bases only: a look-up of each FROM
-                        for line in open(recipe.dockerfile).read().splitlines():
+                        for line in recipe.dockerfile.read_text().splitlines():
                             if line.startswith("ARG BASE_IMAGE="):
                                 shared.base_image(line.split("=", 1)[1], print)
                     shared.close()
@@ -75,8 +76,9 @@ def main() -> None:
                     record = backend.bakes[-1]
                     results.append((recipe.name, time.monotonic() - started, record.fetched_bytes,
                                     record.served_bytes))
-                    print(f"{recipe.name:60} {results[-1][1]:6.1f} s  fetched {record.fetched_bytes / 1e6:7.1f} MB"
-                          f"  served {record.served_bytes / 1e6:7.1f} MB", flush=True)
+                    print(f"{recipe.name:60} {results[-1][1]:6.1f} s  "
+                          f"fetched {record.fetched_bytes / 1e6:7.1f} MB  "
+                          f"served {record.served_bytes / 1e6:7.1f} MB", flush=True)
                 rounds.append(results)
             finally:
                 for ref in baked:
@@ -84,7 +86,7 @@ def main() -> None:
                 backend.close()
     print(f"command: python benchmarks/downloads.py {' '.join(map(str, args.tasks))} --role {args.role}"
           + "".join(f" --git-mirror {m}" for m in args.git_mirror))
-    first, again = rounds
+    first = rounds[0]
     if len(first) > 1 and first[0][2]:
         for name, _, fetched, _ in first[1:]:
             print(f"{name}: fetched {100 * fetched / first[0][2]:.1f}% of the bytes {first[0][0]} fetched")

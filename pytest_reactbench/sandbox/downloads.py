@@ -62,6 +62,7 @@ class DownloadCache:
         self.upstream = upstream.rstrip("/")
         self.traffic = Traffic()
         self._lock = threading.Lock()
+        self._starting = threading.Lock()
         self._ssl = ssl.create_default_context(cafile=str(ca_bundle) if ca_bundle else None)
         self._server: http.server.ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -69,8 +70,9 @@ class DownloadCache:
     @property
     def url(self) -> str:
         """The cache's registry URL (it starts the server)."""
-        if self._server is None:
-            self._start()
+        with self._starting:  # concurrent bakes of one process share one server
+            if self._server is None:
+                self._start()
         assert self._server is not None
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 

@@ -43,7 +43,8 @@ def test_bakes_of_different_tasks_run_side_by_side_before_the_trials(
     lines = [line.split("] ", 1)[1] for line in result.outlines + result.errlines
              if line.startswith("[reactbench")]
     # Both tasks' images (the verifiers' may be baked already, by another test).
-    assert any(line.startswith("baking ") and line.endswith(" image(s), 2 at a time") for line in lines), lines
+    assert any(line.startswith("baking ") and line.endswith(" image(s), 2 at a time")
+               for line in lines), lines
     # Both bakes were under way before either ended.
     started = [n for n, line in enumerate(lines) if "RUN echo slow-" in line]
     ended = [n for n, line in enumerate(lines) if "/environment: baked image " in line]

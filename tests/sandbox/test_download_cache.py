@@ -97,7 +97,8 @@ def test_tarballs_are_fetched_once_across_processes_and_metadata_points_here(
     assert len(upstream.asked) == asked
     assert second.snapshot().fetched_bytes == 0 and second.snapshot().hits == 2
     second.close()
-    logged = [json.loads(line) for line in (tmp_path / "downloads" / "traffic.jsonl").read_text().splitlines()]
+    log = (tmp_path / "downloads" / "traffic.jsonl").read_text()
+    logged = [json.loads(line) for line in log.splitlines()]
     assert [entry["fetched_bytes"] > 0 for entry in logged] == [True, False]
 
 
@@ -143,3 +144,22 @@ def test_the_second_bake_of_the_same_packages_downloads_nothing(tmp_path: Path, 
             for image in refs:
                 made.client.images.remove(image.ref, force=True)  # type: ignore[attr-defined]
         made.close()
+
+
+def test_concurrent_caches_over_one_directory_serve_whole_files(tmp_path: Path, upstream: Upstream) -> None:
+    caches = [DownloadCache(tmp_path / "downloads", upstream=upstream.url) for _ in range(2)]
+    answers: list[tuple[int, bytes]] = []
+
+    def fetch(cache: DownloadCache) -> None:
+        for _ in range(20):
+            answers.append(get(cache.url + "/left-pad/-/left-pad-1.0.0.tgz"))
+
+    threads = [threading.Thread(target=fetch, args=(cache,)) for cache in caches for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for cache in caches:
+        cache.close()
+    assert answers == [(200, TARBALL)] * 160
+    assert not [p for p in (tmp_path / "downloads").rglob(".*") if p.is_file()]

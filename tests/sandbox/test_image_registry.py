@@ -37,14 +37,16 @@ def test_bad_registry_names_are_refused_naming_the_option(value: str, why: str) 
 
 def test_registry_names_of_our_tags() -> None:
     registry = ImageRegistry("127.0.0.1:5000/team")
-    assert registry.remote("reactbench/counter-reset-tests:ab12") == "127.0.0.1:5000/team/counter-reset-tests:ab12"
-    assert registry.remote("reactbench/debian-root:bookworm") == "127.0.0.1:5000/team/debian-root:bookworm"
+    assert registry.remote("reactbench/counter-reset-tests:ab12") == \
+        "127.0.0.1:5000/team/counter-reset-tests:ab12"
+    assert registry.remote("reactbench/debian-root:bookworm") == \
+        "127.0.0.1:5000/team/debian-root:bookworm"
 
 
 def test_a_missing_tag_is_a_miss_and_an_unreachable_registry_is_not() -> None:
     assert is_missing("manifest for 127.0.0.1:5000/x:k not found: manifest unknown: manifest unknown")
-    assert not is_missing("Get \"http://127.0.0.1:5/v2/\": dial tcp 127.0.0.1:5: connect: connection refused")
-    assert not is_missing("Get \"https://nowhere.invalid/v2/\": dial tcp: lookup nowhere.invalid: no such host")
+    assert not is_missing('Get "http://127.0.0.1:5/v2/": dial tcp 127.0.0.1:5: connect: connection refused')
+    assert not is_missing('Get "https://x.invalid/v2/": dial tcp: lookup x.invalid: no such host')
     assert not is_missing("pull access denied, repository does not exist or may require 'docker login'")
 
 
@@ -143,7 +145,8 @@ def test_a_registry_that_is_down_means_baking_with_one_warning(
 def test_a_bad_registry_option_is_a_usage_error_naming_it(suite: pytest.Pytester) -> None:
     result = suite.runpytest("--reactbench-agent=oracle", "--reactbench-image-registry=http://h:5000/x")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--reactbench-image-registry: 'http://h:5000/x' must be HOST[[]:PORT]/PREFIX*"])
+    result.stderr.fnmatch_lines(
+        ["*--reactbench-image-registry: 'http://h:5000/x' must be HOST[[]:PORT]/PREFIX*"])
     suite.makeini("[pytest]\nreactbench_image_registry = h:5000\n")
     result = suite.runpytest("--reactbench-agent=oracle")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
