@@ -283,6 +283,9 @@ class DockerBackend(BakingBackend):
         self._engine_cpus = int(self.client.info().get("NCPU") or 1)
         self._mirror_daemon = MirrorDaemon(options.git_mirrors)
         self.registry = ImageRegistry(options.image_registry) if options.image_registry else None
+        # One push at a time: pushes share the engine's upload and its compression.
+        self._pusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reactbench-push")
+        self._pushes: list[Future[None]] = []
         # Bakes are mostly downloads and installs: as many at once as the engine has CPUs.
         self.bake_slots = max(1, min(8, self._engine_cpus))
 
@@ -316,7 +319,13 @@ class DockerBackend(BakingBackend):
         return self.find(key, recipe)
 
     def publish(self, key: str, recipe: ImageRecipe, image: Image, progress: Progress) -> None:
-        self._push_shared(self._tag(recipe, key), progress)
+        self._push_later(self._tag(recipe, key), progress)
+
+    def _push_later(self, tag: str, progress: Progress) -> None:
+        """Push in the background: the image is usable now, and a push (compressing
+        gigabytes) must not count against the bake's time limit; close() waits for it."""
+        if self.registry is not None:
+            self._pushes.append(self._pusher.submit(self._push_shared, tag, progress))
 
     def _pull_shared(self, tag: str, progress: Progress) -> bool:
         """Pull `tag` from the image registry and tag it here; False when the registry
@@ -611,7 +620,7 @@ class DockerBackend(BakingBackend):
                 repository, _, tag = ROOT_IMAGE.partition(":")
                 with archive.open("rb") as data:
                     self.api.import_image_from_data(data, repository=repository, tag=tag)
-            self._push_shared(ROOT_IMAGE, progress)
+            self._push_later(ROOT_IMAGE, progress)
 
     # -- sandboxes ---------------------------------------------------------------
 
@@ -727,6 +736,12 @@ class DockerBackend(BakingBackend):
     def close(self) -> None:
         self.drain()
         self._teardown.shutdown(wait=True)
+        for push in self._pushes:
+            # A push that failed has warned already; anything else is said here.
+            if (error := push.exception()) is not None:
+                warnings.warn(RegistryWarning(f"reactbench: a push to the image registry broke: {error}"),
+                              stacklevel=2)
+        self._pusher.shutdown(wait=True)
         self._mirror_daemon.close()
         super().close()
         for gate in self._gates:
