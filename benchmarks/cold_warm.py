@@ -2,19 +2,39 @@
 bake, so it costs only the trials.
 
     python benchmarks/cold_warm.py [--backend local|docker] [--agents oracle,nop] [-n 2]
+                                   [--registry] [--docker-host unix:///path/docker.sock]
 
 Prints the wall time of each run and their ratio. The cold run starts from an empty
-bake cache (a temporary directory); on docker it also removes every image the plugin
-built from the engine (they are rebuilt by the cold run), the Debian root included."""
+bake cache (a temporary directory, the download cache in it included); on docker it
+also removes every image the plugin built from the engine (they are rebuilt by the cold
+run), the Debian root included. Run it against an engine of its own (`--docker-host`):
+the removal takes the images from under anything else that uses the engine.
+
+With `--registry` (docker) it starts Debian's `docker-registry` on loopback and
+measures a fresh engine with a warm registry: the registry filled (the base images by
+`reactbench images`, then a run that bakes the tasks' images and pushes them), the
+engine's images and the bake cache removed again, a cold run that pulls every image
+instead of baking it, and the warm run.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
+import shutil
+import socket
+import subprocess
+import sys
 import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from common import run_suite
+from common import SuiteRun, run_suite
 
 
 def clear_docker_images() -> int:
@@ -34,27 +54,113 @@ def clear_docker_images() -> int:
     return removed
 
 
+@contextmanager
+def loopback_registry(root: Path) -> Iterator[str]:
+    """Debian's docker-registry on a free loopback port; yields its HOST:PORT."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (root / "config.yml").write_text(
+        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root / 'data'}\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n")
+    server = subprocess.Popen(["docker-registry", "serve", str(root / "config.yml")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(150):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.2)
+        yield f"127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def bakes_of(run: SuiteRun) -> list[dict[str, object]]:
+    found: list[dict[str, object]] = []
+    for path in run.records.glob("*/bakes.json"):
+        found += json.loads(path.read_text())
+    return found
+
+
+def describe(run: SuiteRun) -> str:
+    bakes = bakes_of(run)
+    counts = {how: sum(1 for b in bakes if b["how"] == how) for how in ("baked", "pulled", "reused")}
+    served = sum(int(b.get("served_bytes", 0)) for b in bakes)  # type: ignore[call-overload]
+    fetched = sum(int(b.get("fetched_bytes", 0)) for b in bakes)  # type: ignore[call-overload]
+    return (f"{counts['baked']} baked, {counts['pulled']} pulled, {counts['reused']} reused; "
+            f"packages {served / 1e6:.0f} MB served, {fetched / 1e6:.0f} MB fetched")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default="local")
     parser.add_argument("--agents", default="oracle,nop")
     parser.add_argument("-n", type=int, default=0, help="xdist workers (0: none)")
+    parser.add_argument("--registry", action="store_true",
+                        help="also measure a fresh engine with a warm image registry (docker)")
+    parser.add_argument("--docker-host", help="the engine to use (DOCKER_HOST), e.g. one of its own")
     args = parser.parse_args()
-    if args.backend == "docker":
-        print(f"removed {clear_docker_images()} images the plugin had built")
+    if args.registry and args.backend != "docker":
+        parser.error("--registry needs --backend docker")
+    if args.docker_host:
+        os.environ["DOCKER_HOST"] = args.docker_host
+    if args.registry and shutil.which("docker-registry") is None:
+        parser.error("--registry needs Debian's docker-registry (apt-get install docker-registry)")
+    command = (f"python benchmarks/cold_warm.py --backend {args.backend} --agents {args.agents}"
+               + (f" -n {args.n}" if args.n else "") + (" --registry" if args.registry else "")
+               + (f" --docker-host {args.docker_host}" if args.docker_host else ""))
+
+    def fresh() -> None:
+        if args.backend == "docker":
+            print(f"removed {clear_docker_images()} images the plugin had built", flush=True)
+
     with tempfile.TemporaryDirectory(prefix="reactbench-bench-") as tmp:
-        cache = Path(tmp, "cache")
-        cold, warm = (run_suite(cache=cache, records=Path(tmp, name), backend=args.backend,
-                                agents=args.agents, workers=args.n) for name in ("cold", "warm"))
-    reused = len(re.findall(r"reusing baked image", warm.output))
-    rebuilt = len(re.findall(r": baking |: building ", warm.output))
-    print(f"command: python benchmarks/cold_warm.py --backend {args.backend} "
-          f"--agents {args.agents}" + (f" -n {args.n}" if args.n else ""))
-    print(f"cold run: {cold.seconds:7.1f} s   {cold.summary}")
-    print(f"warm run: {warm.seconds:7.1f} s   {warm.summary}")
-    print(f"warm run reused {reused} baked images and rebuilt {rebuilt}")
-    print(f"cold / warm: {cold.seconds / warm.seconds:.1f}x")
+        runs: dict[str, SuiteRun] = {}
+
+        def run(name: str, cache: Path, extra: list[str] | None = None) -> None:
+            started = time.monotonic()
+            runs[name] = run_suite(cache=cache, records=Path(tmp, name), backend=args.backend,
+                                   agents=args.agents, workers=args.n, extra=extra)
+            print(f"{name}: {time.monotonic() - started:.1f} s", flush=True)
+
+        fresh()
+        if args.registry:
+            with loopback_registry(Path(tmp)) as where:
+                option = [f"--reactbench-image-registry={where}/reactbench"]
+                # The registry filled: the base images by `reactbench images` (their own
+                # time limit: a loaded machine can take longer than a task's
+                # build_timeout_sec for the whole chain), then the cold run bakes the
+                # tasks' images and pushes them.
+                started = time.monotonic()
+                subprocess.run([sys.executable, "-m", "pytest_reactbench.cli", "images", "--sandbox",
+                                "docker", "--cache", str(Path(tmp, "cache-push")),
+                                f"--image-registry={where}/reactbench"], check=True,
+                               stdout=subprocess.DEVNULL)
+                print(f"base images baked and pushed: {time.monotonic() - started:.1f} s", flush=True)
+                run("cold (base images baked)", Path(tmp, "cache-push"), option)
+                fresh()
+                run("cold, warm registry", Path(tmp, "cache-pull"), option)
+                run("warm", Path(tmp, "cache-pull"), option)
+        else:
+            run("cold", Path(tmp, "cache-cold"))
+            run("warm", Path(tmp, "cache-cold"))
+        print(f"command: {command}")
+        for name, suite in runs.items():
+            print(f"{name + ' run:':26} {suite.seconds:7.1f} s   {suite.summary}")
+            print(f"{'':26} bakes: {describe(suite)}")
+        warm = runs["warm"]
+        reused = len(re.findall(r"reusing baked image", warm.output))
+        rebuilt = len(re.findall(r": baking |: building ", warm.output))
+        print(f"warm run reused {reused} baked images and rebuilt {rebuilt}")
+        if "cold" in runs:
+            print(f"cold / warm: {runs['cold'].seconds / warm.seconds:.1f}x")
+        if args.registry:
+            print(f"cold with a warm registry / warm: "
+                  f"{runs['cold, warm registry'].seconds / warm.seconds:.2f}x")
 
 
 if __name__ == "__main__":

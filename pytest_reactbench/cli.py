@@ -32,6 +32,7 @@ from pytest_reactbench.results.render import markdown
 from pytest_reactbench.results.site import RunInfo, write_site
 from pytest_reactbench.sandbox.bake import BakingBackend
 from pytest_reactbench.sandbox.base import Backend, BaseImage, ImageRecipe, Progress, SandboxError
+from pytest_reactbench.sandbox.image_registry import parse_image_registry
 from pytest_reactbench.sandbox.options import (
     IMAGES_MODES,
     SandboxOptions,
@@ -118,15 +119,17 @@ def _base_image(backend: Backend, public: str, recipe: ImageRecipe, progress: Pr
 def _images(args: argparse.Namespace) -> int:
     try:
         image_map = parse_image_map(args.image_map, "--image-map")
+        image_registry = parse_image_registry(args.image_registry or "", "--image-registry")
         backends = registered_backends(args.plugin)
     except (ValueError, ImportError) as exc:
         print(f"reactbench images: {exc}", file=sys.stderr)
         return 2
     ca_bundle = (None if args.ca_bundle == "none" else Path(args.ca_bundle)) if args.ca_bundle \
         else default_ca_bundle()
-    options = SandboxOptions(cache=Path(args.cache) if args.cache else default_cache(),
+    cache = Path(args.cache) if args.cache else default_cache()
+    options = SandboxOptions(cache=cache, download_cache=cache / "downloads",
                              image_map=image_map, ca_bundle=ca_bundle,
-                             images=images_mode(args.images, "--images"))
+                             images=images_mode(args.images, "--images"), image_registry=image_registry)
     names = args.only or sorted(k for k, v in image_map.items() if recipe_dir(v) is not None)
     recipes: dict[str, ImageRecipe] = {}
     for public in names:
@@ -292,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     images.add_argument("--cache", help="bake cache (default ~/.cache/reactbench)")
     images.add_argument("--ca-bundle", help="CA bundle for downloads ('none' for none)")
     images.add_argument("--image-map", action="append", default=[], metavar="FROM=TO")
+    images.add_argument("--image-registry", metavar="HOST[:PORT]/PREFIX",
+                        help="pull baked images from this registry before baking, push them after")
     images.add_argument("--only", action="append", metavar="IMAGE",
                         help="a public image name (repeatable; default: every one the map covers)")
     images.set_defaults(run=_images)

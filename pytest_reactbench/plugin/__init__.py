@@ -15,7 +15,7 @@ import pytest
 
 from pytest_reactbench import __version__
 from pytest_reactbench.agents import AgentConfigError
-from pytest_reactbench.plugin import builtins, hookspecs, shards
+from pytest_reactbench.plugin import bakes, builtins, hookspecs, shards
 from pytest_reactbench.plugin.fixtures import (
     reactbench_agent,
     reactbench_backend,
@@ -31,6 +31,7 @@ from pytest_reactbench.plugin.items import (
     TrialItem,
     register_task_markers,
 )
+from pytest_reactbench.plugin.progress import progress_printer
 from pytest_reactbench.plugin.report import describe_failure
 from pytest_reactbench.plugin.session import SESSION_KEY, ReactbenchSession
 from pytest_reactbench.plugin.settings import addoption, read_settings
@@ -38,6 +39,7 @@ from pytest_reactbench.plugin.summary import ResultsSummary
 from pytest_reactbench.results import TrialResult, Verdict, new_run_id
 from pytest_reactbench.sandbox.base import SandboxError
 from pytest_reactbench.tasks import Task, TaskError, find_tasks, load_task
+from pytest_reactbench.trial import Stages
 
 __all__ = [
     "reactbench_agent",
@@ -243,6 +245,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if kept(item)]
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """Before the first trial: every image the items need, baked as a pool (by the one
+    process that runs items, or xdist's first worker)."""
+    state = session.config.stash.get(SESSION_KEY, None)
+    if state is None or session.config.option.collectonly or state.worker not in ("controller", "gw0"):
+        return
+    trials = [item for item in session.items if isinstance(item, TrialItem) and not item.not_attempted
+              and (item.task.id, item.agent.name, item.attempt) not in state.kept]
+    if not trials:
+        return
+    progress = progress_printer(session.config, state.once)
+    try:
+        backend = state.backend()
+    except SandboxError:
+        return  # every trial reports the backend's error itself
+    stages = Stages(backend, progress, state.trial_options.labels)
+    bakes.prebake(backend, (stages.recipe(item.task, role) for item in trials
+                            for role in ("agent", "verifier")), progress)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    state = session.config.stash.get(SESSION_KEY, None)
+    if state is not None:
+        bakes.write_part(state.records.run_dir, state.worker, state.made_backend)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
@@ -300,6 +329,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
         hint = _task_hint(config)
         if hint:
             terminalreporter.line(hint, yellow=True)
+    state = config.stash.get(SESSION_KEY, None)
+    if state is not None and state.worker == "controller":
+        lines = bakes.summary_lines(bakes.merge_parts(state.records.run_dir))
+        if lines:
+            terminalreporter.section("reactbench bakes")
+            for line in lines:
+                terminalreporter.line(line)
     skipped = terminalreporter.stats.get("not attempted", [])
     if skipped:
         terminalreporter.section("not attempted (no score)")

@@ -157,6 +157,11 @@ class ReactbenchSession:
             say(f"agent {name} {agent.version}: `{agent.install.version_command}` answers "
                 + (answer.splitlines()[-1] if answer else "(exit 0)"))
 
+    @property
+    def made_backend(self) -> Backend | None:
+        """The backend, if this process made one (it is made on first use)."""
+        return self._backend
+
     def trial_finished(self, result: TrialResult, item: pytest.Item) -> None:
         self.results.append(result)
         self.config.hook.pytest_reactbench_trial_finished(result=result, item=item)

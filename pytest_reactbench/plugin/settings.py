@@ -12,6 +12,7 @@ import pytest
 from pytest_reactbench.plugin.shards import Shard, parse_shard
 from pytest_reactbench.results.load import ResultsError
 from pytest_reactbench.results.resume import resolve_run
+from pytest_reactbench.sandbox.image_registry import parse_image_registry
 from pytest_reactbench.sandbox.mirrors import GitMirror, parse_git_mirrors
 from pytest_reactbench.sandbox.options import (
     IMAGES_MODES,
@@ -73,6 +74,19 @@ def addoption(parser: pytest.Parser) -> None:
         help="CA bundle that bakes trust for package downloads, e.g. behind a TLS-inspecting "
         "proxy; 'none' for none (ini: reactbench_ca_bundle; env REACTBENCH_CA_BUNDLE; "
         "default: the host's /etc/ssl/certs/ca-certificates.crt)",
+    )
+    group.addoption(
+        "--reactbench-image-registry", default=None, metavar="HOST[:PORT]/PREFIX",
+        help="share baked images through this registry: pull an image's content-hashed tag "
+        "before baking it, push it after; credentials are the engine's (docker login). A registry "
+        "that cannot be used means baking, with one warning (docker backend; "
+        "ini: reactbench_image_registry)",
+    )
+    group.addoption(
+        "--reactbench-download-cache", default=None, metavar="DIR",
+        help="the host cache of package downloads (npm, pnpm, yarn) that every bake shares, "
+        "through a caching registry proxy on loopback; 'none' for none (ini: "
+        "reactbench_download_cache; default: <cache>/downloads)",
     )
     group.addoption(
         "--reactbench-patch", default=None, metavar="PATH",
@@ -156,6 +170,8 @@ def addoption(parser: pytest.Parser) -> None:
     parser.addini("reactbench_cache", "bake cache directory", default="")
     parser.addini("reactbench_image_map", "FROM=TO image replacements", type="linelist", default=[])
     parser.addini("reactbench_ca_bundle", "CA bundle for bakes", default="")
+    parser.addini("reactbench_image_registry", "HOST[:PORT]/PREFIX registry of baked images", default="")
+    parser.addini("reactbench_download_cache", "host cache of the bakes' package downloads", default="")
     parser.addini("reactbench_images", "auto, public or stand-in base images", default="auto")
     parser.addini("reactbench_git_mirrors", "PREFIX=LOCATION git mirrors for bakes", type="linelist",
                   default=[])
@@ -173,6 +189,8 @@ class Settings:
     ca_bundle: Path | None = None
     images: ImagesMode = "auto"
     git_mirrors: tuple[GitMirror, ...] = ()
+    image_registry: str = ""
+    download_cache: Path | None = None
     strict: bool = False
     patch: Path | None = None
     commands: dict[str, str] = field(default_factory=dict)
@@ -198,7 +216,8 @@ class Settings:
     def sandbox_options(self) -> SandboxOptions:
         return SandboxOptions(cache=self.cache, image_map=self.image_map, ca_bundle=self.ca_bundle,
                               images=self.images, git_mirrors=self.git_mirrors,
-                              docker_hosts=self.docker_hosts)
+                              docker_hosts=self.docker_hosts, image_registry=self.image_registry,
+                              download_cache=self.download_cache)
 
 
 def _ini_path(config: pytest.Config, value: str) -> Path:
@@ -251,8 +270,23 @@ def read_settings(config: pytest.Config) -> Settings:
         git_mirrors = parse_git_mirrors(
             [*config.getini("reactbench_git_mirrors"), *opt.reactbench_git_mirror],
             "--reactbench-git-mirror / ini reactbench_git_mirrors")
+        if opt.reactbench_image_registry is not None:
+            image_registry = parse_image_registry(opt.reactbench_image_registry,
+                                                  "--reactbench-image-registry")
+        else:
+            image_registry = parse_image_registry(config.getini("reactbench_image_registry"),
+                                                  "ini reactbench_image_registry")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    download_cache: Path | None
+    if opt.reactbench_download_cache:
+        value = opt.reactbench_download_cache
+        download_cache = None if value == "none" else _cli_path(config, value)
+    elif config.getini("reactbench_download_cache"):
+        value = config.getini("reactbench_download_cache")
+        download_cache = None if value == "none" else _ini_path(config, value)
+    else:
+        download_cache = cache / "downloads"
     resume = None
     if opt.reactbench_resume:
         try:
@@ -288,6 +322,8 @@ def read_settings(config: pytest.Config) -> Settings:
         ca_bundle=ca_bundle,
         images=images,
         git_mirrors=git_mirrors,
+        image_registry=image_registry,
+        download_cache=download_cache,
         strict=bool(opt.reactbench_strict if opt.reactbench_strict is not None
                     else config.getini("reactbench_strict")),
         patch=_cli_path(config, opt.reactbench_patch) if opt.reactbench_patch else None,

@@ -13,12 +13,14 @@ under the public name: backends hand the resolved image to the build instead.
 from __future__ import annotations
 
 import json
+import os
 import time
 import warnings
 from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 from pytest_reactbench.sandbox import dockerfile as df
 from pytest_reactbench.sandbox.base import (
@@ -29,6 +31,7 @@ from pytest_reactbench.sandbox.base import (
     ImageRecipe,
     Progress,
 )
+from pytest_reactbench.sandbox.downloads import DownloadCache, Traffic
 from pytest_reactbench.sandbox.host import file_lock
 from pytest_reactbench.sandbox.mirrors import key_of, relevant
 from pytest_reactbench.sandbox.options import SandboxOptions
@@ -52,6 +55,25 @@ class StandInWarning(UserWarning):
 
 class PublicImageUnavailable(Exception):
     """A public image is not on the engine and cannot be pulled; the text says why."""
+
+
+#: How a bake had its image: built here, found on the engine (or in the cache), or
+#: pulled from the image registry.
+BakeHow = Literal["baked", "reused", "pulled"]
+
+
+@dataclass(frozen=True)
+class BakeRecord:
+    """One image a session needed, how it had it and the seconds that took."""
+
+    name: str
+    key: str
+    how: BakeHow
+    seconds: float
+    #: Package bytes the bake fetched from the registry, and those the download cache
+    #: served it (baked images only, when there is a download cache).
+    fetched_bytes: int = 0
+    served_bytes: int = 0
 
 
 class NotBaked(Exception):
@@ -106,6 +128,13 @@ class BakingBackend(Backend):
         # session: each FROM is resolved (pulled, hashed, looked up) once.
         self._parents: dict[str, Parent] = {}
         self._warned: set[str] = set()
+        #: Every image this backend was asked to bake, in the order they were settled.
+        self.bakes: list[BakeRecord] = []
+        #: The caching registry every bake's package downloads go through.
+        self.downloads = (DownloadCache(options.download_cache, options.ca_bundle)
+                          if options.download_cache else None)
+        #: How many bakes the engine takes at once (a bake pool's size).
+        self.bake_slots = max(1, min(4, os.cpu_count() or 1))
 
     # -- the backend's own steps ---------------------------------------------------------
 
@@ -123,6 +152,14 @@ class BakingBackend(Backend):
         """The system layer (`reactbench/system`); with `build` False, look it up only
         (raise NotBaked when it is missing)."""
 
+    def fetch(self, key: str, recipe: ImageRecipe, progress: Progress) -> Image | None:
+        """The image baked elsewhere under `key`, brought here from a shared store (the
+        image registry); None when there is none, or it cannot be had."""
+        return None
+
+    def publish(self, key: str, recipe: ImageRecipe, image: Image, progress: Progress) -> None:
+        """Offer a freshly baked image to the shared store, if there is one."""
+
     def public_image(self, name: str, progress: Progress, *, pull: bool) -> Parent:
         """The image `name` itself: on the engine already, or pulled (when `pull`);
         raises PublicImageUnavailable saying why not."""
@@ -130,6 +167,10 @@ class BakingBackend(Backend):
 
     def check(self, recipe: ImageRecipe, instructions: Sequence[df.Instruction]) -> None:
         """Refuse, before anything is built, a recipe this backend cannot build."""
+
+    def close(self) -> None:
+        if self.downloads is not None:
+            self.downloads.close()
 
     # -- the template -------------------------------------------------------------------
 
@@ -180,19 +221,42 @@ class BakingBackend(Backend):
         image = self.find(key, recipe)
         if image is None and not build:
             raise NotBaked(recipe.name)
+        started = time.monotonic()
+        how: BakeHow = "reused"
         if image is None:
             with file_lock(self.cache_dir / "locks" / f"{self.lock_scope}{key}.lock"):
                 # Another process may have built it while this one waited.
                 image = self.find(key, recipe)
                 if image is None:
+                    image = self.fetch(key, recipe, progress)
+                    how = "pulled"
+                if image is None:
+                    before = self.downloads.snapshot() if self.downloads else Traffic()
                     try:
                         built = self.build(recipe, key, parents, progress, deadline)
                     except BakeError as exc:
                         self._failed[key] = exc
                         raise
+                    seconds = time.monotonic() - started
+                    # Concurrent bakes of one process share the counters: their figures
+                    # are the traffic while this one ran.
+                    traffic = self.downloads.snapshot().since(before) if self.downloads else Traffic()
+                    downloaded = (f"; packages: {traffic.fetched_bytes / 1e6:.1f} MB fetched, "
+                                  f"{traffic.served_bytes / 1e6:.1f} MB served by the download cache"
+                                  if traffic.served_bytes else "")
+                    progress(f"{recipe.name}: baked image {key[:12]} in {seconds:.0f} s{downloaded}")
+                    self.bakes.append(BakeRecord(recipe.name, key, "baked", seconds,
+                                                 traffic.fetched_bytes, traffic.served_bytes))
+                    self.publish(key, recipe, built, progress)
                     return replace(built, cached=False, bases=bases)
         if build:
-            progress(f"{recipe.name}: reusing baked image {key[:12]}")
+            seconds = time.monotonic() - started
+            if how == "pulled":
+                progress(f"{recipe.name}: pulled baked image {key[:12]} from the image registry "
+                         f"in {seconds:.0f} s")
+            else:
+                progress(f"{recipe.name}: reusing baked image {key[:12]}")
+            self.bakes.append(BakeRecord(recipe.name, key, how, seconds))
         return replace(image, cached=True, bases=bases)
 
     def _parent(self, ref: FromRef, recipe: ImageRecipe, progress: Progress, deadline: float,

@@ -50,6 +50,7 @@ from pytest_reactbench.sandbox.base import (
 )
 from pytest_reactbench.sandbox.engines import Ledger, Room, group_of, ledger_path
 from pytest_reactbench.sandbox.host import file_lock, pid_alive, tls_hint
+from pytest_reactbench.sandbox.image_registry import ImageRegistry, RegistryUnavailable, is_missing
 from pytest_reactbench.sandbox.mirrors import MirrorDaemon, git_env, original_step, relevant, with_build_args
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import (
@@ -82,8 +83,15 @@ MAIN = ["sh", "-c", "mkdir -p /logs/agent /logs/verifier && exec sleep infinity"
 #: registry must not hold a run up: the stand-in is the way on).
 PULL_STALL_SECONDS = 30.0
 
+#: The same for a push (a registry that accepts a connection and then says nothing).
+PUSH_STALL_SECONDS = 120.0
+
 STEP = re.compile(r"Step (\d+)/\d+ : ")
 EXIT_CODE = re.compile(r"returned a non-zero code: (\d+)")
+
+
+class _NotInRegistry(Exception):
+    """The registry answered that it does not hold the image (a miss, not a failure)."""
 
 
 def _step_location(dockerfile: Path, number: int) -> str:
@@ -261,6 +269,10 @@ class DockerSandbox(Sandbox):
         self._on_close(self.container, self.gate)
 
 
+class RegistryWarning(UserWarning):
+    """The image registry could not be used: images are baked here instead."""
+
+
 class DockerBackend(BakingBackend):
     name = "docker"
     formal = True
@@ -299,6 +311,12 @@ class DockerBackend(BakingBackend):
         self._gates: list[EgressGate] = []
         self._engine_cpus = int(info.get("NCPU") or 1)
         self._mirror_daemon = MirrorDaemon(options.git_mirrors)
+        self.registry = ImageRegistry(options.image_registry) if options.image_registry else None
+        # One push at a time: pushes share the engine's upload and its compression.
+        self._pusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reactbench-push")
+        self._pushes: list[Future[None]] = []
+        # Bakes are mostly downloads and installs: as many at once as the engine has CPUs.
+        self.bake_slots = max(1, min(8, self._engine_cpus))
 
     # -- images ---------------------------------------------------------------------
 
@@ -352,6 +370,93 @@ class DockerBackend(BakingBackend):
         """A low-level client of this engine with its own read timeout."""
         return _docker().APIClient(**self._client_kwargs, version=self.api.api_version, timeout=timeout)
 
+    # -- the image registry ---------------------------------------------------------
+
+    def fetch(self, key: str, recipe: ImageRecipe, progress: Progress) -> Image | None:
+        if self.registry is None:
+            return None
+        tag = self._tag(recipe, key)
+        if not self._pull_shared(tag, progress):
+            return None
+        return self.find(key, recipe)
+
+    def publish(self, key: str, recipe: ImageRecipe, image: Image, progress: Progress) -> None:
+        self._push_later(self._tag(recipe, key), progress)
+
+    def _push_later(self, tag: str, progress: Progress) -> None:
+        """Push in the background: the image is usable now, and a push (compressing
+        gigabytes) must not count against the bake's time limit; close() waits for it."""
+        if self.registry is not None:
+            self._pushes.append(self._pusher.submit(self._push_shared, tag, progress))
+
+    def _pull_shared(self, tag: str, progress: Progress) -> bool:
+        """Pull `tag` from the image registry and tag it here; False when the registry
+        does not hold it or cannot be used."""
+        if self.registry is None:
+            return False
+        remote = self.registry.remote(tag)
+        try:
+            self._pull(remote, progress, missing_ok=True)
+        except _NotInRegistry:
+            return False
+        except (PublicImageUnavailable, RegistryUnavailable) as exc:
+            self._registry_failed("pulling", remote, exc, progress)
+            return False
+        repository, _, name = tag.rpartition(":")
+        errors = _docker().errors
+        try:
+            self.client.images.get(remote).tag(repository, name)
+            # The registry's name goes: only names under reactbench/ stay on the engine.
+            self.client.images.remove(remote)
+        except errors.DockerException as exc:
+            self._registry_failed("tagging", remote, exc, progress)
+            return False
+        return True
+
+    def _push_shared(self, tag: str, progress: Progress) -> None:
+        if self.registry is None:
+            return
+        remote = self.registry.remote(tag)
+        docker = _docker()
+        repository, _, name = remote.rpartition(":")
+        started = time.monotonic()
+        progress(f"pushing {remote}")
+        api = self._api_client(PUSH_STALL_SECONDS)
+        shown = time.monotonic()
+        pushed: set[str] = set()
+        try:
+            api.tag(tag, repository, name)
+            for chunk in api.push(repository, name, stream=True, decode=True):
+                if "error" in chunk:
+                    raise RegistryUnavailable(str(chunk["error"]).strip())
+                status = str(chunk.get("status", ""))
+                if chunk.get("id") and status in ("Pushed", "Layer already exists", "Mounted from"):
+                    pushed.add(str(chunk["id"]))
+                if time.monotonic() - shown > 5:
+                    shown = time.monotonic()
+                    progress(f"pushing {remote}: {len(pushed)} layer(s) done, "
+                             f"{time.monotonic() - started:.0f} s")
+            progress(f"pushed {remote} in {time.monotonic() - started:.0f} s")
+        except (docker.errors.DockerException, RegistryUnavailable, OSError) as exc:
+            self._registry_failed("pushing", remote, exc, progress)
+        finally:
+            with contextlib.suppress(docker.errors.DockerException):
+                api.remove_image(remote)
+            api.close()
+
+    def _registry_failed(self, doing: str, remote: str, exc: Exception, progress: Progress) -> None:
+        """The registry is not used again in this session, and says so once."""
+        if self.registry is None:
+            return
+        prefix, self.registry = self.registry.prefix, None
+        # Without the image's name, every process of the session says the same line,
+        # which the session prints once.
+        why = str(exc).replace(remote, "an image").replace(remote.rpartition(":")[0], "an image")
+        line = (f"warning: the image registry {prefix} cannot be used ({doing}: {why}); images are "
+                "baked here and not shared for the rest of the session")
+        progress(line)
+        warnings.warn(RegistryWarning(f"reactbench: {line}"), stacklevel=2)
+
     def public_image(self, name: str, progress: Progress, *, pull: bool) -> Parent:
         image = self._image(name)
         if image is not None and RECIPE_LABEL in (image.labels or {}):
@@ -369,9 +474,13 @@ class DockerBackend(BakingBackend):
                 raise PublicImageUnavailable("the engine pulled it but cannot find it")
         return Parent(name, name, str(image.id), (BaseImage(name, _registry_digest(image, name), "public"),))
 
-    def _pull(self, name: str, progress: Progress) -> None:
+    def _pull(self, name: str, progress: Progress, *, missing_ok: bool = False) -> None:
+        """Pull `name` with progress lines; with `missing_ok`, a registry that answers it
+        does not hold the image raises _NotInRegistry, quietly."""
         docker = _docker()
-        progress(f"pulling {name}")
+        started = time.monotonic()
+        if not missing_ok:
+            progress(f"pulling {name}")
         api = self._api_client(PULL_STALL_SECONDS)
         sizes: dict[str, int] = {}
         done: set[str] = set()
@@ -379,7 +488,13 @@ class DockerBackend(BakingBackend):
         try:
             for chunk in api.pull(name, stream=True, decode=True):
                 if "error" in chunk:
-                    raise PublicImageUnavailable(f"the pull failed: {str(chunk['error']).strip()}")
+                    error = str(chunk["error"]).strip()
+                    if missing_ok and is_missing(error):
+                        raise _NotInRegistry(name)
+                    raise PublicImageUnavailable(f"the pull failed: {error}")
+                if missing_ok and not sizes and not done:
+                    missing_ok = False
+                    progress(f"pulling {name}")
                 layer, status = chunk.get("id"), str(chunk.get("status", ""))
                 total = (chunk.get("progressDetail") or {}).get("total")
                 if layer and status == "Downloading" and total:
@@ -389,8 +504,11 @@ class DockerBackend(BakingBackend):
                 if time.monotonic() - shown > 2:
                     shown = time.monotonic()
                     progress(f"pulling {name}: {len(done)} layer(s) done, "
-                             f"{sum(sizes.values()) / 1e6:.0f} MB to fetch")
+                             f"{sum(sizes.values()) / 1e6:.0f} MB to fetch, "
+                             f"{time.monotonic() - started:.0f} s")
         except docker.errors.APIError as exc:
+            if missing_ok and is_missing(str(exc.explanation or exc)):
+                raise _NotInRegistry(name) from None
             raise PublicImageUnavailable(f"the pull failed: {exc.explanation or exc}") from None
         except docker.errors.DockerException as exc:
             raise PublicImageUnavailable(f"the pull failed: {exc}") from None
@@ -398,7 +516,7 @@ class DockerBackend(BakingBackend):
             raise PublicImageUnavailable(f"the pull stalled ({exc})") from None
         finally:
             api.close()
-        progress(f"pulled {name}")
+        progress(f"pulled {name} in {time.monotonic() - started:.0f} s")
 
     def system_layer(self, progress: Progress, deadline: float, *, build: bool) -> Parent:
         """The system layer: a debootstrap root plus images/system."""
@@ -432,26 +550,31 @@ class DockerBackend(BakingBackend):
             lines[line - 1] = lines[line - 1].replace(raw, resolved, 1)
         text = "".join(lines)
         mirrors = relevant(self.options.git_mirrors, recipe.dockerfile, recipe.context)
-        if mirrors:
-            # git's URL rewrites reach RUN steps as build arguments the copy declares.
-            rewrites = git_env(self._mirror_daemon.rewrites(mirrors))
-            build_args.update(rewrites)
-            text = with_build_args(text, list(rewrites))
-        if rewrite or mirrors:
+        # git's URL rewrites, and the package managers' registries (the download cache,
+        # reached over the host's loopback: builds run on the host's network), reach RUN
+        # steps as build arguments the copy declares; they are not part of the key.
+        declared = git_env(self._mirror_daemon.rewrites(mirrors)) if mirrors else {}
+        if self.downloads is not None:
+            declared.update(self.downloads.env())
+        if declared:
+            build_args.update(declared)
+            text = with_build_args(text, list(declared))
+        if rewrite or declared:
             dockerfile = self.cache_dir / "dockerfiles" / f"{key}.Dockerfile"
             dockerfile.parent.mkdir(parents=True, exist_ok=True)
             _replace_if_changed(dockerfile, text.encode())
         tag = self._tag(recipe, key)
-        self._build(recipe, dockerfile, tag, build_args, progress, deadline, bool(mirrors))
+        self._build(recipe, dockerfile, tag, build_args, progress, deadline, bool(declared))
         image = self.find(key, recipe)
         if image is None:
             raise BakeError(f"{recipe.dockerfile}: the engine built {tag} but cannot find it")
         return image
 
     def _build(self, recipe: ImageRecipe, dockerfile: Path, tag: str, build_args: Mapping[str, str],
-               progress: Progress, deadline: float, mirrored: bool = False) -> None:
+               progress: Progress, deadline: float, declared: bool = False) -> None:
         docker = _docker()
         progress(f"{recipe.name}: building {recipe.dockerfile} on the Docker engine")
+        started = time.monotonic()
         remaining = max(1.0, deadline - time.monotonic())
         api = self._api_client(remaining)
         tail: list[str] = []
@@ -476,9 +599,9 @@ class DockerBackend(BakingBackend):
                 if text:
                     tail = (tail + text.splitlines())[-15:]
                     if step := STEP.match(text):
-                        progress(f"{recipe.name}: {text[:100]}")
+                        progress(f"{recipe.name}: {text[:100]} ({time.monotonic() - started:.0f} s)")
                         number = int(step.group(1))
-                        if mirrored:  # the copy declares one ARG step after each FROM
+                        if declared:  # the copy declares one ARG step after each FROM
                             number = original_step(recipe.dockerfile.read_text(), number)
                         where = _step_location(recipe.dockerfile, number)
                 if "error" in chunk:
@@ -522,7 +645,9 @@ class DockerBackend(BakingBackend):
                     progress(f"system: packing {spec}")
                     packed = subprocess.run(["npm", "pack", "--silent", spec,
                                              "--pack-destination", str(stage)],
-                                            capture_output=True, text=True)
+                                            capture_output=True, text=True,
+                                            env={**os.environ, **(self.downloads.env()
+                                                                  if self.downloads else {})})
                     if packed.returncode != 0:
                         raise BakeError(f"npm pack {spec} failed: {packed.stderr.strip()[-500:]}")
             for stale in stage.glob("*.tgz"):
@@ -536,6 +661,9 @@ class DockerBackend(BakingBackend):
     def _root_image(self, progress: Progress) -> None:
         with file_lock(self.cache_dir / "locks" / f"{self.lock_scope}root.lock"):
             if self._image(ROOT_IMAGE) is not None:
+                return
+            # The root every key builds on: another machine's, shared, keeps their keys.
+            if self._pull_shared(ROOT_IMAGE, progress):
                 return
             if shutil.which("debootstrap") is None or os.geteuid() != 0:
                 raise BakeError(
@@ -554,6 +682,7 @@ class DockerBackend(BakingBackend):
                 repository, _, tag = ROOT_IMAGE.partition(":")
                 with archive.open("rb") as data:
                     self.api.import_image_from_data(data, repository=repository, tag=tag)
+            self._push_later(ROOT_IMAGE, progress)
 
     # -- sandboxes ---------------------------------------------------------------
 
@@ -687,7 +816,14 @@ class DockerBackend(BakingBackend):
     def close(self) -> None:
         self.drain()
         self._teardown.shutdown(wait=True)
+        for push in self._pushes:
+            # A push that failed has warned already; anything else is said here.
+            if (error := push.exception()) is not None:
+                warnings.warn(RegistryWarning(f"reactbench: a push to the image registry broke: {error}"),
+                              stacklevel=2)
+        self._pusher.shutdown(wait=True)
         self._mirror_daemon.close()
+        super().close()
         for gate in self._gates:
             with contextlib.suppress(_docker().errors.DockerException):
                 gate.close()

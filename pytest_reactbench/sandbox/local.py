@@ -356,6 +356,16 @@ class LocalBackend(BakingBackend):
         self.images.mkdir(parents=True, exist_ok=True)
         self.sandboxes.mkdir(parents=True, exist_ok=True)
         self._warned_unlimited = False
+        self._noted_registry = False
+
+    def fetch(self, key: str, recipe: ImageRecipe, progress: Progress) -> Image | None:
+        # Its images are directory trees over the host's own root, meaningful on this
+        # host only: a registry of them would share nothing another machine can run.
+        if self.options.image_registry and not self._noted_registry:
+            self._noted_registry = True
+            progress(f"note: the local backend does not use the image registry "
+                     f"{self.options.image_registry}; its images are baked on this host")
+        return None
 
     # -- images -----------------------------------------------------------------
 
@@ -441,7 +451,8 @@ class LocalBackend(BakingBackend):
         ro_binds = {CONTEXT_MOUNT: recipe.context.resolve(), **mirror_binds}
         # The bake's own variables (CA, git mirrors): in every step, never in the image.
         bake_only = {**(ca_env(CA_MOUNT) if self.ca_bundle else {}),
-                     **(git_env(rewrites) if mirrors else {})}
+                     **(git_env(rewrites) if mirrors else {}),
+                     **(self.downloads.env() if self.downloads else {})}
         bake_env = {**DEFAULT_ENV, **env, **bake_only}
         if self.ca_bundle:
             ro_binds[CA_MOUNT] = self.ca_bundle.resolve()
@@ -450,6 +461,7 @@ class LocalBackend(BakingBackend):
             upper=building / "layer", ro_binds=ro_binds,
         )
         progress(f"{recipe.name}: baking {recipe.dockerfile} ({len(steps)} steps)")
+        started = time.monotonic()
         try:
             for number, ins in enumerate(steps, start=1):
                 where = f"{recipe.dockerfile}:{ins.line}"
@@ -458,7 +470,7 @@ class LocalBackend(BakingBackend):
                     raise BakeError(f"{where}: build_timeout_sec ran out before {ins.keyword}")
                 if ins.keyword in ("RUN", "COPY", "ADD"):
                     progress(f"{recipe.name}: step {number}/{len(steps)} {ins.keyword} "
-                             f"{ins.args[:70]}")
+                             f"{ins.args[:70]} ({time.monotonic() - started:.0f} s)")
                 if ins.keyword == "ARG":
                     name = ins.args.partition("=")[0].strip()
                     if "=" not in ins.args and name in global_args:

@@ -69,6 +69,11 @@ class SandboxOptions:
     images: ImagesMode = "auto"
     #: Git URL prefixes fetched from local mirrors during bakes (`--reactbench-git-mirror`).
     git_mirrors: tuple[GitMirror, ...] = ()
+    #: Where baked images are shared between engines (`HOST[:PORT]/PREFIX`), or "".
+    image_registry: str = ""
+    #: The host cache of package downloads that every bake shares (npm, pnpm, yarn),
+    #: or None for none.
+    download_cache: Path | None = None
     #: Who owns the sandboxes (host:pid by default): a later run removes those of
     #: owners that died.
     owner: str = ""

@@ -1,0 +1,105 @@
+"""The session's bakes: planned before the first trial and run as a bounded pool (a
+bake is mostly waiting on downloads and installs, so one per xdist worker leaves the
+engine idle), and summed up at the end in the terminal and in the run's `bakes.json`.
+
+The first process that runs items (the only one, or xdist's `gw0`) bakes every image
+its items need; the other workers find them baked, or wait on the same per-key file
+locks. A bake that fails here fails its trials as it would have anyway: the backend
+remembers the failure for the session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from pytest_reactbench.sandbox.base import Backend, ImageRecipe, SandboxError
+
+#: The workers' bake records, merged by the controller into bakes.json.
+PARTS = ".bakes"
+#: When the same image is settled several ways in one run, the costliest one counts.
+_RANK = {"baked": 0, "pulled": 1, "reused": 2}
+
+
+def prebake(backend: Backend, recipes: Iterable[ImageRecipe], progress: Callable[[str], None]) -> None:
+    """Bake `recipes` (each once), up to the backend's `bake_slots` at a time."""
+    unique = {(r.dockerfile.resolve(), r.context.resolve()): r for r in recipes}
+    if not unique:
+        return
+    slots = max(1, int(getattr(backend, "bake_slots", 1)))
+    waiting = [r for r in unique.values() if backend.baked(r) is None]
+    if not waiting:
+        return
+    started = time.monotonic()
+    progress(f"baking {len(waiting)} image(s), {min(slots, len(waiting))} at a time")
+
+    def bake(recipe: ImageRecipe) -> None:
+        # A bake that fails is reported by the trials that need it.
+        with contextlib.suppress(SandboxError):
+            backend.bake(recipe, progress)
+
+    with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="reactbench-bake") as pool:
+        list(pool.map(bake, waiting))
+    progress(f"bakes done in {time.monotonic() - started:.0f} s")
+
+
+def write_part(run_dir: Path, worker: str, backend: Backend | None) -> None:
+    """This process's bake records, for the controller to merge."""
+    records = getattr(backend, "bakes", None)
+    if not records:
+        return
+    folder = run_dir / PARTS
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{worker}.json").write_text(json.dumps([asdict(r) for r in records]))
+
+
+def merge_parts(run_dir: Path) -> list[dict[str, Any]]:
+    """Every process's records, one per image (its costliest settling), written to
+    the run's bakes.json; the parts are removed."""
+    folder = run_dir / PARTS
+    if not folder.is_dir():
+        return []
+    by_key: dict[str, dict[str, Any]] = {}
+    for part in sorted(folder.glob("*.json")):
+        try:
+            records = json.loads(part.read_text())
+        except (OSError, ValueError):
+            continue
+        for record in records:
+            known = by_key.get(record["key"])
+            if known is None or _RANK[record["how"]] < _RANK[known["how"]]:
+                by_key[record["key"]] = record
+    shutil.rmtree(folder, ignore_errors=True)
+    merged = sorted(by_key.values(), key=lambda r: (_RANK[r["how"]], -r["seconds"]))
+    if merged:
+        (run_dir / "bakes.json").write_text(json.dumps(merged, indent=1) + "\n")
+    return merged
+
+
+def summary_lines(records: list[dict[str, Any]]) -> list[str]:
+    """What the session's bakes cost, by how each image was had."""
+    lines = []
+    for how, label in (("baked", "baked here"), ("pulled", "pulled from the image registry"),
+                       ("reused", "reused")):
+        chosen = [r for r in records if r["how"] == how]
+        if not chosen:
+            continue
+        line = f"{len(chosen)} image(s) {label}"
+        if how != "reused":
+            slowest = max(chosen, key=lambda r: r["seconds"])
+            line += (f": {sum(r['seconds'] for r in chosen):.0f} s in all, the longest "
+                     f"{slowest['name']} ({slowest['seconds']:.0f} s)")
+        lines.append(line)
+    fetched = sum(r.get("fetched_bytes", 0) for r in records)
+    served = sum(r.get("served_bytes", 0) for r in records)
+    if served:
+        lines.append(f"packages: {served / 1e6:.1f} MB served to bakes by the download cache, "
+                     f"{fetched / 1e6:.1f} MB of it fetched from the registry")
+    return lines

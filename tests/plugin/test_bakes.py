@@ -1,0 +1,63 @@
+"""The session's bakes: planned before the first trial and run side by side, a line
+per step with its elapsed time, and a summary at the end (terminal and bakes.json)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from pytest_reactbench.plugin.bakes import summary_lines
+from tests.conftest import write_task
+
+
+def test_the_summary_counts_each_image_once_by_how_it_was_had() -> None:
+    records = [
+        {"name": "a/environment", "key": "k1", "how": "baked", "seconds": 30.0,
+         "fetched_bytes": 5_000_000, "served_bytes": 6_000_000},
+        {"name": "b/environment", "key": "k2", "how": "baked", "seconds": 10.0,
+         "fetched_bytes": 0, "served_bytes": 6_000_000},
+        {"name": "system", "key": "k3", "how": "pulled", "seconds": 4.0},
+        {"name": "stand-in", "key": "k4", "how": "reused", "seconds": 0.0},
+    ]
+    assert summary_lines(records) == [
+        "2 image(s) baked here: 40 s in all, the longest a/environment (30 s)",
+        "1 image(s) pulled from the image registry: 4 s in all, the longest system (4 s)",
+        "1 image(s) reused",
+        "packages: 12.0 MB served to bakes by the download cache, 5.0 MB of it fetched from the registry",
+    ]
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_bakes_of_different_tasks_run_side_by_side_before_the_trials(
+        suite: pytest.Pytester, workers: list[str]) -> None:
+    unique = uuid.uuid4().hex
+    for name in ("slow-a", "slow-b"):
+        # A step that takes a while and a key of its own (nothing to reuse).
+        write_task(suite.path / "tasks", name, environment=(
+            "FROM reactbench/system\nWORKDIR /app\n"
+            f"RUN echo {name}-{unique} > /app/id && sleep 3\n"))
+    result = suite.runpytest_subprocess("--reactbench-agent=oracle", *workers)
+    result.assert_outcomes(passed=2)
+    lines = [line.split("] ", 1)[1] for line in result.outlines + result.errlines
+             if line.startswith("[reactbench")]
+    # Both tasks' images (the verifiers' may be baked already, by another test).
+    assert any(line.startswith("baking ") and line.endswith(" image(s), 2 at a time")
+               for line in lines), lines
+    # Both bakes were under way before either ended.
+    started = [n for n, line in enumerate(lines) if "RUN echo slow-" in line]
+    ended = [n for n, line in enumerate(lines) if "/environment: baked image " in line]
+    assert len(started) == 2 and len(ended) == 2, lines
+    assert max(started) < min(ended), lines
+    # Each step line says how long the bake has run.
+    assert all(line.endswith(" s)") for line in lines if "RUN echo slow-" in line), lines
+    assert "reactbench bakes" in result.stdout.str()
+    result.stdout.fnmatch_lines(["* image(s) baked here: * s in all, the longest slow-*/environment (* s)"])
+    (run,) = (suite.path / "records").iterdir()
+    recorded = json.loads((run / "bakes.json").read_text())
+    slow = [r for r in recorded if r["name"].endswith("/environment")]
+    assert sorted((r["name"], r["how"]) for r in slow) == [
+        ("slow-a/environment", "baked"), ("slow-b/environment", "baked")]
+    assert all(r["seconds"] >= 3 for r in slow)
+    assert not (run / ".bakes").exists()

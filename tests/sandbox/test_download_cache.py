@@ -1,0 +1,165 @@
+"""The download cache every bake shares: a caching npm registry on loopback.
+
+Against a registry of our own on loopback (the logic: what is kept, what is asked
+again, what is served when the registry is down) and, on both backends, real bakes of
+real npm installs from the public registry: the second bake fetches nothing."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_reactbench.sandbox.downloads import DownloadCache
+from pytest_reactbench.sandbox.options import SandboxOptions
+from pytest_reactbench.sandbox.registry import BUILTIN_BACKENDS
+from tests.conftest import BACKENDS
+from tests.sandbox.helpers import recipe
+
+TARBALL = b"\x1f\x8b pretend tarball"
+
+
+class Upstream:
+    """A registry that serves one package and counts what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        upstream = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                upstream.asked.append(self.path)
+                if self.path == "/left-pad":
+                    body = json.dumps({"versions": {"1.0.0": {"dist": {
+                        "tarball": f"{upstream.url}/left-pad/-/left-pad-1.0.0.tgz"}}}}).encode()
+                    kind = "application/json"
+                elif self.path == "/left-pad/-/left-pad-1.0.0.tgz":
+                    body, kind = TARBALL, "application/octet-stream"
+                else:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def upstream() -> Iterator[Upstream]:
+    made = Upstream()
+    yield made
+    made.stop()
+
+
+def get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_tarballs_are_fetched_once_across_processes_and_metadata_points_here(
+        tmp_path: Path, upstream: Upstream) -> None:
+    first = DownloadCache(tmp_path / "downloads", upstream=upstream.url)
+    status, body = get(first.url + "/left-pad")
+    assert status == 200
+    assert json.loads(body)["versions"]["1.0.0"]["dist"]["tarball"] == \
+        f"{first.url}/left-pad/-/left-pad-1.0.0.tgz"
+    assert get(first.url + "/left-pad/-/left-pad-1.0.0.tgz") == (200, TARBALL)
+    first.close()
+    # Another process (another port) over the same directory: nothing is asked again.
+    second = DownloadCache(tmp_path / "downloads", upstream=upstream.url)
+    asked = len(upstream.asked)
+    assert get(second.url + "/left-pad/-/left-pad-1.0.0.tgz") == (200, TARBALL)
+    status, body = get(second.url + "/left-pad")
+    assert json.loads(body)["versions"]["1.0.0"]["dist"]["tarball"].startswith(second.url + "/")
+    assert len(upstream.asked) == asked
+    assert second.snapshot().fetched_bytes == 0 and second.snapshot().hits == 2
+    second.close()
+    log = (tmp_path / "downloads" / "traffic.jsonl").read_text()
+    logged = [json.loads(line) for line in log.splitlines()]
+    assert [entry["fetched_bytes"] > 0 for entry in logged] == [True, False]
+
+
+def test_a_missing_package_is_not_kept_and_stale_metadata_beats_a_registry_that_is_down(
+        tmp_path: Path, upstream: Upstream, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = DownloadCache(tmp_path / "downloads", upstream=upstream.url)
+    try:
+        assert get(cache.url + "/no-such-package")[0] == 404
+        assert get(cache.url + "/no-such-package")[0] == 404
+        assert upstream.asked.count("/no-such-package") == 2
+        assert get(cache.url + "/left-pad")[0] == 200
+        monkeypatch.setattr("pytest_reactbench.sandbox.downloads.METADATA_FRESH_SECONDS", 0.0)
+        upstream.stop()
+        status, body = get(cache.url + "/left-pad")
+        assert status == 200 and b"left-pad-1.0.0.tgz" in body
+        assert get(cache.url + "/never-seen")[0] == 502
+    finally:
+        cache.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_second_bake_of_the_same_packages_downloads_nothing(tmp_path: Path, bake_cache: Path,
+                                                                backend: str) -> None:
+    made = BUILTIN_BACKENDS[backend](SandboxOptions(cache=bake_cache,
+                                                    download_cache=tmp_path / "downloads"))
+    refs = []
+    try:
+        lines: list[str] = []
+        for n in range(2):
+            # A different key each time (the echo), the same install.
+            r = recipe(tmp_path / str(n),
+                       "FROM reactbench/system\nWORKDIR /app\n"
+                       f"RUN echo {uuid.uuid4().hex} > /app/bake-id && npm install --no-audit --no-fund "
+                       "is-number@7.0.0 && test -f node_modules/is-number/package.json\n",
+                       timeout=600)
+            refs.append(made.bake(r, lines.append))
+        first, second = (b for b in made.bakes if b.how == "baked" and b.name == "test")
+        assert first.fetched_bytes > 0 and first.served_bytes > 0, lines
+        assert second.fetched_bytes == 0 and second.served_bytes > 0, lines
+        assert any("MB served by the download cache" in line for line in lines)
+    finally:
+        if backend == "docker":
+            for image in refs:
+                made.client.images.remove(image.ref, force=True)  # type: ignore[attr-defined]
+        made.close()
+
+
+def test_concurrent_caches_over_one_directory_serve_whole_files(tmp_path: Path, upstream: Upstream) -> None:
+    caches = [DownloadCache(tmp_path / "downloads", upstream=upstream.url) for _ in range(2)]
+    answers: list[tuple[int, bytes]] = []
+
+    def fetch(cache: DownloadCache) -> None:
+        for _ in range(20):
+            answers.append(get(cache.url + "/left-pad/-/left-pad-1.0.0.tgz"))
+
+    threads = [threading.Thread(target=fetch, args=(cache,)) for cache in caches for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for cache in caches:
+        cache.close()
+    assert answers == [(200, TARBALL)] * 160
+    assert not [p for p in (tmp_path / "downloads").rglob(".*") if p.is_file()]
