@@ -48,6 +48,7 @@ from pytest_reactbench.sandbox.host import file_lock, pid_alive
 from pytest_reactbench.sandbox.options import SandboxOptions
 
 if TYPE_CHECKING:
+    from pytest_reactbench.sandbox.bake import BakeRecord
     from pytest_reactbench.sandbox.docker import DockerBackend
 
 #: How often a worker waiting for room looks again.
@@ -334,6 +335,15 @@ class EnginePool(Backend):
         return self._placed.engine if self._placed else ""
 
     # -- images ------------------------------------------------------------------------
+
+    @property
+    def bakes(self) -> list[BakeRecord]:
+        """Every member's bake records (the session's bake summary reads them)."""
+        return [record for member in self.members for record in member.bakes]
+
+    @property
+    def bake_slots(self) -> int:
+        return max(member.bake_slots for member in self.members)
 
     def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:
         target = self._place()
