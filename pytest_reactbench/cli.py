@@ -1,6 +1,7 @@
 """The `reactbench` command: work that is not a test run.
 
     reactbench images [--sandbox NAME] [--list]    the base images: bake them, or list them
+    reactbench images --prune [DAYS]               remove baked images no run used for DAYS
     reactbench validate TASK_DIR... [--sandbox X]  check tasks before committing them
     reactbench report RUN... [--out DIR]           Markdown and HTML leaderboard (shards: one run)
     reactbench compare BASE NEW                    the regression gate (exit 1 on a regression)
@@ -157,6 +158,9 @@ def _images(args: argparse.Namespace) -> int:
             print(f"{name}: unavailable: {exc}")
             failed += not args.list
             continue
+        if args.prune is not None:
+            failed += _prune(name, backend, args.prune, progress)
+            continue
         print(f"{name} ({'formal' if backend.formal else 'not formal'})")
         try:
             for public, recipe in recipes.items():
@@ -168,6 +172,23 @@ def _images(args: argparse.Namespace) -> int:
         finally:
             backend.close()
     return 1 if failed else 0
+
+
+def _prune(name: str, backend: Backend, days: float, progress: Progress) -> int:
+    """Remove `backend`'s images unused for `days`; 1 when it cannot prune."""
+    try:
+        if not isinstance(backend, BakingBackend):
+            raise NotImplementedError(f"the {name} backend does not prune its images")
+        pruned = backend.prune(days * 86400, progress)
+    except (NotImplementedError, SandboxError) as exc:
+        print(f"reactbench images --prune: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        backend.close()
+    print(f"{name}: removed {pruned.images} image(s) unused for {days:g} day(s), "
+          f"{pruned.freed_bytes / 1e9:.1f} GB freed"
+          + (f"; {pruned.kept} stale image(s) kept (in use)" if pruned.kept else ""))
+    return 0
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -299,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="pull baked images from this registry before baking, push them after")
     images.add_argument("--only", action="append", metavar="IMAGE",
                         help="a public image name (repeatable; default: every one the map covers)")
+    images.add_argument("--prune", type=float, metavar="DAYS", nargs="?", const=7.0,
+                        help="bake nothing: remove the images the backend baked that no run used "
+                             "for DAYS days (default 7; 0: every one not in use)")
     images.set_defaults(run=_images)
     validate = commands.add_parser(
         "validate", help="check task directories: schema, files, oracle scores 1 and nop 0")

@@ -47,6 +47,23 @@ def test_images_rejects_a_bad_map_entry(capsys) -> None:  # type: ignore[no-unty
     assert "must be FROM=TO" in capsys.readouterr().err
 
 
+def test_images_prune_removes_what_no_run_used(capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.sandbox.helpers import recipe
+
+    backend = LocalBackend(SandboxOptions(cache=tmp_path / "cache"))
+    try:
+        image = backend.bake(recipe(tmp_path, "FROM reactbench/system\nRUN echo x > /app/x\n"), lambda _: None)
+    finally:
+        backend.close()
+    args = ["images", "--sandbox", "local", "--cache", str(tmp_path / "cache"), "--prune"]
+    assert main(args) == 0  # a week by default: just used, it stays
+    assert "local: removed 0 image(s) unused for 7 day(s)" in capsys.readouterr().out
+    assert main([*args, "0"]) == 0
+    out = capsys.readouterr().out
+    assert f"removed {image.ref}" in out and "local: removed 1 image(s) unused for 0 day(s)" in out
+    assert not (tmp_path / "cache" / "local" / "images" / image.ref).exists()
+
+
 def test_console_script_is_installed() -> None:
     result = subprocess.run(["reactbench", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "images" in result.stdout

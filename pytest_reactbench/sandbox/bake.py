@@ -76,6 +76,17 @@ class BakeRecord:
     served_bytes: int = 0
 
 
+@dataclass(frozen=True)
+class Pruned:
+    """What a prune removed: images, and the bytes the host got back (as the backend
+    can tell)."""
+
+    images: int = 0
+    freed_bytes: int = 0
+    #: Stale images left in place (in use by a container, or a parent of a kept image).
+    kept: int = 0
+
+
 class NotBaked(Exception):
     """Raised inside a look-up (`Backend.baked`) when something is not baked yet."""
 
@@ -172,6 +183,30 @@ class BakingBackend(Backend):
         if self.downloads is not None:
             self.downloads.close()
 
+    def prune(self, unused_for: float, progress: Progress, now: float | None = None) -> Pruned:
+        """Remove the images this backend baked that no session used for `unused_for`
+        seconds (their content-hashed keys are never asked for again once a recipe or a
+        base changed, so the cache only grows otherwise)."""
+        raise NotImplementedError(f"the {self.name} backend does not prune its images")
+
+    def _mark_used(self, key: str) -> None:
+        stamp = self.cache_dir / "used" / key
+        try:
+            stamp.touch()
+        except FileNotFoundError:
+            stamp.parent.mkdir(parents=True, exist_ok=True)
+            stamp.touch()
+
+    def last_used(self, key: str, made: float) -> float:
+        """When a session last asked for the image `key` (made at `made`, a time stamp)."""
+        try:
+            return max(made, (self.cache_dir / "used" / key).stat().st_mtime)
+        except FileNotFoundError:
+            return made
+
+    def forget_use(self, key: str) -> None:
+        (self.cache_dir / "used" / key).unlink(missing_ok=True)
+
     # -- the template -------------------------------------------------------------------
 
     def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:
@@ -218,6 +253,7 @@ class BakingBackend(Backend):
         bases = _merged(parents)
         if key in self._failed:
             raise self._failed[key]
+        self._mark_used(key)
         image = self.find(key, recipe)
         if image is None and not build:
             raise NotBaked(recipe.name)

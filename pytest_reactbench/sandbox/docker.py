@@ -27,11 +27,12 @@ import uuid
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pytest_reactbench.sandbox import dockerfile as df
-from pytest_reactbench.sandbox.bake import BakingBackend, NotBaked, Parent, PublicImageUnavailable
+from pytest_reactbench.sandbox.bake import BakingBackend, NotBaked, Parent, Pruned, PublicImageUnavailable
 from pytest_reactbench.sandbox.base import (
     EGRESS_PORT,
     EGRESS_SCRIPT,
@@ -271,6 +272,15 @@ class DockerSandbox(Sandbox):
 
 class RegistryWarning(UserWarning):
     """The image registry could not be used: images are baked here instead."""
+
+
+def _created(image: Any) -> float:
+    """An image's creation time as a time stamp (0 when the engine gives none)."""
+    created = str(image.attrs.get("Created", ""))
+    try:
+        return datetime.fromisoformat(created[:26].rstrip("Z")).replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return 0.0
 
 
 class DockerBackend(BakingBackend):
@@ -754,6 +764,34 @@ class DockerBackend(BakingBackend):
                 network.remove()
             raise SandboxError(f"cannot start the egress proxy: {exc}") from None
         return gate
+
+    def prune(self, unused_for: float, progress: Progress, now: float | None = None) -> Pruned:
+        """Untag every image baked here (label `reactbench.recipe`) that no session
+        asked for in `unused_for` seconds; the engine deletes what no container and no
+        kept image still uses. Newest first, so children go before their parents."""
+        errors = _docker().errors
+        cutoff = (time.time() if now is None else now) - unused_for
+        before = int(self.api.df().get("LayersSize") or 0)
+        removed = kept = 0
+        images = self.client.images.list(filters={"label": RECIPE_LABEL})
+        images.sort(key=lambda image: str(image.attrs.get("Created", "")), reverse=True)
+        for image in images:
+            made = _created(image)
+            for tag in image.tags:
+                repository, _, key = tag.rpartition(":")
+                if not repository.startswith("reactbench/") or self.last_used(key, made) >= cutoff:
+                    continue
+                try:
+                    self.client.images.remove(tag)
+                except errors.APIError as exc:  # a container still uses it
+                    kept += 1
+                    progress(f"kept {tag}: {exc.explanation or exc}")
+                    continue
+                self.forget_use(key)
+                removed += 1
+                progress(f"removed {tag}")
+        freed = max(0, before - int(self.api.df().get("LayersSize") or 0))
+        return Pruned(removed, freed, kept)
 
     def sweep(self) -> int:
         host = self.owner.rsplit(":", 1)[0]

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pytest_reactbench.sandbox import dockerfile as df
-from pytest_reactbench.sandbox.bake import BakingBackend, Parent
+from pytest_reactbench.sandbox.bake import BakingBackend, Parent, Pruned
 from pytest_reactbench.sandbox.base import (
     EGRESS_PORT,
     EGRESS_SCRIPT,
@@ -51,7 +51,7 @@ from pytest_reactbench.sandbox.base import (
     proxy_env,
 )
 from pytest_reactbench.sandbox.cgroups import ResourceGroup, UnenforcedLimits, group_of, stale_groups
-from pytest_reactbench.sandbox.host import ca_env, missing_tools, pid_alive, tls_hint
+from pytest_reactbench.sandbox.host import ca_env, file_lock, missing_tools, pid_alive, tls_hint
 from pytest_reactbench.sandbox.mirrors import git_env, local_binds, relevant
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import SYSTEM_IMAGE, declare_arg
@@ -646,6 +646,29 @@ class LocalBackend(BakingBackend):
             time.sleep(0.02)
         return proxy
 
+    def prune(self, unused_for: float, progress: Progress, now: float | None = None) -> Pruned:
+        """Remove every image tree no session asked for in `unused_for` seconds, unless
+        it is a layer of an image that stays, or a bake holds its lock."""
+        cutoff = (time.time() if now is None else now) - unused_for
+        metas = {entry.name: meta for entry in self.images.iterdir()
+                 if entry.is_dir() and (meta := self._image_meta(entry.name)) is not None}
+        fresh = {key for key, meta in metas.items()
+                 if self.last_used(key, float(meta.get("baked_at", 0))) >= cutoff}  # type: ignore[arg-type]
+        needed = {str(k) for key in fresh for k in metas[key]["chain"]}  # type: ignore[attr-defined]
+        removed = freed = kept = 0
+        for key in sorted(set(metas) - needed):
+            lock = self.cache_dir / "locks" / f"{self.lock_scope}{key}.lock"
+            with contextlib.suppress(BlockingIOError), file_lock(lock, blocking=False):
+                size = _tree_bytes(self.images / key)
+                _rmtree(self.images / key)
+                self.forget_use(key)
+                removed, freed = removed + 1, freed + size
+                progress(f"removed {key} ({metas[key].get('recipe', '?')})")
+                continue
+            kept += 1  # a bake of it is running
+        kept += len(needed - fresh)
+        return Pruned(removed, freed, kept)
+
     def sweep(self) -> int:
         removed = 0
         for entry in list(self.sandboxes.iterdir()):
@@ -673,6 +696,16 @@ class LocalBackend(BakingBackend):
         for group in stale_groups():
             group.remove()
         return removed
+
+
+def _tree_bytes(root: Path) -> int:
+    """The bytes of the files under `root` (links not followed)."""
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total
 
 
 def root_hint(output: str) -> str:
