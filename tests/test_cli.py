@@ -52,7 +52,8 @@ def test_images_prune_removes_what_no_run_used(capsys, tmp_path: Path) -> None: 
 
     backend = LocalBackend(SandboxOptions(cache=tmp_path / "cache"))
     try:
-        image = backend.bake(recipe(tmp_path, "FROM reactbench/system\nRUN echo x > /app/x\n"), lambda _: None)
+        image = backend.bake(recipe(tmp_path, "FROM reactbench/system\nRUN echo x > /app/x\n"),
+                             lambda _: None)
     finally:
         backend.close()
     args = ["images", "--sandbox", "local", "--cache", str(tmp_path / "cache"), "--prune"]
