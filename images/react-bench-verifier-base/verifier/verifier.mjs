@@ -2,12 +2,14 @@
 // The clean-room verifier shared by the tasks this project ships.
 //
 //   node verifier.mjs bake    at image build (tests/Dockerfile): records the base
-//                             commit, keeps pristine dependencies apart, and bakes
-//                             the React Doctor baseline.
+//                             commit, keeps pristine dependencies apart, bakes the
+//                             React Doctor baseline and compiles the e2e specs.
 //   node verifier.mjs grade   from tests/test.sh: rebuilds the tree from the base
 //                             commit plus the admissible part of the submission,
-//                             runs the React Doctor gate, then the hidden specs, and
-//                             writes /logs/verifier/grade.json and reward.json.
+//                             runs the React Doctor gate and the hidden specs (side
+//                             by side where the sandbox has two CPUs, else the scan
+//                             first), and writes /logs/verifier/grade.json and
+//                             reward.json.
 //
 // Two rooms. This process (the grader) runs as root and keeps the hidden specs, the
 // reward and the React Doctor scan. The test commands import the submission's code,
