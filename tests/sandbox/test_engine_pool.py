@@ -50,11 +50,13 @@ def base_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         yield tag
     finally:
-        built_on = client.images.get(tag).id
+        # By tag, not by id: another xdist worker's base is the same image (the same
+        # build), and the image goes when its last tag does.
         for image in client.images.list(filters={"label": "reactbench.recipe"}):
-            if any(t.startswith(f"reactbench/{PREFIX}") for t in image.tags):
-                client.images.remove(image.id, force=True)
-        client.images.remove(built_on, force=True)
+            for name in image.tags:
+                if name.startswith(f"reactbench/{PREFIX}"):
+                    client.images.remove(name)
+        client.images.remove(tag)
         client.close()
 
 
