@@ -106,9 +106,10 @@ def main() -> None:
                   f"room (reserve + release) {figures['room_ms']:.2f} ms per sandbox")
         finally:
             for image in client.images.list(filters={"label": "reactbench.recipe"}):
-                if any(t.startswith("reactbench/bench-") for t in image.tags):
-                    client.images.remove(image.id, force=True)
-            client.images.remove(base, force=True)
+                for name in image.tags:
+                    if name.startswith("reactbench/bench-"):
+                        client.images.remove(name)
+            client.images.remove(base)
 
 
 if __name__ == "__main__":

@@ -796,7 +796,9 @@ class DockerBackend(BakingBackend):
     def sweep(self) -> int:
         host = self.owner.rsplit(":", 1)[0]
         removed = 0
-        for container in self.client.containers.list(all=True, filters={"label": LABEL}):
+        # Other runs remove their containers meanwhile: one gone between the list and
+        # its inspection is not an error.
+        for container in self.client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True):
             owner = container.labels.get(LABEL, "")
             owner_host, _, pid = owner.rpartition(":")
             if owner_host != host or owner == self.owner or not pid.isdigit() or pid_alive(int(pid)):

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -48,11 +50,13 @@ def base_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         yield tag
     finally:
-        built_on = client.images.get(tag).id
+        # By tag, not by id: another xdist worker's base is the same image (the same
+        # build), and the image goes when its last tag does.
         for image in client.images.list(filters={"label": "reactbench.recipe"}):
-            if any(t.startswith(f"reactbench/{PREFIX}") for t in image.tags):
-                client.images.remove(image.id, force=True)
-        client.images.remove(built_on, force=True)
+            for name in image.tags:
+                if name.startswith(f"reactbench/{PREFIX}"):
+                    client.images.remove(name)
+        client.images.remove(tag)
         client.close()
 
 
@@ -123,13 +127,15 @@ def test_a_lost_engine_ends_its_trials_in_errors_retried_on_the_others(
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
                    "--reactbench-sandbox=docker", "--reactbench-agent=oracle", "--reactbench-retries=1",
                    "--junitxml=lost.xml", *(f"--reactbench-docker-host={h}" for h in hosts)]
+        # Its own process group: a failure below stops its xdist workers too.
         run = subprocess.Popen(command, cwd=suite.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)
+                               text=True, start_new_session=True)
         watcher = doomed.client()
-        deadline = time.monotonic() + 120
+        # Generous: on a loaded machine starting pytest and its workers alone takes minutes.
+        deadline = time.monotonic() + 600
         while not watcher.containers.list(filters={"label": "reactbench.role=agent"}):
             if run.poll() is not None or time.monotonic() > deadline:
-                run.kill()
+                os.killpg(run.pid, signal.SIGKILL)
                 pytest.fail(f"no trial reached the doomed engine:\n{run.communicate()[0][-4000:]}")
             time.sleep(0.2)
         watcher.close()
