@@ -203,7 +203,7 @@ ERROR_LINE = re.compile(r"ERR_|MODULE_NOT_FOUND|\berror\b|Error:|not found|No su
 BOILERPLATE = re.compile(r"complete log of this run|^npm (error|ERR!) (code|path|errno)\b|"
                          r"^npm (error|ERR!) command failed$|^error Command failed with exit code|"
                          r"^info Visit https://|^➤ YN0000: ·|^Removing intermediate container|"
-                         r"^---> ")
+                         r"^---> |^npm (error|ERR!) \w+$|^npm (error|ERR!) (syscall|enoent This is)")
 
 
 def one_line(message: str, limit: int = 400) -> str:
