@@ -49,7 +49,7 @@ from pytest_reactbench.mining.runners import (
     source_roots,
 )
 from pytest_reactbench.mining.writer import TaskPlan, tests_config, write_task
-from pytest_reactbench.results import Gate
+from pytest_reactbench.results import Gate, TrialResult
 
 MERGE_SUBJECT = re.compile(r"^Merge (pull request|branch) ")
 
@@ -203,7 +203,7 @@ ERROR_LINE = re.compile(r"ERR_|MODULE_NOT_FOUND|\berror\b|Error:|not found|No su
 BOILERPLATE = re.compile(r"complete log of this run|^npm (error|ERR!) (code|path|errno)\b|"
                          r"^npm (error|ERR!) command failed$|^error Command failed with exit code|"
                          r"^info Visit https://|^➤ YN0000: ·|^Removing intermediate container|"
-                         r"^---> ")
+                         r"^---> |^npm (error|ERR!) \w+$|^npm (error|ERR!) (syscall|enoent This is)")
 
 
 def one_line(message: str, limit: int = 400) -> str:
@@ -381,6 +381,17 @@ def expected_tests(record: Path) -> dict[str, list[str]]:
     return {file: names for file, names in found.items() if not file.startswith("..")}
 
 
+def test_log_tail(result: TrialResult, lines: int = 40) -> list[str]:
+    """The last lines of a grading's test output, from its result or its run record."""
+    if result.test_log_tail:
+        return result.test_log_tail.splitlines()[-lines:]
+    for name in ("test.log", "test-stdout.txt"):
+        log = Path(result.record, "verifier", name) if result.record else None
+        if log is not None and log.is_file():
+            return log.read_text(errors="replace").splitlines()[-lines:]
+    return []
+
+
 def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
     """Mine one change into a task directory; refuse it with the reasons."""
     repo = request.repo.resolve()
@@ -452,10 +463,11 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
             result = controls.result(task_id, agent)
             if result is not None and result.verdict.value == "error":
                 echo(f"  {agent} ended in error ({result.failure}):\n{result.message}")
-            elif result is not None and result.test_log_tail and result.verdict.value != CONTROLS[agent]:
+            elif result is not None and result.verdict.value != CONTROLS[agent]:
                 # The test run's own words: why a spec failed (or passed) where it should not.
-                echo(f"  {agent}'s test log, last lines:\n"
-                     + "\n".join("    " + line for line in result.test_log_tail.splitlines()))
+                tail = test_log_tail(result)
+                if tail:
+                    echo(f"  {agent}'s test log, last lines:\n" + "\n".join("    " + t for t in tail))
         outcome = Outcome(None, reasons, _summary(controls, task_id, request.records is not None))
         for agent, props in outcome.controls.items():
             echo(f"  {agent}: {props.get('verdict', 'not run')} (tests {props.get('gate.tests', '-')}, "

@@ -223,6 +223,12 @@ def test_control_refusals_say_which_control_and_gate(tmp_path: Path) -> None:
     assert one_line(npm) == ("environment/Dockerfile:10: step failed with exit code 1 | npm error command "
                              "sh -c node build.ts | npm error TypeError: Unknown file extension \".ts\" "
                              "for /app/build.ts")
+    enoent = ("Dockerfile:10: step failed with exit code 254:\n  npm error syscall open\n"
+              "  npm error enoent Could not read package.json: Error: ENOENT: no such file or directory, "
+              "open '/app/external/x/package.json'\n  npm error enoent This is related to npm not being "
+              "able to find a file.\n  npm error enoent\n  npm error code 254\n  npm error command failed\n"
+              "  npm error command sh -c npm run build:deps")
+    assert "Could not read package.json" in one_line(enoent) and "syscall" not in one_line(enoent)
     crashed = control_refusals(controls(tmp_path, {"verdict": "error", "failure": "SandboxError",
                                                    "message": "the engine went away"}, PASS), "t")
     assert texts(crashed) == ["the nop control ended in error: the engine went away"]
