@@ -1,14 +1,17 @@
-"""What the download cache saves: the given tasks' images baked one after another on
-docker, first with an empty download cache, then again on an engine without them (the
-baked images removed) with the cache the first round filled.
+"""What the download cache saves: the given images baked one after another, first
+with an empty download cache, then again from scratch with the cache the first round
+filled.
 
-    python benchmarks/downloads.py TASK_DIR... [--role environment|tests|both]
+    python benchmarks/downloads.py DIR... [--backend docker|local] [--role environment|tests|both]
         [--git-mirror PREFIX=LOCATION] [--docker-host unix:///path/docker.sock]
 
-Prints, per bake, its seconds and the package bytes it fetched from the npm registry
-and was served by the cache (the cache's own counters), and the rounds' ratio. The
-base images (the system layer, the stand-ins) are baked before the first round and
-kept, so both rounds bake the same task layers. Only the images it baked are removed.
+DIR is a task (its environment/ or tests/ image, by --role) or any directory with a
+Dockerfile (a stand-in under images/). Prints, per bake, its seconds and the package
+bytes it fetched from the npm registry and was served by the cache (the cache's own
+counters), and the rounds' ratio. On docker, the base images (the system layer, the
+stand-ins) are baked before the first round and kept, so both rounds bake the same
+layers, and only the images it baked are removed; on local, each round has a bake
+cache of its own, so each bakes the whole chain.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -31,18 +33,22 @@ from pytest_reactbench.tasks import load_task
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("tasks", nargs="+", type=Path)
+    parser.add_argument("paths", nargs="+", type=Path)
+    parser.add_argument("--backend", default="docker", choices=("docker", "local"))
     parser.add_argument("--role", default="environment", choices=("environment", "tests", "both"))
     parser.add_argument("--git-mirror", action="append", default=[])
     parser.add_argument("--docker-host")
     args = parser.parse_args()
     if args.docker_host:
         os.environ["DOCKER_HOST"] = args.docker_host
-    from pytest_reactbench.sandbox.docker import DockerBackend
+    from pytest_reactbench.sandbox.registry import BUILTIN_BACKENDS
 
     folders = ["environment", "tests"] if args.role == "both" else [args.role]
     recipes = []
-    for path in args.tasks:
+    for path in args.paths:
+        if (path / "Dockerfile").is_file():
+            recipes.append(ImageRecipe(path.name, path / "Dockerfile", path, timeout=3600))
+            continue
         task = load_task(path)
         for folder in folders:
             env = task.config.environment if folder == "environment" else task.config.verifier_environment
@@ -52,44 +58,40 @@ def main() -> None:
     rounds: list[list[tuple[str, float, int, int]]] = []
     with tempfile.TemporaryDirectory(prefix="reactbench-downloads-") as tmp:
         for label in ("empty download cache", "warm download cache"):
-            # A bake cache of its own per round (the task layers' locks and contexts);
-            # the base images are on the engine under their content tags either way.
             options = SandboxOptions(cache=Path(tmp, f"bakes-{len(rounds)}"), git_mirrors=mirrors,
                                      ca_bundle=default_ca_bundle(), download_cache=Path(tmp, "downloads"))
-            backend = DockerBackend(options)
+            backend = BUILTIN_BACKENDS[args.backend](options)
             baked = []
             try:
-                if not rounds:
-                    shared = DockerBackend(SandboxOptions(cache=default_cache(),
-                                                          ca_bundle=default_ca_bundle()))
+                if not rounds and args.backend == "docker":
+                    shared = BUILTIN_BACKENDS["docker"](SandboxOptions(cache=default_cache(),
+                                                                       ca_bundle=default_ca_bundle()))
                     for recipe in recipes:  # the bases only: a look-up of each FROM
                         for line in recipe.dockerfile.read_text().splitlines():
                             if line.startswith("ARG BASE_IMAGE="):
                                 shared.base_image(line.split("=", 1)[1], print)
                     shared.close()
                 print(f"-- {label}", flush=True)
-                results = []
                 for recipe in recipes:
-                    started = time.monotonic()
-                    image = backend.bake(recipe, lambda line: None)
-                    baked.append(image.ref)
-                    record = backend.bakes[-1]
-                    results.append((recipe.name, time.monotonic() - started, record.fetched_bytes,
-                                    record.served_bytes))
-                    print(f"{recipe.name:60} {results[-1][1]:6.1f} s  "
-                          f"fetched {record.fetched_bytes / 1e6:7.1f} MB  "
-                          f"served {record.served_bytes / 1e6:7.1f} MB", flush=True)
+                    baked.append(backend.bake(recipe, lambda line: None).ref)
+                results = [(r.name, r.seconds, r.fetched_bytes, r.served_bytes)
+                           for r in getattr(backend, "bakes", []) if r.how == "baked"]
+                for name, seconds, fetched, served in results:
+                    print(f"{name:60} {seconds:6.1f} s  fetched {fetched / 1e6:7.1f} MB  "
+                          f"served {served / 1e6:7.1f} MB", flush=True)
                 rounds.append(results)
             finally:
-                for ref in baked:
-                    backend.client.images.remove(ref, force=True)
+                if args.backend == "docker":
+                    for ref in baked:
+                        backend.client.images.remove(ref, force=True)  # type: ignore[attr-defined]
                 backend.close()
-    print(f"command: python benchmarks/downloads.py {' '.join(map(str, args.tasks))} --role {args.role}"
+    print(f"command: python benchmarks/downloads.py {' '.join(map(str, args.paths))} "
+          f"--backend {args.backend} --role {args.role}"
           + "".join(f" --git-mirror {m}" for m in args.git_mirror))
-    first = rounds[0]
-    if len(first) > 1 and first[0][2]:
-        for name, _, fetched, _ in first[1:]:
-            print(f"{name}: fetched {100 * fetched / first[0][2]:.1f}% of the bytes {first[0][0]} fetched")
+    fetched = [sum(r[2] for r in results) for results in rounds]
+    if fetched[0]:
+        print(f"package bytes fetched: {fetched[0] / 1e6:.1f} MB, then {fetched[1] / 1e6:.1f} MB "
+              f"({100 * fetched[1] / fetched[0]:.1f}% of the first)")
     total = [sum(r[1] for r in results) for results in rounds]
     print(f"bakes, empty download cache: {total[0]:.1f} s; warm download cache: {total[1]:.1f} s; "
           f"{total[0] / total[1]:.2f}x")

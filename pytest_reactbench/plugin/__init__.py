@@ -257,13 +257,15 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     if not trials:
         return
     progress = progress_printer(session.config, state.once)
+    # Whatever breaks here (an engine that is down, a container removed under the sweep)
+    # is met again, and reported, by each trial: the plan is only a head start.
     try:
         backend = state.backend()
-    except SandboxError:
-        return  # every trial reports the backend's error itself
-    stages = Stages(backend, progress, state.trial_options.labels)
-    bakes.prebake(backend, (stages.recipe(item.task, role) for item in trials
-                            for role in ("agent", "verifier")), progress)
+        stages = Stages(backend, progress, state.trial_options.labels)
+        bakes.prebake(backend, (stages.recipe(item.task, role) for item in trials
+                                for role in ("agent", "verifier")), progress)
+    except Exception as exc:
+        progress(f"bakes not planned ahead ({type(exc).__name__}: {exc}); each trial bakes its own")
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
