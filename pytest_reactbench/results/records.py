@@ -140,10 +140,16 @@ class RunRecords:
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether the process runs. A zombie does not: a killed xdist worker stays one
+    until its parent reaps it, which may be never while the parent waits on it."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
