@@ -24,17 +24,16 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from common import SuiteRun, run_suite
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.sandbox.helpers import loopback_registry
 
 
 def clear_docker_images() -> int:
@@ -52,30 +51,6 @@ def clear_docker_images() -> int:
             removed += 1
     client.images.prune(filters={"dangling": True})
     return removed
-
-
-@contextmanager
-def loopback_registry(root: Path) -> Iterator[str]:
-    """Debian's docker-registry on a free loopback port; yields its HOST:PORT."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    (root / "config.yml").write_text(
-        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root / 'data'}\n"
-        f"http:\n  addr: 127.0.0.1:{port}\n")
-    server = subprocess.Popen(["docker-registry", "serve", str(root / "config.yml")],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(150):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.2)
-        yield f"127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait()
 
 
 def bakes_of(run: SuiteRun) -> list[dict[str, object]]:
@@ -129,7 +104,8 @@ def main() -> None:
 
         fresh()
         if args.registry:
-            with loopback_registry(Path(tmp)) as where:
+            with loopback_registry(Path(tmp)) as port:
+                where = f"127.0.0.1:{port}"
                 option = [f"--reactbench-image-registry={where}/reactbench"]
                 # The registry filled: the base images by `reactbench images` (their own
                 # time limit: a loaded machine can take longer than a task's
