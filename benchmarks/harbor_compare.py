@@ -245,15 +245,19 @@ allow_internet = true
 """
 
 
+AGENTS_IMAGE = "ghcr.io/millionco/react-bench-agents:latest"
+
+
 def write_trivial_task(directory: Path) -> Path:
     """A task with nothing to install: the workspace holds a draft answer, the oracle
     rewrites it, a separate verifier image checks it and writes reward.txt."""
     files = {
         "task.toml": TRIVIAL_TOML,
         "instruction.md": "# Finish the answer\n\nReplace the draft in `/app/answer.txt` with `done`.\n",
-        # The system layer the plugin builds (Debian, Node, git); nothing is pulled.
-        "environment/Dockerfile": "FROM reactbench/system\nWORKDIR /app\nRUN echo draft > /app/answer.txt\n",
-        "tests/Dockerfile": "FROM reactbench/system\nWORKDIR /app\nCOPY test.sh /tests/test.sh\n",
+        # The public agents image: its stand-in for us, the same image under its public
+        # name (tagged for the comparison) for Harbor; nothing is pulled.
+        "environment/Dockerfile": f"FROM {AGENTS_IMAGE}\nWORKDIR /app\nRUN echo draft > /app/answer.txt\n",
+        "tests/Dockerfile": f"FROM {AGENTS_IMAGE}\nWORKDIR /app\nCOPY test.sh /tests/test.sh\n",
         "tests/test.sh": (
             "#!/bin/bash\nmkdir -p /logs/verifier\n"
             'if [ "$(cat /app/answer.txt 2>/dev/null)" = done ]; then reward=1; else reward=0; fi\n'
