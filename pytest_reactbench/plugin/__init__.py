@@ -85,8 +85,16 @@ class XdistHooks:
         session = config.stash[SESSION_KEY]
         dirs = {_node_prefix(config, path): path for arg in config.args
                 for path in find_tasks((config.invocation_params.dir / arg).resolve())}
-        named = [(nodeid.rpartition("::")[0], nodeid.rpartition("::")[2].partition("#")[0]) for nodeid in ids]
-        _check_agents(session, [(dirs[prefix], agent) for prefix, agent in named if prefix in dirs])
+        first: dict[str, Task] = {}
+        for nodeid in ids:
+            prefix, _, item = nodeid.rpartition("::")
+            agent = item.partition("#")[0]
+            if prefix in dirs and agent in session.agents and agent not in first:
+                try:
+                    first[agent] = load_task(dirs[prefix])
+                except TaskError:
+                    continue  # a collection error of its own
+        _check_agents(session, first)
 
 
 def _node_prefix(config: pytest.Config, path: Path) -> str:
@@ -96,18 +104,17 @@ def _node_prefix(config: pytest.Config, path: Path) -> str:
         else path.name
 
 
-def _check_agents(session: ReactbenchSession, planned: list[tuple[Path, str]]) -> None:
+def _check_agents(session: ReactbenchSession, first: dict[str, Task]) -> None:
     """The agents' CLIs answer before any trial runs, each on the first task it has."""
-    if session.config.option.collectonly:
-        return
-    first: dict[str, Task] = {}
-    for path, name in planned:
-        if name in session.agents and name not in first:
-            try:
-                first[name] = load_task(path)
-            except TaskError:
-                continue  # a collection error of its own
-    session.check_agents(first)
+    if not session.config.option.collectonly:
+        session.check_agents(first)
+
+
+def _trials_to_run(session: pytest.Session, state: ReactbenchSession) -> list[TrialItem]:
+    """The items whose trial this session runs (not the not-attempted, not the ones a
+    resumed run keeps)."""
+    return [item for item in session.items if isinstance(item, TrialItem) and not item.not_attempted
+            and (item.task.id, item.agent.name, item.attempt) not in state.kept]
 
 
 def _item_arguments(config: pytest.Config) -> list[str]:
@@ -214,9 +221,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         except AgentConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
     if state.worker == "controller":  # without xdist; with it, XdistHooks does this
-        _check_agents(state, [(item.path, item.agent.name) for item in session.items
-                              if isinstance(item, TrialItem) and not item.not_attempted
-                              and (item.task.id, item.agent.name, item.attempt) not in state.kept])
+        first: dict[str, Task] = {}
+        for item in _trials_to_run(session, state):
+            first.setdefault(item.agent.name, item.task)
+        _check_agents(state, first)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -252,8 +260,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     state = session.config.stash.get(SESSION_KEY, None)
     if state is None or session.config.option.collectonly or state.worker not in ("controller", "gw0"):
         return
-    trials = [item for item in session.items if isinstance(item, TrialItem) and not item.not_attempted
-              and (item.task.id, item.agent.name, item.attempt) not in state.kept]
+    trials = _trials_to_run(session, state)
     if not trials:
         return
     progress = progress_printer(session.config, state.once)

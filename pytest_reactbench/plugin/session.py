@@ -146,7 +146,7 @@ class ReactbenchSession:
             agent = self.agents[name]
             if agent.install is None or not agent.install.version_command:
                 continue
-            stages = Stages(self.backend(), say, self.trial_options.labels)
+            stages = Stages(self.backend(), say, self.trial_options.labels)  # made only when needed
             try:
                 answer = preflight(stages, task, agent)
             except AgentUnavailable as exc:
