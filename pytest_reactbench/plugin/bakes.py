@@ -43,7 +43,7 @@ def prebake(backend: Backend, recipes: Iterable[ImageRecipe], progress: Callable
     def bake(recipe: ImageRecipe) -> None:
         # A bake that fails is reported by the trials that need it.
         with contextlib.suppress(SandboxError):
-            backend.bake(recipe, progress)
+            backend.bake_ahead(recipe, progress)
 
     with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="reactbench-bake") as pool:
         list(pool.map(bake, waiting))

@@ -267,6 +267,11 @@ class Backend(ABC):
         None when it is not (or the backend cannot tell)."""
         return None
 
+    def bake_ahead(self, recipe: ImageRecipe, progress: Progress) -> Image:
+        """`bake`, before any trial and outside one (the session's prebake): a backend
+        that places trials (a pool of engines) bakes without placing one."""
+        return self.bake(recipe, progress)
+
     @abstractmethod
     def boot(
         self,

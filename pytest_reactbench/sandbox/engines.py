@@ -346,7 +346,19 @@ class EnginePool(Backend):
         return max(member.bake_slots for member in self.members)
 
     def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:
-        target = self._place()
+        return self._bake_on(self._place(), recipe, progress)
+
+    def bake_ahead(self, recipe: ImageRecipe, progress: Progress) -> Image:
+        """Baked once, on the first engine that answers, with no trial placed (the
+        prebake runs several at once in threads of one process); a trial placed on
+        another engine copies it there when it boots."""
+        for member in self._live():
+            if member.alive():
+                return self._bake_on(member, recipe, progress)
+            self._lose(member)
+        raise SandboxError("every Docker engine of the pool was lost: " + ", ".join(sorted(self.lost)))
+
+    def _bake_on(self, target: DockerBackend, recipe: ImageRecipe, progress: Progress) -> Image:
         with self._on(target):
             image = target.baked(recipe)
             if image is not None:

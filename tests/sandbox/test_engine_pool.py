@@ -7,6 +7,7 @@ it has, across processes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -24,6 +25,7 @@ from typing import Any
 import docker
 import pytest
 
+from pytest_reactbench.plugin.bakes import prebake
 from pytest_reactbench.results.load import junit_testcases
 from pytest_reactbench.sandbox.base import EngineLost, Image, ImageRecipe, SandboxError
 from pytest_reactbench.sandbox.engines import EnginePool, Ledger, Room
@@ -135,7 +137,8 @@ def test_a_lost_engine_ends_its_trials_in_errors_retried_on_the_others(
         deadline = time.monotonic() + 600
         while not watcher.containers.list(filters={"label": "reactbench.role=agent"}):
             if run.poll() is not None or time.monotonic() > deadline:
-                os.killpg(run.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(run.pid, signal.SIGKILL)
                 pytest.fail(f"no trial reached the doomed engine:\n{run.communicate()[0][-4000:]}")
             time.sleep(0.2)
         watcher.close()
@@ -282,3 +285,17 @@ def test_workers_placing_at_once_see_each_others_trials(tmp_path: Path) -> None:
     assert [m.ledger.load()[0] for m in first.members] == [1, 1]
     first.end_placement()
     assert [m.ledger.load()[0] for m in first.members] == [0, 1]
+
+
+def test_the_prebake_bakes_on_one_engine_and_places_no_trial(tmp_path: Path) -> None:
+    options = SandboxOptions(cache=tmp_path, docker_hosts=("unix:///a", "unix:///b"))
+    pool = EnginePool(options, member=FakeEngine)  # type: ignore[arg-type]
+    a, b = pool.members
+    a.up = False  # type: ignore[attr-defined]
+    recipes = [ImageRecipe(name, tmp_path / name / "Dockerfile", tmp_path / name) for name in ("t", "u", "v")]
+    prebake(pool, recipes, lambda _: None)
+    # The engine that answers baked all three; no claim is left for the first trial
+    # to inherit, so it is placed like any other.
+    assert sorted(b.images) == ["t", "u", "v"]  # type: ignore[attr-defined]
+    assert pool.placement() == "" and pool.lost == {"unix:///a"}
+    assert [m.ledger.load() for m in pool.members] == [(0, 0), (0, 0)]
