@@ -312,7 +312,14 @@ TRUST_ATTACKS: dict[str, str] = {
   attempt("progress", () => fs.writeFileSync("/logs/verifier/progress.json", '{"grader": "reactbench-verifier", "version": 2, "phase": "done"}'));
   attempt("grader", () => fs.writeFileSync("/opt/reactbench/verifier/verifier.mjs", "process.exit(0)"));
   attempt("hidden spec", () => fs.writeFileSync("/tests/specs/e2e/counter.spec.ts", "test.skip()"));
-  attempt("config", () => fs.writeFileSync("/tests/config.json", "{}"));"""),
+  attempt("config", () => fs.writeFileSync("/tests/config.json", "{}"));
+  const cache = "/opt/reactbench/state/compile-cache";
+  attempt("compile cache", () => fs.writeFileSync(`${cache}/planted`, "x"));
+  attempt("compile cache entry", () => {
+    for (const folder of fs.readdirSync(cache)) {
+      for (const entry of fs.readdirSync(`${cache}/${folder}`)) fs.writeFileSync(`${cache}/${folder}/${entry}`, "x");
+    }
+  });"""),
     # 1 and 5. It stops, then kills, every process it can see: the grader included.
     "room-kills-the-grader": counter_importing_payload(payload="""
   const fs = node("node:fs");
@@ -446,6 +453,11 @@ def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: 
     tried = log["room-writes-the-reward"]
     for what in ("reward.json", "reward folder", "reward.txt", "progress", "grader", "hidden spec", "config"):
         assert f'"{what}: EACCES"' in tried or f'"{what}: EPERM"' in tried, (what, tried[-3000:])
+    # The compiled code the room's own commands load (Node 22 in the docker images;
+    # the host's older Node on local keeps no cache).
+    for what in ("compile cache", "compile cache entry"):
+        refused = ("EACCES",) if backend == "docker" else ("EACCES", "ENOENT")
+        assert any(f'"{what}: {code}"' in tried for code in refused), (what, tried[-3000:])
     assert details["room-writes-the-reward"]["reward"] == 0
     assert details["room-writes-the-reward"]["tests"]["room"]["uid"] == 65534
     # 1 and 5. Nothing outside the room could be signalled; the grader finished.

@@ -116,3 +116,36 @@ def test_the_scan_reads_the_graded_tree_beside_the_tests_never_the_hidden_specs(
     [project] = json.loads((logs / "rd-after.json").read_text())["projects"]
     assert "src/Counter.tsx" in project["analyzedFiles"]
     assert not [f for f in project["analyzedFiles"] if "__verifier__" in f or f.startswith("e2e/")]
+
+
+@pytest.mark.docker
+def test_the_room_loads_its_commands_from_a_compile_cache_it_cannot_change() -> None:
+    """The bake fills Node's compile cache with what the room's commands load; the
+    room's user reads it (a hit per module), owns nothing in it, and cannot write it."""
+    from pytest_reactbench.sandbox.base import ImageRecipe, Limits
+    from pytest_reactbench.sandbox.docker import DockerBackend
+    from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle
+
+    backend = DockerBackend(SandboxOptions(cache=Path.home() / ".cache" / "reactbench",
+                                           ca_bundle=default_ca_bundle()))
+    tests = ROOT / "tasks" / "counter-reset" / "tests"
+    try:
+        image = backend.bake(ImageRecipe("counter-reset/tests", tests / "Dockerfile", tests, timeout=1800),
+                             lambda _: None)
+        box = backend.boot(image, network=False, limits=Limits(), labels={})
+        try:
+            cache = "/opt/reactbench/state/compile-cache"
+            owners = box.exec(f"find {cache} \\( ! -user root -o -perm /022 \\) -print", timeout=60)
+            assert owners.ok and owners.text.strip() == "", owners.text + owners.error_text
+            room = ("cd /app && setpriv --reuid=65534 --regid=65534 --clear-groups env "
+                    f"NODE_COMPILE_CACHE={cache} NODE_DEBUG_NATIVE=COMPILE_CACHE")
+            loaded = box.exec(f"{room} node_modules/.bin/vitest --version 2>&1; "
+                              f"{room} sh -c 'echo x > {cache}/planted' 2>&1", timeout=120)
+        finally:
+            box.close()
+    finally:
+        backend.close()
+    accepted = [line for line in loaded.text.splitlines()
+                if "was accepted" in line and "/deps/node_modules/" in line]
+    assert len(accepted) >= 5, loaded.text[-3000:]
+    assert "Permission denied" in loaded.text.splitlines()[-1], loaded.text[-500:]

@@ -183,6 +183,14 @@ function readConfig() {
 const SCAN_DIR = path.join(STATE, "scan");
 const SCAN_TMP = path.join(SCAN_DIR, "tmp");
 
+// Node's compile cache: the V8 code of every module a command loads (React Doctor,
+// the test runners, the bundler, Playwright), made at bake time and only read by the
+// gradings, which would otherwise compile the same megabytes of JavaScript each time.
+// Node keeps one folder per user in it: the scan's (root) and the room's. Node 22
+// and later; older ones ignore the variable.
+const COMPILE_CACHE = path.join(STATE, "compile-cache");
+const compileCache = () => (fs.existsSync(COMPILE_CACHE) ? { NODE_COMPILE_CACHE: COMPILE_CACHE } : {});
+
 // A running scan: `finished` resolves with its exit, output and seconds (never
 // rejects), `stop` kills it with everything it started.
 function startScan(config, { afterSubmission = false, root = APP } = {}) {
@@ -206,7 +214,13 @@ function startScan(config, { afterSubmission = false, root = APP } = {}) {
       cwd: scanRoot,
       // The lint cache is keyed by file content: the one baked with the baseline
       // makes the after-scan of unchanged files free.
-      env: { ...process.env, DO_NOT_TRACK: "1", REACT_DOCTOR_CACHE_DIR: path.join(STATE, "rd-cache"), TMPDIR: SCAN_TMP },
+      env: {
+        ...process.env,
+        ...compileCache(),
+        DO_NOT_TRACK: "1",
+        REACT_DOCTOR_CACHE_DIR: path.join(STATE, "rd-cache"),
+        TMPDIR: SCAN_TMP,
+      },
       stdio: ["ignore", out, err],
     });
   } finally {
@@ -373,6 +387,9 @@ async function bake() {
   for (const tool of ["setpriv", "timeout", "find"]) {
     if (run("which", [tool]).code !== 0) throw new HarnessError(`${tool} is missing from the verifier image`);
   }
+  const caching = Number(process.versions.node.split(".")[0]) >= 22;
+  fs.rmSync(COMPILE_CACHE, { recursive: true, force: true });
+  if (caching) fs.mkdirSync(COMPILE_CACHE, { mode: 0o755 });
   // Read where the submission's scan reads, so that its lint cache serves that one.
   const baseline = checkScan(config, await startScan(config, { root: copyForScan() }).finished);
   fs.rmSync(SCAN_DIR, { recursive: true, force: true });
@@ -380,6 +397,7 @@ async function bake() {
   const chromium = chromiumVersion();
   if (chromium) fs.writeFileSync(path.join(STATE, "chromium-version"), `${chromium}\n`);
   compileE2eSpecs(config);
+  if (caching) await warmCompileCache(config);
   const targets = config.rd.targets;
   const absent = targets.filter((t) => !(baseline.diagnostics ?? []).some((d) => matchesTarget(t, d)));
   if (config.rd.mode === "health" && absent.length) {
@@ -603,8 +621,9 @@ function lockDown() {
   fs.chmodSync(LOGS, 0o700);
   fs.chmodSync(VERIFIER_DIR, 0o700);
   fs.chmodSync(STATE, 0o711);
+  // The room reads the pristine dependencies and the compile cache; nothing else.
   for (const entry of fs.readdirSync(STATE)) {
-    if (entry !== "deps") fs.chmodSync(path.join(STATE, entry), 0o700);
+    if (entry !== "deps" && entry !== "compile-cache") fs.chmodSync(path.join(STATE, entry), 0o700);
   }
 }
 
@@ -694,6 +713,7 @@ function roomEnv(extra) {
     pnpm_config_verify_deps_before_run: "false",
     REACTBENCH_REPORTS: ROOM_REPORTS,
     PLAYWRIGHT_JSON_OUTPUT_NAME: path.join(ROOM_REPORTS, "playwright.json"),
+    ...compileCache(),
     ...extra,
   };
 }
@@ -891,7 +911,7 @@ const E2E_CONFIG = "reactbench.e2e.config.ts";
 // Vite's preview server says this once it listens.
 const PREVIEW_READY = String.raw`/Local:\s+https?:\/\//`;
 
-function writeE2eConfig() {
+function writeE2eConfig(app = APP) {
   const source = `// Written by the verifier for one grading run.
 import base from "./playwright.config.ts";
 
@@ -921,7 +941,7 @@ export default {
   },
 };
 `;
-  fs.writeFileSync(path.join(APP, E2E_CONFIG), source, { mode: 0o644 });
+  fs.writeFileSync(path.join(app, E2E_CONFIG), source, { mode: 0o644 });
 }
 
 // The room's own copy of the compiled e2e files, where the bake made them.
@@ -984,6 +1004,40 @@ function compileE2eSpecs(config) {
     }
   } finally {
     for (const p of [...added, scratch]) fs.rmSync(p, { recursive: true, force: true });
+  }
+}
+
+// The room's commands run once at bake time, as the room's user, on a copy of the
+// base app with every hidden spec in it: what they load fills the room's folder of
+// the compile cache. Their results do not matter (the base usually fails them). The
+// cache is root's afterwards: a room reads it and cannot change it.
+async function warmCompileCache(config) {
+  openRoom();
+  const app = path.join(ROOM, "app");
+  try {
+    const skipped = new Set([path.join(APP, ".git"), path.join(APP, "node_modules")]);
+    fs.cpSync(APP, app, { recursive: true, filter: (src) => !skipped.has(src) });
+    fs.symlinkSync(path.join(STATE, "deps", "node_modules"), path.join(app, "node_modules"));
+    fs.cpSync(path.join(TESTS, "specs"), app, { recursive: true });
+    writeE2eConfig(app);
+    for (const owned of [app, COMPILE_CACHE]) run("chown", ["-R", "-h", `${ROOM_UID}:${ROOM_GID}`, owned], { cwd: "/" });
+    const cwd = path.join(app, path.relative(APP, config.test.cwd ?? APP));
+    const started = performance.now();
+    const commands = [config.test.cmd, config.test.e2e_cmd && withE2eConfig(config.test.e2e_cmd)].filter(Boolean);
+    for (const cmd of commands) {
+      const result = await runInRoom(cmd, {
+        cwd,
+        budget: 120,
+        env: { REACTBENCH_E2E_PORT: String(20000 + crypto.randomInt(40000)), REACTBENCH_E2E_OUTPUT: path.join(ROOM, "e2e-output", "results") },
+      });
+      log(`compile cache: \`${cmd.slice(0, 60)}\` exited ${result.code} on the base in ${result.seconds.toFixed(1)} s`);
+    }
+    log(`compile cache filled by the test commands in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  } finally {
+    sweepRoom();
+    run("chown", ["-R", "0:0", COMPILE_CACHE], { cwd: "/" });
+    // Node writes its entries for its user alone.
+    run("chmod", ["-R", "a+rX,go-w", COMPILE_CACHE], { cwd: "/" });
   }
 }
 
