@@ -234,13 +234,14 @@ class FakeEngine:
     def has_image(self, ref: str) -> bool:
         return any(i.ref == ref for i in self.images.values())
 
-    def save_image(self, ref: str) -> Iterator[bytes]:
-        return iter([ref.encode()])
+    def save_images(self, refs: list[str]) -> Iterator[bytes]:
+        return iter([" ".join(refs).encode()])
 
     def load_image(self, data: Iterator[bytes]) -> None:
-        ref = b"".join(data).decode()
-        self.loaded.append(ref)
-        self.images[ref.split("/")[1].split(":")[0]] = Image(ref, "sha256:1", "docker", cached=True)
+        refs = b"".join(data).decode().split()
+        self.loaded.append(refs)
+        for ref in refs:
+            self.images[ref.split("/")[1].split(":")[0]] = Image(ref, "sha256:1", "docker", cached=True)
 
 
 def test_the_pool_spreads_trials_copies_images_and_skips_a_lost_engine(tmp_path: Path) -> None:
@@ -255,7 +256,7 @@ def test_the_pool_spreads_trials_copies_images_and_skips_a_lost_engine(tmp_path:
         pool.end_placement()  # the trial ended
     assert placed == ["unix:///a", "unix:///b", "unix:///c"] * 2
     # Baked once (on a), copied to b and c rather than baked there again.
-    assert b.loaded == c.loaded == ["reactbench/t:k"]  # type: ignore[attr-defined]
+    assert b.loaded == c.loaded == [["reactbench/t:k"]]  # type: ignore[attr-defined]
     # c dies between trials: the next trials go to the engines that answer.
     c.up = False  # type: ignore[attr-defined]
     placed = []
