@@ -409,6 +409,12 @@ class DockerBackend(BakingBackend):
     def publish(self, key: str, recipe: ImageRecipe, image: Image, progress: Progress) -> None:
         self._push_later(self._tag(recipe, key), progress)
 
+    def pull_baked(self, tag: str, progress: Progress) -> bool:
+        """A baked image (`reactbench/<name>:<key>`) pulled from the image registry by
+        its tag, as another engine pushed it (same image id); False when the run has no
+        registry, or it does not hold the image."""
+        return self._pull_shared(tag, progress)
+
     def _push_later(self, tag: str, progress: Progress) -> None:
         """Push in the background: the image is usable now, and a push (compressing
         gigabytes) must not count against the bake's time limit; close() waits for it."""

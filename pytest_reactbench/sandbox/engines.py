@@ -506,15 +506,19 @@ class EnginePool(Backend):
         return Wanted(member.ledger.path.with_suffix(".wanted.json"))
 
     def deliver(self, target: DockerBackend, refs: Sequence[str], progress: Progress) -> None:
-        """Copy `refs`, and every other image listed as wanted on `target`, to it: the
-        images of each engine that has them in one `docker save | docker load`, one
-        copy into an engine at a time for every process of the machine. Raises
-        SandboxError when one of `refs` is still missing after."""
+        """Bring `refs`, and every other image listed as wanted on `target`, to it:
+        pulled from the image registry when the run has one and it holds them, else
+        copied, the images of each engine that has them in one `docker save | docker
+        load`; one delivery into an engine at a time for every process of the machine.
+        Raises SandboxError when one of `refs` is still missing after."""
         wanted = self.wanted(target)
         wanted.add(refs)
         with file_lock(target.ledger.path.with_suffix(".copy.lock")):
             with self._on(target):
                 missing = [ref for ref in wanted.listed() if not target.has_image(ref)]
+                # A registry (when the run has one) sends only the layers the engine lacks.
+                pulled = [ref for ref in missing if target.pull_baked(ref, progress)]
+            missing = [ref for ref in missing if ref not in pulled]
             wanted.done([ref for ref in wanted.listed() if ref not in missing])
             by_source: dict[str, list[str]] = {}
             sources = [m for m in self._live() if m is not target]

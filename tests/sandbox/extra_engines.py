@@ -105,6 +105,9 @@ def extra_engine(n: int) -> Iterator[ExtraEngine]:
                   if line.split()[1].startswith(str(root))]
         for mount in sorted(mounts, key=len, reverse=True):
             subprocess.run(["umount", "-l", mount], check=False)
+        # An engine that held the shipped images has gigabytes of small files: rm is
+        # about twice as fast as shutil.rmtree over them.
+        subprocess.run(["rm", "-rf", "--one-file-system", str(root)], check=False)
         shutil.rmtree(root, ignore_errors=True)
         subprocess.run(["ip", "link", "del", bridge], check=False)
 
