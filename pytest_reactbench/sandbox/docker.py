@@ -358,7 +358,7 @@ class DockerBackend(BakingBackend):
         # (the client is a requests session, so this is its public `get`).
         url = f"{self.api.base_url}/v{self.api.api_version}/images/get"
         try:
-            response = self.api.get(url, params={"names": list(refs)}, stream=True)
+            response = self.api.get(url, params={"names": list(refs)}, stream=True, timeout=self.api.timeout)
             response.raise_for_status()
         except Exception as exc:
             raise SandboxError(f"{self.engine} could not save {', '.join(refs)}: {exc}") from None
@@ -366,7 +366,10 @@ class DockerBackend(BakingBackend):
         def stream() -> Iterator[bytes]:
             # A load that fails half way leaves the rest unread: the connection goes with it.
             with contextlib.closing(response):
-                yield from response.iter_content(chunk_size=1 << 20)
+                try:
+                    yield from response.iter_content(chunk_size=1 << 20)
+                except Exception as exc:  # the HTTP client's own errors: the save broke
+                    raise SandboxError(f"{self.engine} broke off saving {', '.join(refs)}: {exc}") from None
 
         return stream()
 

@@ -183,6 +183,11 @@ def ledger_path(cache: Path, identity: str) -> Path:
 #: An image wanted on an engine that no engine of a pool has after this long is
 #: forgotten (the run that wanted it died before it was baked).
 WANTED_SECONDS = 3600.0
+#: A copy waits until the list of images wanted on its engine has not changed for
+#: this long (the prebake lists a session's images one recipe at a time), at most
+#: WANTED_SETTLE_MAX_SECONDS.
+WANTED_SETTLE_SECONDS = 3.0
+WANTED_SETTLE_MAX_SECONDS = 60.0
 
 
 class Wanted:
@@ -207,6 +212,20 @@ class Wanted:
                 tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
                 tmp.write_text(json.dumps(data, sort_keys=True))
                 os.replace(tmp, self.path)
+
+    def settle(self) -> None:
+        """Wait until the list has been still for WANTED_SETTLE_SECONDS: a copy that
+        starts while the prebake is listing would send the rest in a second save,
+        with every layer they share again."""
+        deadline = time.monotonic() + WANTED_SETTLE_MAX_SECONDS
+        while time.monotonic() < deadline:
+            try:
+                still = time.time() - self.path.stat().st_mtime
+            except OSError:
+                return
+            if still >= WANTED_SETTLE_SECONDS:
+                return
+            time.sleep(WANTED_SETTLE_SECONDS - still)
 
     def add(self, refs: Sequence[str]) -> None:
         if refs:
@@ -438,8 +457,9 @@ class EnginePool(Backend):
         try:
             image = self._settle(recipe, progress)
             for member in self._live():
-                if not member.has_image(image.ref):
-                    self.wanted(member).add([image.ref])
+                with contextlib.suppress(EngineLost), self._on(member):
+                    if not member.has_image(image.ref):
+                        self.wanted(member).add([image.ref])
             return image
         finally:
             with self._lock:
@@ -514,6 +534,7 @@ class EnginePool(Backend):
         wanted = self.wanted(target)
         wanted.add(refs)
         with file_lock(target.ledger.path.with_suffix(".copy.lock")):
+            wanted.settle()
             with self._on(target):
                 missing = [ref for ref in wanted.listed() if not target.has_image(ref)]
                 # A registry (when the run has one) sends only the layers the engine lacks.

@@ -30,6 +30,7 @@ import pytest
 from pytest_reactbench.plugin.bakes import prebake
 from pytest_reactbench.results.load import junit_testcases
 from pytest_reactbench.sandbox.base import EngineLost, Image, ImageRecipe, SandboxError
+from pytest_reactbench.sandbox import engines as engines_module
 from pytest_reactbench.sandbox.engines import EnginePool, Ledger, Room
 from pytest_reactbench.sandbox.options import SandboxOptions
 from tests.sandbox.extra_engines import ExtraEngine, build_tiny_base, extra_engine, tiny_task
@@ -57,11 +58,13 @@ def base_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         # By tag, not by id: another xdist worker's base is the same image (the same
         # build), and the image goes when its last tag does.
-        for image in client.images.list(filters={"label": "reactbench.recipe"}):
-            for name in image.tags:
-                if name.startswith(f"reactbench/{PREFIX}"):
-                    client.images.remove(name)
-        client.images.remove(tag)
+        # Already gone is fine: a concurrent test's prune may have taken them.
+        with contextlib.suppress(docker.errors.NotFound):
+            for image in client.images.list(filters={"label": "reactbench.recipe"}):
+                for name in image.tags:
+                    if name.startswith(f"reactbench/{PREFIX}"):
+                        client.images.remove(name)
+            client.images.remove(tag)
         client.close()
 
 
@@ -238,6 +241,12 @@ def test_a_sandbox_larger_than_the_engine_is_refused_at_once(tmp_path: Path) -> 
     expected = "asks for 1 CPU(s) and 8192 MiB; the engine has 2 CPU(s), 4096 MiB in all"
     with pytest.raises(SandboxError, match=re.escape(expected)):
         Ledger(tmp_path / "engine.json", Room(2, 4096)).reserve("trial", 1, 8192)
+
+
+@pytest.fixture(autouse=True)
+def _copies_start_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The fakes' lists change only under the test's own hand: no settling to wait for.
+    monkeypatch.setattr(engines_module, "WANTED_SETTLE_SECONDS", 0.0)
 
 
 class FakeEngine:
