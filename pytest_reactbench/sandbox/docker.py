@@ -350,12 +350,31 @@ class DockerBackend(BakingBackend):
     def has_image(self, ref: str) -> bool:
         return self._image(ref) is not None
 
-    def save_image(self, ref: str) -> Iterator[bytes]:
-        """The image as `docker save` writes it, streamed."""
-        return iter(self.api.get_image(ref, chunk_size=1 << 20))
+    def save_images(self, refs: Sequence[str]) -> Iterator[bytes]:
+        """Images as one `docker save` writes them, streamed: a layer they share is in
+        the tarball once (one save per image would send the shared system layer again
+        for each)."""
+        # docker-py saves one image per call; the engine's endpoint takes several names
+        # (the client is a requests session, so this is its public `get`).
+        url = f"{self.api.base_url}/v{self.api.api_version}/images/get"
+        try:
+            response = self.api.get(url, params={"names": list(refs)}, stream=True, timeout=self.api.timeout)
+            response.raise_for_status()
+        except Exception as exc:
+            raise SandboxError(f"{self.engine} could not save {', '.join(refs)}: {exc}") from None
+
+        def stream() -> Iterator[bytes]:
+            # A load that fails half way leaves the rest unread: the connection goes with it.
+            with contextlib.closing(response):
+                try:
+                    yield from response.iter_content(chunk_size=1 << 20)
+                except Exception as exc:  # the HTTP client's own errors: the save broke
+                    raise SandboxError(f"{self.engine} broke off saving {', '.join(refs)}: {exc}") from None
+
+        return stream()
 
     def load_image(self, data: Iterator[bytes]) -> None:
-        """`docker load` of a stream (another engine's `save_image`)."""
+        """`docker load` of a stream (another engine's `save_images`)."""
         try:
             for line in self.api.load_image(data):
                 if isinstance(line, dict) and "error" in line:
@@ -392,6 +411,12 @@ class DockerBackend(BakingBackend):
 
     def publish(self, key: str, recipe: ImageRecipe, image: Image, progress: Progress) -> None:
         self._push_later(self._tag(recipe, key), progress)
+
+    def pull_baked(self, tag: str, progress: Progress) -> bool:
+        """A baked image (`reactbench/<name>:<key>`) pulled from the image registry by
+        its tag, as another engine pushed it (same image id); False when the run has no
+        registry, or it does not hold the image."""
+        return self._pull_shared(tag, progress)
 
     def _push_later(self, tag: str, progress: Progress) -> None:
         """Push in the background: the image is usable now, and a push (compressing

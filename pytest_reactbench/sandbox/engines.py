@@ -9,11 +9,14 @@ so the group holds the larger of their limits, and the second one is admitted at
 
 `EnginePool`: the docker backend over several engines (`--reactbench-docker-host`,
 repeated). Each trial is placed on a live engine, the one with the fewest trials
-placed on it; its images are baked there, or copied there (`docker save | docker
-load`, image ids kept) from an engine that has them, which is bounded where a build is
-not. An engine that stops answering is lost for the rest of the session: the trials on
-it end in `EngineLost` (errors, retried elsewhere by `--reactbench-retries`), and no
-new trial is placed on it.
+placed on it. Its images are baked once and copied to the engines that lack them
+(`docker save | docker load`, image ids kept), which is bounded where a build is not:
+the images bound for an engine go in one save, where each layer they share (the
+gigabytes of the system layer) is sent once, rather than once per image. The prebake
+spreads every image of the session to every engine before the trials need them. An
+engine that stops answering is lost for the rest of the session: the trials on it end
+in `EngineLost` (errors, retried elsewhere by `--reactbench-retries`), and no new trial
+is placed on it.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -176,6 +180,76 @@ def ledger_path(cache: Path, identity: str) -> Path:
     return cache / "docker" / "engines" / f"{hashlib.sha256(identity.encode()).hexdigest()[:16]}.json"
 
 
+#: An image wanted on an engine that no engine of a pool has after this long is
+#: forgotten (the run that wanted it died before it was baked).
+WANTED_SECONDS = 3600.0
+#: A copy waits until the list of images wanted on its engine has not changed for
+#: this long (the prebake lists a session's images one recipe at a time), at most
+#: WANTED_SETTLE_MAX_SECONDS.
+WANTED_SETTLE_SECONDS = 3.0
+WANTED_SETTLE_MAX_SECONDS = 60.0
+
+
+class Wanted:
+    """The images bound for one engine, listed by every process of this machine that
+    knows one is needed there (the prebake lists all of a session's), so that whichever
+    process copies images to the engine next copies them all in one save."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = path.with_suffix(".lock")
+
+    @contextlib.contextmanager
+    def _open(self) -> Iterator[dict[str, float]]:
+        with file_lock(self._lock):
+            try:
+                data = {str(k): float(v) for k, v in json.loads(self.path.read_text()).items()}
+            except (OSError, ValueError, AttributeError):
+                data = {}
+            before = dict(data)
+            yield data
+            if data != before:
+                tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+                tmp.write_text(json.dumps(data, sort_keys=True))
+                os.replace(tmp, self.path)
+
+    def settle(self) -> None:
+        """Wait until the list has been still for WANTED_SETTLE_SECONDS: a copy that
+        starts while the prebake is listing would send the rest in a second save,
+        with every layer they share again."""
+        deadline = time.monotonic() + WANTED_SETTLE_MAX_SECONDS
+        while time.monotonic() < deadline:
+            try:
+                still = time.time() - self.path.stat().st_mtime
+            except OSError:
+                return
+            if still >= WANTED_SETTLE_SECONDS:
+                return
+            time.sleep(WANTED_SETTLE_SECONDS - still)
+
+    def add(self, refs: Sequence[str]) -> None:
+        if refs:
+            with self._open() as data:
+                for ref in refs:
+                    data.setdefault(ref, time.time())
+
+    def listed(self) -> list[str]:
+        with self._open() as data:
+            for ref, since in list(data.items()):
+                if time.time() - since > WANTED_SECONDS:
+                    del data[ref]
+            return sorted(data)
+
+    def done(self, refs: Sequence[str]) -> None:
+        with self._open() as data:
+            for ref in refs:
+                data.pop(ref, None)
+
+
+def _identity(recipe: ImageRecipe) -> tuple[str, str, str]:
+    return recipe.name, str(recipe.dockerfile), str(recipe.context)
+
+
 class PooledSandbox(Sandbox):
     """A sandbox on one engine of the pool: a failure the engine's death explains
     becomes `EngineLost`."""
@@ -254,6 +328,8 @@ class EnginePool(Backend):
             warnings.warn(f"reactbench: the pool goes on without {host}: {why}", stacklevel=2)
         self.lost: set[str] = set(self.unreachable)
         self._lock = threading.Lock()
+        #: Recipes the prebake asked about (`baked`) and has not settled yet.
+        self._ahead: set[tuple[str, str, str]] = set()
         #: The engine of the trial this process runs now, its claim there, its open sandboxes.
         self._placed: DockerBackend | None = None
         self._claim = ""
@@ -348,15 +424,75 @@ class EnginePool(Backend):
     def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:
         return self._bake_on(self._place(), recipe, progress)
 
+    def baked(self, recipe: ImageRecipe) -> Image | None:
+        """The recipe's image when every engine that answers has it. When some lack it:
+        None, so that the prebake bakes it ahead (`bake_ahead`, which spreads it), and
+        the image, if an engine has it, is listed as wanted on those that lack it."""
+        found, lacking = None, []
+        for member in self._live():
+            try:
+                with self._on(member):
+                    image = member.baked(recipe)
+            except EngineLost:
+                continue
+            if image is None:
+                lacking.append(member)
+            elif found is None:
+                found = image
+        if not lacking:
+            return found
+        with self._lock:
+            self._ahead.add(_identity(recipe))
+        if found is not None:
+            for member in lacking:
+                self.wanted(member).add([found.ref])
+        return None
+
     def bake_ahead(self, recipe: ImageRecipe, progress: Progress) -> Image:
-        """Baked once, on the first engine that answers, with no trial placed (the
-        prebake runs several at once in threads of one process); a trial placed on
-        another engine copies it there when it boots."""
+        """The prebake's bake (several at once, in threads of one process), placing no
+        trial: the image where an engine has it, else baked on the first engine that
+        answers; listed as wanted on the others. When the last image the prebake asked
+        about (`baked`) is settled, every engine gets the images it lacks, in one save
+        each, before the trials need them."""
+        try:
+            image = self._settle(recipe, progress)
+            for member in self._live():
+                with contextlib.suppress(EngineLost), self._on(member):
+                    if not member.has_image(image.ref):
+                        self.wanted(member).add([image.ref])
+            return image
+        finally:
+            with self._lock:
+                self._ahead.discard(_identity(recipe))
+                last = not self._ahead
+            if last:
+                self.spread(progress)
+
+    def _settle(self, recipe: ImageRecipe, progress: Progress) -> Image:
+        for member in self._live():
+            with contextlib.suppress(EngineLost), self._on(member):
+                image = member.baked(recipe)
+                if image is not None:
+                    progress(f"{recipe.name}: reusing baked image on {member.engine}")
+                    return image
         for member in self._live():
             if member.alive():
                 return self._bake_on(member, recipe, progress)
             self._lose(member)
         raise SandboxError("every Docker engine of the pool was lost: " + ", ".join(sorted(self.lost)))
+
+    def spread(self, progress: Progress) -> None:
+        """Every engine gets the images listed as wanted on it, all engines at once."""
+        targets = self._live()
+        with ThreadPoolExecutor(max_workers=len(targets), thread_name_prefix="reactbench-spread") as pool:
+            for done in [pool.submit(self._deliver_quietly, target, progress) for target in targets]:
+                done.result()
+
+    def _deliver_quietly(self, target: DockerBackend, progress: Progress) -> None:
+        # Ahead of the trials: what fails here is met again, and reported, by the trial
+        # that needs the image.
+        with contextlib.suppress(SandboxError):
+            self.deliver(target, (), progress)
 
     def _bake_on(self, target: DockerBackend, recipe: ImageRecipe, progress: Progress) -> Image:
         with self._on(target):
@@ -370,7 +506,7 @@ class EnginePool(Backend):
                 with self._on(source):
                     image = source.baked(recipe)
                 if image is not None:
-                    self.copy(source, target, image, progress)
+                    self.deliver(target, [image.ref], progress)
                     return image
             try:
                 return target.bake(recipe, progress)
@@ -382,29 +518,65 @@ class EnginePool(Backend):
                         continue
                     with contextlib.suppress(BakeError), self._on(source):
                         image = source.bake(recipe, progress)
-                        self.copy(source, target, image, progress)
+                        self.deliver(target, [image.ref], progress)
                         return image
                 raise failed from None
 
-    def baked(self, recipe: ImageRecipe) -> Image | None:
-        for member in self._live():
-            image = member.baked(recipe)
-            if image is not None:
-                return image
-        return None
+    def wanted(self, member: DockerBackend) -> Wanted:
+        return Wanted(member.ledger.path.with_suffix(".wanted.json"))
 
-    def copy(self, source: DockerBackend, target: DockerBackend, image: Image, progress: Progress) -> None:
-        """`docker save | docker load` of one image between two engines, once per
-        engine and image for every process of the machine."""
-        lock = self.options.cache / "docker" / "locks" / \
-            f"copy-{hashlib.sha256(target.engine.encode()).hexdigest()[:12]}-{image.digest.split(':')[-1][:16]}.lock"
-        with file_lock(lock):
-            if target.has_image(image.ref):
-                return
-            progress(f"copying {image.ref} from {source.engine} to {target.engine}")
-            started = time.monotonic()
-            target.load_image(source.save_image(image.ref))
-            progress(f"copied {image.ref} to {target.engine} in {time.monotonic() - started:.1f}s")
+    def deliver(self, target: DockerBackend, refs: Sequence[str], progress: Progress) -> None:
+        """Bring `refs`, and every other image listed as wanted on `target`, to it:
+        pulled from the image registry when the run has one and it holds them, else
+        copied, the images of each engine that has them in one `docker save | docker
+        load`; one delivery into an engine at a time for every process of the machine.
+        Raises SandboxError when one of `refs` is still missing after."""
+        wanted = self.wanted(target)
+        wanted.add(refs)
+        with file_lock(target.ledger.path.with_suffix(".copy.lock")):
+            wanted.settle()
+            with self._on(target):
+                missing = [ref for ref in wanted.listed() if not target.has_image(ref)]
+                # A registry (when the run has one) sends only the layers the engine lacks.
+                pulled = [ref for ref in missing if target.pull_baked(ref, progress)]
+            missing = [ref for ref in missing if ref not in pulled]
+            wanted.done([ref for ref in wanted.listed() if ref not in missing])
+            by_source: dict[str, list[str]] = {}
+            sources = [m for m in self._live() if m is not target]
+            for ref in missing:
+                for source in sources:
+                    with contextlib.suppress(EngineLost), self._on(source):
+                        if source.has_image(ref):
+                            by_source.setdefault(source.engine, []).append(ref)
+                            break
+            for source in sources:
+                batch = by_source.get(source.engine)
+                if batch:
+                    self._copy(source, target, batch, progress)
+                    wanted.done(batch)
+        with self._on(target):
+            lacking = [ref for ref in refs if not target.has_image(ref)]
+        if lacking:
+            raise SandboxError(f"no engine of the pool has {', '.join(lacking)} to copy to {target.engine}")
+
+    def _copy(self, source: DockerBackend, target: DockerBackend, refs: Sequence[str],
+              progress: Progress) -> None:
+        progress(f"copying {len(refs)} image(s) from {source.engine} to {target.engine}")
+        started = time.monotonic()
+        try:
+            with self._on(source), self._on(target):
+                target.load_image(source.save_images(refs))
+        except EngineLost:
+            raise
+        except SandboxError as exc:
+            if len(refs) == 1:
+                raise
+            # An engine that cannot save several images at once: one at a time.
+            progress(f"one save of {len(refs)} images failed ({exc}); copying them one at a time")
+            for ref in refs:
+                with self._on(source), self._on(target):
+                    target.load_image(source.save_images([ref]))
+        progress(f"copied {len(refs)} image(s) to {target.engine} in {time.monotonic() - started:.1f}s")
 
     # -- sandboxes -----------------------------------------------------------------------
 
@@ -414,10 +586,7 @@ class EnginePool(Backend):
         with self._on(target):
             if not target.has_image(image.ref):
                 # Baked elsewhere (the trial moved): copied from an engine that has it.
-                source = next((m for m in self._live() if m is not target and m.has_image(image.ref)), None)
-                if source is None:
-                    raise SandboxError(f"no engine of the pool has {image.ref}")
-                self.copy(source, target, image, lambda _: None)
+                self.deliver(target, [image.ref], lambda _: None)
             inner = target.boot(image, network=network, limits=limits, labels=labels, egress=egress)
         with self._lock:
             self._open += 1

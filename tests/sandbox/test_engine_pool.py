@@ -1,9 +1,11 @@
 """The docker backend over a pool of three engines: the main one and two more started
 here (their own sockets, data roots and bridges, loopback only), which start empty and
-get the tasks' images copied from the main engine by the pool itself. The tasks are
-tiny (a static busybox), so a whole run costs seconds; the engines, not the tasks, are
-under test. Also: the room ledger that keeps an engine from being asked for more than
-it has, across processes."""
+get the tasks' images copied from the main engine by the pool itself. The shipped
+suite runs over them once (its images are gigabytes: the copies are most of that
+test's minutes); the other runs use tiny tasks (a static busybox), so they cost
+seconds: the engines, not the tasks, are under test there. Also: the room ledger that
+keeps an engine from being asked for more than it has, across processes, and the
+pool's placement and image logic over fake engines."""
 
 from __future__ import annotations
 
@@ -27,12 +29,14 @@ import pytest
 
 from pytest_reactbench.plugin.bakes import prebake
 from pytest_reactbench.results.load import junit_testcases
+from pytest_reactbench.sandbox import engines as engines_module
 from pytest_reactbench.sandbox.base import EngineLost, Image, ImageRecipe, SandboxError
 from pytest_reactbench.sandbox.engines import EnginePool, Ledger, Room
 from pytest_reactbench.sandbox.options import SandboxOptions
 from tests.sandbox.extra_engines import ExtraEngine, build_tiny_base, extra_engine, tiny_task
 
 MAIN = "unix:///var/run/docker.sock"
+ROOT = Path(__file__).resolve().parents[2]
 #: This process's tasks (and so its images): xdist workers running these tests apart
 #: remove only their own.
 PREFIX = f"pool-{uuid.uuid4().hex[:6]}"
@@ -54,11 +58,13 @@ def base_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         # By tag, not by id: another xdist worker's base is the same image (the same
         # build), and the image goes when its last tag does.
-        for image in client.images.list(filters={"label": "reactbench.recipe"}):
-            for name in image.tags:
-                if name.startswith(f"reactbench/{PREFIX}"):
-                    client.images.remove(name)
-        client.images.remove(tag)
+        # Already gone is fine: a concurrent test's prune may have taken them.
+        with contextlib.suppress(docker.errors.NotFound):
+            for image in client.images.list(filters={"label": "reactbench.recipe"}):
+                for name in image.tags:
+                    if name.startswith(f"reactbench/{PREFIX}"):
+                        client.images.remove(name)
+            client.images.remove(tag)
         client.close()
 
 
@@ -81,39 +87,67 @@ def _our_containers(url: str, run_dirs: list[Path]) -> list[str]:
         client.close()
 
 
+def _image_ids(url: str) -> set[str]:
+    client = docker.DockerClient(base_url=url, timeout=30)
+    try:
+        return {str(image.id) for image in client.images.list()}
+    finally:
+        client.close()
+
+
 def _run_dirs(suite: pytest.Pytester) -> list[Path]:
     return [p for p in (suite.path / "records").iterdir() if (p / "manifest.json").is_file()]
 
 
+@pytest.mark.slow
 @pytest.mark.docker
-def test_a_run_over_three_engines_has_the_verdicts_of_one(suite: pytest.Pytester, engines: list[ExtraEngine],
-                                                          base_image: str) -> None:
-    names = [f"{PREFIX}-same-{n}" for n in range(4)]
-    for name in names:
-        tiny_task(suite.path / "tasks", name, base_image)
-    common = ["--reactbench-sandbox=docker", "--reactbench-agent=oracle,nop", "-p", "no:cacheprovider"]
-    one = suite.runpytest_subprocess(*common, "--junitxml=one.xml")
-    one.assert_outcomes(passed=4, failed=4)
+def test_the_shipped_suite_over_three_engines_has_the_verdicts_of_one(
+        tmp_path: Path, engines: list[ExtraEngine]) -> None:
     hosts = [MAIN, engines[0].url, engines[1].url]
-    pool = suite.runpytest_subprocess(*common, "-n", "2", "--junitxml=pool.xml",
-                                      *(f"--reactbench-docker-host={h}" for h in hosts))
-    pool.assert_outcomes(passed=4, failed=4)
-    single, pooled = _verdicts(suite.path / "one.xml"), _verdicts(suite.path / "pool.xml")
-    assert {k: v for k, (v, _) in pooled.items()} == {k: v for k, (v, _) in single.items()}
-    # Every engine ran trials, each trial's record names its engine, and the run's
-    # manifest names the pool.
-    assert {engine for _, engine in pooled.values()} == set(hosts)
-    assert {engine for _, engine in single.values()} == {MAIN}
-    run = max(_run_dirs(suite), key=lambda p: p.name)
+    xml, records = tmp_path / "pool.xml", tmp_path / "records"
+    # The bake cache is the user's (as the shipped suite's own test): the images on the
+    # main engine are found there, or baked once for both tests.
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "3",
+         "--reactbench-agent=oracle,nop", "--reactbench-sandbox=docker",
+         f"--reactbench-records={records}", f"--junitxml={xml}",
+         *(f"--reactbench-docker-host={h}" for h in hosts)],
+        cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    output = (proc.stdout + proc.stderr)[-4000:]
+    assert xml.exists(), output
+    results = {(p["reactbench.task"], p["reactbench.agent"]): p for _, p in junit_testcases(xml)}
+    shipped = sorted(path.name for path in (ROOT / "tasks").iterdir() if (path / "task.toml").is_file())
+    assert set(results) == {(t, a) for t in shipped for a in ("oracle", "nop")}, output
+    # The verdicts of one engine (tests/integration/test_shipped_tasks.py): every
+    # reference solution scores 1, the untouched repository 0.
+    for task in shipped:
+        assert results[(task, "oracle")]["reactbench.verdict"] == "passed", output
+        assert results[(task, "oracle")]["reactbench.gate.react_doctor"] == "1"
+        assert results[(task, "nop")]["reactbench.verdict"] == "failed", output
+        assert results[(task, "nop")]["reactbench.gate.tests"] == "0"
+    assert proc.returncode == 1, output  # the nop items fail, as they must
+    # Every engine ran trials, and the run's manifest and records name them.
+    assert {p["reactbench.engine"] for p in results.values()} == set(hosts), output
+    run = next(records.iterdir())
     assert json.loads((run / "manifest.json").read_text())["engines"] == hosts
     for status in run.glob("*/status.json"):
         assert json.loads(status.read_text())["engine"] in hosts
-    # The images came to the empty engines from the main one, not from a build there.
+    # A task's images are the same (the same ids) on whichever engine its trials ran:
+    # the empty engines got copies, not builds of their own.
+    # Each empty engine got the suite's images in one save (the prebake's spread), or
+    # two when a trial placed there first copied its own with what was listed by then;
+    # not one copy per image.
+    copies = re.findall(r"copied (\d+) image\(s\) to (\S+) in", proc.stderr)
     for engine in engines:
-        tags = {t for image in engine.client().images.list() for t in image.tags}
-        assert any(t.startswith(f"reactbench/{PREFIX}") for t in tags)
+        assert 1 <= len([n for n, url in copies if url == engine.url]) <= 2, copies
+    held = {engine.url: _image_ids(engine.url) for engine in engines}
+    for task in shipped:
+        for role in ("agent", "verifier"):
+            digests = {results[(task, agent)][f"reactbench.image.{role}"] for agent in ("oracle", "nop")}
+            assert len(digests) == 1, (task, role, digests)
+            assert all(digests <= ids for ids in held.values()), (task, role, digests)
     for url in hosts:
-        assert _our_containers(url, _run_dirs(suite)) == [], url
+        assert _our_containers(url, [run]) == [], url
 
 
 @pytest.mark.docker
@@ -209,6 +243,12 @@ def test_a_sandbox_larger_than_the_engine_is_refused_at_once(tmp_path: Path) -> 
         Ledger(tmp_path / "engine.json", Room(2, 4096)).reserve("trial", 1, 8192)
 
 
+@pytest.fixture(autouse=True)
+def _copies_start_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The fakes' lists change only under the test's own hand: no settling to wait for.
+    monkeypatch.setattr(engines_module, "WANTED_SETTLE_SECONDS", 0.0)
+
+
 class FakeEngine:
     """What the pool asks of an engine, without one: the placement logic alone."""
 
@@ -217,7 +257,10 @@ class FakeEngine:
         self.ledger = Ledger(options.cache / f"{host.rsplit('/', 1)[-1]}.json", Room(2, 4096))
         self.up = True
         self.images: dict[str, Image] = {}
-        self.loaded: list[str] = []
+        self.loaded: list[list[str]] = []
+        #: What the run's image registry holds (refs), as this engine pulls from it.
+        self.registry: set[str] = set()
+        self.pulled: list[str] = []
 
     def alive(self) -> bool:
         return self.up
@@ -234,13 +277,21 @@ class FakeEngine:
     def has_image(self, ref: str) -> bool:
         return any(i.ref == ref for i in self.images.values())
 
-    def save_image(self, ref: str) -> Iterator[bytes]:
-        return iter([ref.encode()])
+    def pull_baked(self, ref: str, progress: object) -> bool:
+        if ref not in self.registry:
+            return False
+        self.pulled.append(ref)
+        self.images[ref.split("/")[1].split(":")[0]] = Image(ref, "sha256:1", "docker", cached=True)
+        return True
+
+    def save_images(self, refs: list[str]) -> Iterator[bytes]:
+        return iter([" ".join(refs).encode()])
 
     def load_image(self, data: Iterator[bytes]) -> None:
-        ref = b"".join(data).decode()
-        self.loaded.append(ref)
-        self.images[ref.split("/")[1].split(":")[0]] = Image(ref, "sha256:1", "docker", cached=True)
+        refs = b"".join(data).decode().split()
+        self.loaded.append(refs)
+        for ref in refs:
+            self.images[ref.split("/")[1].split(":")[0]] = Image(ref, "sha256:1", "docker", cached=True)
 
 
 def test_the_pool_spreads_trials_copies_images_and_skips_a_lost_engine(tmp_path: Path) -> None:
@@ -255,7 +306,7 @@ def test_the_pool_spreads_trials_copies_images_and_skips_a_lost_engine(tmp_path:
         pool.end_placement()  # the trial ended
     assert placed == ["unix:///a", "unix:///b", "unix:///c"] * 2
     # Baked once (on a), copied to b and c rather than baked there again.
-    assert b.loaded == c.loaded == ["reactbench/t:k"]  # type: ignore[attr-defined]
+    assert b.loaded == c.loaded == [["reactbench/t:k"]]  # type: ignore[attr-defined]
     # c dies between trials: the next trials go to the engines that answer.
     c.up = False  # type: ignore[attr-defined]
     placed = []
@@ -299,3 +350,47 @@ def test_the_prebake_bakes_on_one_engine_and_places_no_trial(tmp_path: Path) -> 
     assert sorted(b.images) == ["t", "u", "v"]  # type: ignore[attr-defined]
     assert pool.placement() == "" and pool.lost == {"unix:///a"}
     assert [m.ledger.load() for m in pool.members] == [(0, 0), (0, 0)]
+
+
+def _recipes(tmp_path: Path, *names: str) -> list[ImageRecipe]:
+    return [ImageRecipe(name, tmp_path / name / "Dockerfile", tmp_path / name) for name in names]
+
+
+def test_the_prebake_spreads_every_image_to_every_engine_in_one_save(tmp_path: Path) -> None:
+    options = SandboxOptions(cache=tmp_path, docker_hosts=("unix:///a", "unix:///b", "unix:///c"))
+    pool = EnginePool(options, member=FakeEngine)  # type: ignore[arg-type]
+    a, b, c = pool.members
+    t, u, v = _recipes(tmp_path, "t", "u", "v")
+    a.bake(t, None)
+    a.bake(u, None)  # baked by an earlier run; v is baked by this one
+    prebake(pool, [t, u, v], lambda _: None)
+    assert sorted(a.images) == ["t", "u", "v"]  # type: ignore[attr-defined]
+    # Each empty engine got the three images in one save (one load), not one per image.
+    everything = ["reactbench/t:k", "reactbench/u:k", "reactbench/v:k"]
+    assert b.loaded == c.loaded == [everything]  # type: ignore[attr-defined]
+    assert a.loaded == []  # type: ignore[attr-defined]
+    assert all(pool.baked(r) is not None for r in (t, u, v))
+    assert pool.placement() == ""
+    # Nothing is left listed as wanted: a later copy sends only what it is asked for.
+    assert [pool.wanted(m).listed() for m in pool.members] == [[], [], []]
+
+
+def test_a_copy_brings_every_image_wanted_on_the_engine_and_pulls_what_the_registry_has(
+        tmp_path: Path) -> None:
+    options = SandboxOptions(cache=tmp_path, docker_hosts=("unix:///a", "unix:///b"))
+    pool = EnginePool(options, member=FakeEngine)  # type: ignore[arg-type]
+    a, b = pool.members
+    t, u, v = _recipes(tmp_path, "t", "u", "v")
+    for recipe in (t, u, v):
+        a.bake(recipe, None)
+    # Another process listed u as wanted on b (its prebake, say); the registry holds v.
+    pool.wanted(b).add(["reactbench/u:k", "reactbench/v:k"])
+    b.registry = {"reactbench/v:k"}  # type: ignore[attr-defined]
+    image = pool._bake_on(b, t, lambda _: None)
+    assert image.ref == "reactbench/t:k"
+    assert b.pulled == ["reactbench/v:k"]  # type: ignore[attr-defined]
+    assert b.loaded == [["reactbench/t:k", "reactbench/u:k"]]  # type: ignore[attr-defined]
+    assert pool.wanted(b).listed() == []
+    # An image no engine has cannot be copied: the trial is told so.
+    with pytest.raises(SandboxError, match="no engine of the pool has reactbench/w:k"):
+        pool.deliver(b, ["reactbench/w:k"], lambda _: None)
