@@ -26,6 +26,12 @@ PNPM_BY_LOCKFILE = {"5": "7.33.7", "6": "8.15.9", "9": "9.15.9"}
 YARN_CLASSIC = "1.22.22"
 YARN_BERRY_BY_LOCKFILE = {"4": "2.4.3", "5": "3.8.7", "6": "3.8.7", "7": "4.18.1", "8": "4.18.1"}
 YARN_BERRY_LATEST = "4.18.1"
+#: The root package's own install hooks, left out by the last try of an install.
+ROOT_HOOKS = ("preinstall", "install", "postinstall", "preprepare", "prepare", "postprepare")
+KEPT_MANIFEST = "/tmp/reactbench-package.json"
+STRIP_HOOKS = ("const fs = require('fs'); const m = JSON.parse(fs.readFileSync('package.json')); "
+               "for (const hook of " + json.dumps(list(ROOT_HOOKS)) + ") delete (m.scripts || {})[hook]; "
+               "fs.writeFileSync('package.json', JSON.stringify(m, null, 2));")
 LOCKFILES = {"pnpm-lock.yaml": "pnpm", "yarn.lock": "yarn", "package-lock.json": "npm",
              "npm-shrinkwrap.json": "npm", "bun.lock": "bun", "bun.lockb": "bun"}
 PACKAGE_MANAGER_FIELD = re.compile(r"^(pnpm|yarn|npm|bun)@(\d+)\.(\d+)\.(\d+)([-.\w]*)(\+.*)?$")
@@ -114,8 +120,17 @@ class Toolchain:
             command = (f"{{ {frozen} || {{ echo 'reactbench: the frozen install failed (a lockfile "
                        f"out of date with package.json?): once more without freezing it' >&2 "
                        f"&& {thawed}; }}; }}")
+            again = f"{{ {frozen} || {thawed}; }}"
         else:
-            command = thawed
+            command = again = thawed
+        # The repository's own install hooks (prepare, postinstall) build what its
+        # developers need (git hooks, submodules, generated types) and often fail in a
+        # sandbox: the last try installs without them (dependencies' scripts still run),
+        # and says so in the bake's log.
+        command = (f"{{ {command} || {{ echo 'reactbench: the install failed; once more "
+                   f"without the install scripts of the repository itself ({', '.join(ROOT_HOOKS)})' >&2 "
+                   f"&& cp package.json {KEPT_MANIFEST} && node -e {shlex.quote(STRIP_HOOKS)} "
+                   f"&& {{ {again}; rc=$?; cp {KEPT_MANIFEST} package.json; [ $rc = 0 ]; }}; }}; }}")
         return command + (f" && rm -rf {cache}" if cache else "")
 
 

@@ -1,7 +1,9 @@
 """Package manager and test runner detection, and the verifier's test command."""
 
 import json
+import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -153,3 +155,47 @@ def test_source_roots() -> None:
     assert roots == ["index.html", "lib", "src"]
     assert source_roots(["app/a.tsx"], {"app", "src"}) == ["app", "src"]
     assert source_roots([".storybook/x.ts"], set()) == ["src"]
+
+
+def test_an_install_whose_own_hook_fails_is_tried_once_more_without_the_hooks(tmp_path: Path) -> None:
+    """Real npm on a repository made here (a local dependency, nothing downloaded): the
+    root's `prepare` fails as a missing submodule makes it fail; the last try skips the
+    root's hooks, runs the dependency's install script and leaves package.json as it was."""
+    app = tmp_path / "app"
+    (app / "vendored").mkdir(parents=True)
+    (app / "vendored" / "package.json").write_text(json.dumps({
+        "name": "vendored", "version": "1.0.0",
+        "scripts": {"install": "node -e \"require('fs').writeFileSync('built', 'yes')\""}}))
+    manifest = json.dumps({
+        "name": "app", "version": "1.0.0", "dependencies": {"vendored": "file:./vendored"},
+        "scripts": {"prepare": "cd external/submodule && npm run build",
+                    "test": "jest"}}, indent=1)
+    (app / "package.json").write_text(manifest)
+    toolchain = detect_toolchain(manifest, {"package.json"}, lambda _: None)
+    cache = tmp_path / "npm-cache"
+    command = toolchain.install.replace("/tmp/npm-cache", str(cache))
+    proc = subprocess.run(["sh", "-c", command], cwd=app, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "reactbench: the install failed; once more without the install scripts of the " \
+        "repository itself" in proc.stderr
+    assert (app / "node_modules" / "vendored" / "built").read_text() == "yes"
+    assert (app / "package.json").read_text() == manifest
+
+
+def test_an_install_whose_dependency_fails_still_fails(tmp_path: Path) -> None:
+    """Only the repository's own hooks are left out: a dependency's failing build fails
+    the bake, its package.json restored."""
+    app = tmp_path / "app"
+    (app / "vendored").mkdir(parents=True)
+    (app / "vendored" / "package.json").write_text(json.dumps({
+        "name": "vendored", "version": "1.0.0", "scripts": {"install": "exit 7"}}))
+    manifest = json.dumps({"name": "app", "version": "1.0.0",
+                           "dependencies": {"vendored": "file:./vendored"},
+                           "scripts": {"prepare": "exit 3"}})
+    (app / "package.json").write_text(manifest)
+    command = detect_toolchain(manifest, {"package.json"}, lambda _: None).install.replace(
+        "/tmp/npm-cache", str(tmp_path / "npm-cache"))
+    proc = subprocess.run(["sh", "-c", command], cwd=app, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "once more without the install scripts" in proc.stderr
+    assert (app / "package.json").read_text() == manifest

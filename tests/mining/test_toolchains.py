@@ -8,7 +8,8 @@ mined with `reactbench mine` and checked with the controls on the local backend
                 one pnpm 10 does not run unless allowed
     yarn berry  pinned (yarn@4), Plug'n'Play by default: installed with node_modules
     yarn 1      no packageManager field: told from yarn.lock alone
-    npm         package-lock.json, Jest instead of Vitest
+    npm         package-lock.json, Jest instead of Vitest; its own `prepare` builds a
+                submodule the clone lacks, so the install runs once more without it
 """
 
 from __future__ import annotations
@@ -110,8 +111,11 @@ def make_repo(root: Path, spec: Repo) -> tuple[Path, str]:
     repo.mkdir(parents=True)
     run_git(repo, "init", "-q", "-b", "main")
     runner = {"vitest": "3.2.4"} if spec.runner == "vitest" else {"jest": "29.7.0"}
-    package = {"name": spec.name, "private": True, "version": "1.0.0",
-               "scripts": {"test": f"{spec.runner} run" if spec.runner == "vitest" else "jest"}}
+    scripts = {"test": f"{spec.runner} run" if spec.runner == "vitest" else "jest"}
+    if spec.name == "npm":
+        # As a repository with a submodule the clone lacks: its own hook fails at bake.
+        scripts["prepare"] = "cd external/theme && npm run build"
+    package = {"name": spec.name, "private": True, "version": "1.0.0", "scripts": scripts}
     if spec.runner == "vitest":
         package["type"] = "module"
     if spec.pinned:
