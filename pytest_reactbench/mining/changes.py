@@ -50,11 +50,13 @@ TEST_DIRS = frozenset({
     "e2e", "fixtures", "cypress",
 })
 TEST_FILE = re.compile(
-    r"\.(test|spec|e2e)\.[cm]?[jt]sx?$|\.snap$|"
+    r"\.(test|spec|e2e|cy)\.[cm]?[jt]sx?$|\.snap$|"
     r"(^|/)(setupTests|setup-tests|test-setup|vitest\.setup|jest\.setup)\.[cm]?[jt]sx?$"
 )
 #: A file a test runner runs (the rest of the test half supports them).
-SPEC_FILE = re.compile(r"\.(test|spec|e2e)\.[cm]?[jt]sx?$|(^|/)__tests__/.*\.[cm]?[jt]sx?$")
+SPEC_FILE = re.compile(r"\.(test|spec|e2e|cy)\.[cm]?[jt]sx?$|(^|/)__tests__/.*\.[cm]?[jt]sx?$")
+#: Cypress's specs: the verifier has no Cypress to run them with.
+CYPRESS_SPEC = re.compile(r"(^|/)cypress/|\.cy\.[cm]?[jt]sx?$")
 DOCS_EXTENSIONS = frozenset({".md", ".mdx", ".rst", ".txt", ".adoc"})
 DOCS_DIRS = frozenset({"docs", "doc", "documentation", ".github", ".vscode", ".idea", ".husky",
                        ".changeset"})
@@ -79,6 +81,10 @@ def classify(path: str) -> Kind:
 
 def is_spec(path: str) -> bool:
     return bool(SPEC_FILE.search(path))
+
+
+def is_cypress(path: str) -> bool:
+    return bool(CYPRESS_SPEC.search(path)) and is_spec(path)
 
 
 @dataclass(frozen=True)

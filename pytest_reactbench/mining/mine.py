@@ -31,6 +31,7 @@ from pytest_reactbench.mining.changes import (
     MiningError,
     check_repository,
     git,
+    is_cypress,
     is_spec,
     of_kind,
     read_changes,
@@ -184,7 +185,13 @@ def early_refusals(changes: list[Change], specs: list[str], runners: tuple[str, 
         if Kind.SOURCE not in kinds:
             reasons.append(Reason("no-source", "it changes no source (only " + ", ".join(
                 sorted(k.value for k in kinds)) + "): there is nothing for an agent to write"))
-        if not specs:
+        cypress = [c.path for c in changes if c.kind is Kind.TEST and not c.deleted
+                   and is_cypress(c.path)]
+        if not specs and cypress:
+            reasons.append(Reason("no-runner", "its only specs are Cypress specs ("
+                                  + ", ".join(cypress[:3]) + (", ..." if len(cypress) > 3 else "")
+                                  + "): the verifier runs Vitest, Jest and Playwright, not Cypress"))
+        elif not specs:
             reasons.append(Reason("no-spec", "it adds or changes no spec file: nothing would tell "
                                   "a solution from the base"))
     if specs and not runners:
@@ -402,7 +409,9 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
     toolchain = detect_toolchain(read("package.json"), root, read)
     manifests = {p for p in git(repo, "ls-tree", "-r", "-z", "--name-only", head).decode().split("\0")
                  if p == "package.json" or p.endswith("/package.json")}
-    specs = [c.path for c in of_kind(changes, Kind.TEST) if not c.deleted and is_spec(c.path)]
+    # Cypress specs stay with the test half, but nothing runs them.
+    specs = [c.path for c in of_kind(changes, Kind.TEST)
+             if not c.deleted and is_spec(c.path) and not is_cypress(c.path)]
     packages = sorted({package_of(spec, manifests) for spec in specs})
     package = packages[0] if len(packages) == 1 else ""
     runners = detect_runners(read("package.json"), root, read)
