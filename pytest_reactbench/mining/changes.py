@@ -95,11 +95,13 @@ class Change:
     path: str
     old_path: str | None = None
     binary: bool = False
+    #: The half the miner settled on where the path alone does not tell it.
+    half: Kind | None = None
 
     @property
     def kind(self) -> Kind:
         # A deletion belongs where the deleted file was; anything else where it is now.
-        return classify(self.path)
+        return self.half or classify(self.path)
 
     @property
     def deleted(self) -> bool:

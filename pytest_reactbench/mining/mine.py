@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from pytest_reactbench.controls import CONTROLS, ControlRun, run_controls
+from pytest_reactbench.mining.admissible import settle_sources
 from pytest_reactbench.mining.changes import (
     Change,
     Kind,
@@ -403,7 +404,7 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
     """Mine one change into a task directory; refuse it with the reasons."""
     repo = request.repo.resolve()
     base, head = _revisions(repo, request)
-    changes = read_changes(repo, base, head)
+    changes, given, declared = settle_sources(repo, head, read_changes(repo, base, head))
     root = _root_entries(repo, head)
     read = _read_at(repo, head)
     toolchain = detect_toolchain(read("package.json"), root, read)
@@ -432,7 +433,9 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
     for change in changes:
         moved = f"{change.old_path} -> " if change.old_path else ""
         echo(f"  {change.status} {change.kind.value:10} {moved}{change.path}"
-             + ("  (binary)" if change.binary else ""))
+             + ("  (binary)" if change.binary else "")
+             + (f"  (given: {given[change.path]}, which the grader takes from no submission)"
+                if change.path in given else ""))
     if not reasons and len(packages) > 1:
         reasons.append(Reason("workspace", "its specs are in more than one workspace package ("
                               + ", ".join(p or "the root" for p in packages)
@@ -455,6 +458,7 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
         task_id=task_id, repo=repo, base=base, head=head, title=title, body=body,
         changes=tuple(changes), toolchain=toolchain, runners=runners, specs=tuple(specs),
         sources=tuple(source_roots(sources, root)), tests=tests, package=package,
+        declared=tuple(declared),
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     # Written and checked under its own name in a scratch folder beside the target: a
