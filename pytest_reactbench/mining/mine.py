@@ -422,7 +422,15 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
                                                _package_files(repo, head, package), in_package), runners)
     if package and toolchain.name == "pnpm":
         toolchain = replace(toolchain, hoisted=True)
+    e2e_dropped: list[str] = []
+    if runners.e2e_unserved and specs:
+        prefix = f"{package}/" if package else ""
+        e2e_dropped = [s for s in specs if runners.runner_of(s.removeprefix(prefix)) == "playwright"]
+        specs = [s for s in specs if s not in e2e_dropped]
     reasons = early_refusals(changes, specs, runners.names)
+    if e2e_dropped and not specs:
+        reasons = [r for r in reasons if r.code != "no-spec"]
+        reasons.append(Reason("test-command", f"its only specs are Playwright's and {runners.e2e_unserved}"))
     task_id = f"{slug(repo.name)}-{head[:10]}"
     out = (request.out or Path("tasks") / task_id).resolve()
     task_id = out.name
@@ -430,6 +438,8 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
         raise MiningError(f"{out} already exists")
     title, body, origin = describe(request, base, head)
     echo(f"mining {repo.name} {base[:10]}..{head[:10]}: {title}")
+    if e2e_dropped and specs:
+        echo(f"  Playwright specs carried but not run ({', '.join(e2e_dropped)}): {runners.e2e_unserved}")
     for change in changes:
         moved = f"{change.old_path} -> " if change.old_path else ""
         echo(f"  {change.status} {change.kind.value:10} {moved}{change.path}"

@@ -238,6 +238,9 @@ class Runners:
 
     names: tuple[str, ...]
     e2e_dir: str | None = None
+    #: Why the verifier cannot serve the app the way the Playwright config expects
+    #: (None: it can, with `vite build` and `vite preview`).
+    e2e_unserved: str | None = None
 
     def runner_of(self, spec: str) -> str:
         """The runner that runs a spec file (its path relative to the package)."""
@@ -273,18 +276,43 @@ def detect_runners(manifest_text: str | None, root_files: Collection[str],
         named = re.search(rf"\b{runner}\b", script_text) is not None
         if package in packages or configured or named or (runner == "jest" and "jest" in manifest):
             found.append(runner)
-    e2e_dir = None
+    e2e_dir = unserved = None
     if "playwright" in found:
         for name in sorted(root_files):
             if RUNNER_CONFIGS["playwright"].match(name):
-                match = TEST_DIR.search(read(name) or "")
+                text = read(name) or ""
+                match = TEST_DIR.search(text)
                 if match and match.group(1) not in ("", "."):
                     e2e_dir = match.group(1)
+                unserved = e2e_unserved(name, text, scripts if isinstance(scripts, dict) else {})
                 break
     # Vitest over Jest when both are named: a Vite project keeps Jest only by history.
     if "vitest" in found and "jest" in found and not re.search(r"\bjest\b", script_text):
         found.remove("jest")
-    return Runners(tuple(found), e2e_dir)
+    return Runners(tuple(found), e2e_dir, unserved)
+
+
+WEB_SERVER = re.compile(
+    r"""webServer\s*:\s*\[?\s*\{(?:[^{}]|\{[^{}]*\})*?\bcommand\s*:\s*(["'`])(.+?)\1""", re.S)
+RUN_SCRIPT = re.compile(r"^(?:npm|pnpm|yarn)(?:\s+run)?\s+([\w:.-]+)")
+
+
+def e2e_unserved(config: str, text: str, scripts: dict[str, object]) -> str | None:
+    """Why the verifier cannot serve the app for these Playwright specs: it serves a
+    Vite build with `vite preview` in place of the config's `webServer`, so the
+    config must start one, and with Vite (directly or through a package script)."""
+    if "webServer" not in text:
+        return f"{config} starts no webServer (the specs expect a server the verifier does not run)"
+    match = WEB_SERVER.search(text)
+    if not match:
+        return None  # a computed command: the verifier's Vite server stands in for it
+    command = match.group(2).strip()
+    script = RUN_SCRIPT.match(command)
+    body = str(scripts.get(script.group(1), "")) if script else command
+    if re.search(r"\bvite\b", command) or re.search(r"\bvite\b", body):
+        return None
+    return (f"{config} serves the app with `{command}`" + (f" ({body})" if script and body else "")
+            + ", not Vite: the verifier serves `vite build` + `vite preview`")
 
 
 def merge_runners(package: Runners, root: Runners) -> Runners:

@@ -102,12 +102,34 @@ def test_runners_from_dependencies_scripts_and_configs() -> None:
 
 
 def test_playwright_spec_folder_from_its_config() -> None:
-    config = 'export default defineConfig({ testDir: "./browser-tests", timeout: 5000 });\n'
+    config = ('export default defineConfig({ testDir: "./browser-tests", timeout: 5000,\n'
+              '  webServer: { command: `pnpm exec vite preview --port ${PORT}`, url } });\n')
     runners = detect_runners(manifest({"vitest": "4", "@playwright/test": "1"}), {"playwright.config.ts"},
                              lambda name: config if name == "playwright.config.ts" else None)
     assert runners == Runners(("vitest", "playwright"), "browser-tests")
     assert runners.runner_of("browser-tests/home.spec.ts") == "playwright"
     assert runners.runner_of("e2e/home.spec.ts") == "vitest"  # the config says where e2e specs are
+
+
+@pytest.mark.parametrize(("config", "scripts", "unserved"), [
+    ("webServer: { command: 'npm run dev', url }", {"dev": "vite --port 5173"}, None),
+    ("webServer: [{ command: `pnpm exec vite preview`, port: 4173 }]", {}, None),
+    ("webServer: { reuseExistingServer: true, command: 'npm run docs:serve', url: 'x' }",
+     {"docs:serve": "docusaurus serve --port 6006"},
+     "serves the app with `npm run docs:serve` (docusaurus serve --port 6006), not Vite"),
+    ("webServer: { timeout: { x: 1 }, command: \"next start\" }", {}, "with `next start`, not Vite"),
+    ("use: { baseURL: 'http://localhost:3000' }", {}, "starts no webServer"),
+    ("webServer: { command: serverCommand }", {}, None),
+])
+def test_the_playwright_server_the_verifier_can_stand_in_for(
+        config: str, scripts: dict[str, str], unserved: str | None) -> None:
+    text = f"export default defineConfig({{ testDir: './e2e', {config} }});\n"
+    package = json.dumps({"devDependencies": {"@playwright/test": "1"}, "scripts": scripts})
+    runners = detect_runners(package, {"playwright.config.ts"}, lambda _: text)
+    if unserved is None:
+        assert runners.e2e_unserved is None
+    else:
+        assert runners.e2e_unserved is not None and unserved in runners.e2e_unserved, runners
 
 
 def test_the_plan_runs_each_runner_on_exactly_its_specs() -> None:
