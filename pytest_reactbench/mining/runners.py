@@ -366,7 +366,9 @@ def plan_tests(specs: Sequence[str], runners: Runners, package: str = "") -> Tes
         if not files:
             continue
         if runner == "vitest":
-            unit.append(f"{cd}{env} vitest run --reporter=default --reporter=json "
+            # --no-cache: Vitest 1 fails the run when it cannot write its results cache
+            # into node_modules, which the test room has read-only.
+            unit.append(f"{cd}{env} vitest run --no-cache --reporter=default --reporter=json "
                         f"--outputFile.json=$REACTBENCH_REPORTS/vitest.json {files}")
         else:
             # Jest's JSON report has the shape the verifier reads from Vitest's.

@@ -137,7 +137,7 @@ def test_the_plan_runs_each_runner_on_exactly_its_specs() -> None:
                      Runners(("vitest", "playwright")))
     bins = "PATH=/app/node_modules/.bin:$PATH"
     assert plan.cmd == (
-        f"{bins} vitest run --reporter=default --reporter=json "
+        f"{bins} vitest run --no-cache --reporter=default --reporter=json "
         "--outputFile.json=$REACTBENCH_REPORTS/vitest.json src/a.spec.ts 'src/b c.test.tsx'")
     assert plan.e2e_cmd == f"{bins} playwright test e2e/home.spec.ts --reporter=list,json"
     assert plan.e2e_specs == "e2e"

@@ -7,7 +7,7 @@ mined with `reactbench mine` and checked with the controls on the local backend
                 package, whose own Vitest runs its spec; esbuild's build script is
                 one pnpm 10 does not run unless allowed
     yarn berry  pinned (yarn@4), Plug'n'Play by default: installed with node_modules
-    yarn 1      no packageManager field: told from yarn.lock alone
+    yarn 1      no packageManager field: told from yarn.lock alone; Vitest 1
     npm         package-lock.json, Jest instead of Vitest; its own `prepare` builds a
                 submodule the clone lacks, so the install runs once more without it
 """
@@ -110,7 +110,10 @@ def make_repo(root: Path, spec: Repo) -> tuple[Path, str]:
     repo = root / spec.name
     repo.mkdir(parents=True)
     run_git(repo, "init", "-q", "-b", "main")
-    runner = {"vitest": "3.2.4"} if spec.runner == "vitest" else {"jest": "29.7.0"}
+    # yarn 1 with Vitest 1, which fails a run whose results cache it cannot write into
+    # node_modules (read-only in the test room) unless told not to keep one.
+    vitest = "1.6.1" if spec.name == "yarn-classic" else "3.2.4"
+    runner = {"vitest": vitest} if spec.runner == "vitest" else {"jest": "29.7.0"}
     scripts = {"test": f"{spec.runner} run" if spec.runner == "vitest" else "jest"}
     if spec.name == "npm":
         # As a repository with a submodule the clone lacks: its own hook fails at bake.
