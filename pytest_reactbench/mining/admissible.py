@@ -17,7 +17,7 @@ import re
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
-from pytest_reactbench.mining.changes import Change, Kind, MiningError, git
+from pytest_reactbench.mining.changes import Change, Kind, MiningError, git, is_spec
 
 SOURCE_EXTENSIONS = frozenset({
     ".ts", ".tsx", ".js", ".jsx", ".mts", ".cts", ".mjs", ".cjs",
@@ -92,6 +92,13 @@ def settle_sources(repo: Path, head: str,
     given: dict[str, str] = {}
     declared: list[str] = []
     for change in changes:
+        if change.kind is Kind.TEST and "/" not in change.path and not is_spec(change.path):
+            # The hidden specs are folders the verifier copies in: a setup file at the
+            # repository's root cannot be one of them. It is test infrastructure the
+            # agent may not change anyway (the grader puts it back): the head's is given.
+            given[change.path] = "a test setup file at the repository's root"
+            settled.append(replace(change, half=Kind.CONFIG))
+            continue
         if change.kind is not Kind.SOURCE:
             settled.append(change)
             continue
@@ -111,7 +118,7 @@ def settle_sources(repo: Path, head: str,
                 size = int(git(repo, "cat-file", "-s", f"{head}:{change.path}").decode().strip())
                 why = f"larger than {MAX_SOURCE_BYTES} bytes" if size > MAX_SOURCE_BYTES else None
         if why is not None:
-            given[change.path] = why
+            given[change.path] = f"{why}, which the grader takes from no submission"
             settled.append(replace(change, half=Kind.CONFIG))
             continue
         declared += [p for p in change.paths if looks_like_tests(p)]

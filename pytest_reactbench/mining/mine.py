@@ -428,6 +428,10 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
         e2e_dropped = [s for s in specs if runners.runner_of(s.removeprefix(prefix)) == "playwright"]
         specs = [s for s in specs if s not in e2e_dropped]
     reasons = early_refusals(changes, specs, runners.names)
+    if [s for s in specs if "/" not in s]:
+        reasons.append(Reason("test-command", "it has specs at the repository's root ("
+                              + ", ".join(s for s in specs if "/" not in s)
+                              + "): the verifier's hidden specs are folders"))
     if e2e_dropped and not specs:
         reasons = [r for r in reasons if r.code != "no-spec"]
         reasons.append(Reason("test-command", f"its only specs are Playwright's and {runners.e2e_unserved}"))
@@ -444,8 +448,7 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
         moved = f"{change.old_path} -> " if change.old_path else ""
         echo(f"  {change.status} {change.kind.value:10} {moved}{change.path}"
              + ("  (binary)" if change.binary else "")
-             + (f"  (given: {given[change.path]}, which the grader takes from no submission)"
-                if change.path in given else ""))
+             + (f"  (given as at head: {given[change.path]})" if change.path in given else ""))
     if not reasons and len(packages) > 1:
         reasons.append(Reason("workspace", "its specs are in more than one workspace package ("
                               + ", ".join(p or "the root" for p in packages)

@@ -61,6 +61,7 @@ def test_a_change_is_split_as_the_grader_will_take_it(tmp_path: Path) -> None:
         "src/env.d.ts": "declare const A: number;\n",
         "scripts/gen.ts": "export {};\n",
         ".storybook/main.ts": "export default {};\n",
+        "setupTests.ts": "export {};\n",
     })
     os.symlink("a.ts", repo / "src" / "alias.ts")
     head = commit(repo, "head", {
@@ -72,12 +73,13 @@ def test_a_change_is_split_as_the_grader_will_take_it(tmp_path: Path) -> None:
         "scripts/gen.ts": None,
         ".storybook/main.ts": "export default { stories: [] };\n",
         "src/a.test.ts": "import { a } from './a';\n",
+        "setupTests.ts": "import '@testing-library/jest-dom';\n",
     })
     changes, given, declared = settle_sources(repo, head, read_changes(repo, base, head))
     kinds = {c.path: c.kind for c in changes}
     assert set(given) == {"index.html", "src/env.d.ts", "src/countries.js", ".storybook/main.ts",
-                          "src/alias.ts"}
-    assert "minified" in given["src/countries.js"] and given["src/alias.ts"] == "a symlink"
+                          "src/alias.ts", "setupTests.ts"}
+    assert "minified" in given["src/countries.js"] and given["src/alias.ts"].startswith("a symlink,")
     assert all(kinds[p] is Kind.CONFIG for p in given)
     assert kinds["src/a.ts"] is Kind.SOURCE and kinds["src/Button.stories.tsx"] is Kind.SOURCE
     assert declared == ["scripts/gen.ts", "src/Button.stories.tsx"]
@@ -95,6 +97,9 @@ def test_a_change_is_split_as_the_grader_will_take_it(tmp_path: Path) -> None:
     app = task / "environment" / "app"
     assert (app / "src" / "env.d.ts").read_text() == "declare const A: string;\n"
     assert (app / ".storybook" / "main.ts").read_text() == "export default { stories: [] };\n"
+    # A setup file at the root: not among the hidden specs (folders), given as at head.
+    assert (app / "setupTests.ts").read_text() == "import '@testing-library/jest-dom';\n"
+    assert sorted(p.name for p in (task / "tests" / "specs").iterdir()) == ["src"]
     assert (app / "src" / "alias.ts").is_symlink() and (app / "src" / "a.ts").read_text() == \
         "export const a = 1;\n"
     patch = source_patch(plan).decode()

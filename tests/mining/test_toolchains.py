@@ -140,7 +140,7 @@ def make_repo(root: Path, spec: Repo) -> tuple[Path, str]:
     elif spec.name == "yarn-classic":
         lock(repo, "corepack", spec.manager, "install", "--ignore-scripts", "--ignore-engines")
     elif spec.name == "npm":
-        lock(repo, "npm", "install", "--package-lock-only", "--no-audit", "--no-fund")
+        lock(repo, "npm", "install", "--package-lock-only", "--ignore-scripts", "--no-audit", "--no-fund")
     else:
         lock(repo, "corepack", "pnpm", "install", "--lockfile-only")
     src = "packages/badge/src" if spec.workspace else "src"
@@ -171,9 +171,12 @@ def test_a_change_is_mined_with_the_repositorys_own_package_manager(
     assert record["runners"] == [spec.runner]
     config = json.loads((task / "tests" / "config.json").read_text())
     assert "$REACTBENCH_REPORTS/vitest.json" in config["test"]["cmd"]
-    # Every test the reference passed is one the gate expects.
+    # Every test the reference passed is one the gate expects, named as the verifier
+    # names it from the report (Vitest 1 puts the file's own, empty, suite first).
+    first = " > " if spec.name == "yarn-classic" else ""
     assert config["test"]["expected"] == {
-        "src/badge-label.test.js": ["badgeLabel > names the items", "badgeLabel > caps at 99"]}
+        "src/badge-label.test.js": [f"{first}badgeLabel > names the items",
+                                    f"{first}badgeLabel > caps at 99"]}
 
 
 def test_a_range_of_a_workspace_is_mined_in_one_command(
