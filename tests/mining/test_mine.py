@@ -126,7 +126,7 @@ def test_specs_the_verifier_cannot_run_are_refused_before_any_sandbox(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Cypress specs, and Playwright specs whose config serves the app its own way
     (a documentation site here), are carried but not run: with nothing else to run,
-    the change is refused, naming why."""
+    the change is refused, naming why; so is a spec at the repository's root."""
     repo = tmp_path / "docs-site"
     repo.mkdir()
     run_git(repo, "init", "-q", "-b", "main")
@@ -141,10 +141,14 @@ def test_specs_the_verifier_cannot_run_are_refused_before_any_sandbox(
                                       "e2e/menu.spec.ts": "// a Playwright spec\n"})
     cypress = commit(repo, "Menu closes", {"src/menu.js": "export const open = false;\n",
                                            "cypress/e2e/menu.spec.ts": "// a Cypress spec\n"})
-    code, out = mine(capsys, "--repo", str(repo), "--range", f"{base}..{cypress}",
+    root = commit(repo, "Menu toggles", {"src/menu.js": "export const open = null;\n",
+                                         "menu.test.js": "// a Jest spec at the root\n"})
+    code, out = mine(capsys, "--repo", str(repo), "--range", f"{base}..{root}",
                      "--out", str(tmp_path / "tasks"))
     assert code == 1 and "controls:" not in out
     assert (f"{e2e[:10]} refused Menu opens: its only specs are Playwright's and playwright.config.ts "
             "serves the app with `npm run docs:serve` (docusaurus serve --port 6006), not Vite") in out
     assert (f"{cypress[:10]} refused Menu closes: its only specs are Cypress specs "
             "(cypress/e2e/menu.spec.ts): the verifier runs Vitest, Jest and Playwright") in out
+    assert (f"{root[:10]} refused Menu toggles: it has specs at the repository's root (menu.test.js): "
+            "the verifier's hidden specs are folders") in out
