@@ -116,21 +116,27 @@ class Toolchain:
             frozen = "npm ci --no-audit --no-fund --cache /tmp/npm-cache"
             thawed = frozen.replace("npm ci", "npm install")
             cache = "/tmp/npm-cache"
-        if self.lockfile:
-            command = (f"{{ {frozen} || {{ echo 'reactbench: the frozen install failed (a lockfile "
-                       f"out of date with package.json?): once more without freezing it' >&2 "
-                       f"&& {thawed}; }}; }}")
-            again = f"{{ {frozen} || {thawed}; }}"
-        else:
-            command = again = thawed
         # The repository's own install hooks (prepare, postinstall) build what its
         # developers need (git hooks, submodules, generated types) and often fail in a
-        # sandbox: the last try installs without them (dependencies' scripts still run),
-        # and says so in the bake's log.
-        command = (f"{{ {command} || {{ echo 'reactbench: the install failed; once more "
-                   f"without the install scripts of the repository itself ({', '.join(ROOT_HOOKS)})' >&2 "
-                   f"&& cp package.json {KEPT_MANIFEST} && node -e {shlex.quote(STRIP_HOOKS)} "
-                   f"&& {{ {again}; rc=$?; cp {KEPT_MANIFEST} package.json; [ $rc = 0 ]; }}; }}; }}")
+        # sandbox: a failed install is tried again without them (the dependencies' own
+        # scripts still run). A lockfile out of date with package.json (a merge that
+        # kept one side's, say) fails fast, before any download: only then is the
+        # install tried unfrozen. Each try says so in the bake's log.
+        def without_hooks(install: str) -> str:
+            return (f"cp package.json {KEPT_MANIFEST} && node -e {shlex.quote(STRIP_HOOKS)} "
+                    f"&& {{ {install}; rc=$?; cp {KEPT_MANIFEST} package.json; [ $rc = 0 ]; }}")
+
+        hooks = ", ".join(ROOT_HOOKS)
+        tries = [frozen if self.lockfile else thawed,
+                 f"echo 'reactbench: the install failed; once more without the install scripts of "
+                 f"the repository itself ({hooks})' >&2 && "
+                 + without_hooks(frozen if self.lockfile else thawed)]
+        if self.lockfile:
+            tries += [f"echo 'reactbench: the frozen install failed (a lockfile out of date with "
+                      f"package.json?): once more without freezing it' >&2 && {thawed}",
+                      "echo 'reactbench: once more unfrozen and without the install scripts of the "
+                      "repository itself' >&2 && " + without_hooks(thawed)]
+        command = "{ " + " || ".join(f"{{ {t}; }}" for t in tries) + "; }"
         return command + (f" && rm -rf {cache}" if cache else "")
 
 
