@@ -416,15 +416,18 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
     packages = sorted({package_of(spec, manifests) for spec in specs})
     package = packages[0] if len(packages) == 1 else ""
     runners = detect_runners(read("package.json"), root, read)
+    # The folder the tests run in: the package's, or the root's when its runner is.
+    runs_in = package
     if package:
         in_package = _read_at(repo, head, package)
-        runners = merge_runners(detect_runners(in_package("package.json"),
-                                               _package_files(repo, head, package), in_package), runners)
+        runners, runs_in = merge_runners(detect_runners(in_package("package.json"),
+                                                        _package_files(repo, head, package), in_package),
+                                         runners, package)
     if package and toolchain.name == "pnpm":
         toolchain = replace(toolchain, hoisted=True)
     e2e_dropped: list[str] = []
     if runners.e2e_unserved and specs:
-        prefix = f"{package}/" if package else ""
+        prefix = f"{runs_in}/" if runs_in else ""
         e2e_dropped = [s for s in specs if runners.runner_of(s.removeprefix(prefix)) == "playwright"]
         specs = [s for s in specs if s not in e2e_dropped]
     reasons = early_refusals(changes, specs, runners.names)
@@ -458,7 +461,7 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
     tests: TestPlan | None = None
     if not reasons:
         try:
-            tests = plan_tests(specs, runners, package)
+            tests = plan_tests(specs, runners, runs_in)
         except MiningError as exc:
             reasons.append(Reason("test-command", str(exc)))
     if reasons and not (request.keep_anyway and tests is not None):
@@ -470,7 +473,7 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
     plan = TaskPlan(
         task_id=task_id, repo=repo, base=base, head=head, title=title, body=body,
         changes=tuple(changes), toolchain=toolchain, runners=runners, specs=tuple(specs),
-        sources=tuple(source_roots(sources, root)), tests=tests, package=package,
+        sources=tuple(source_roots(sources, root)), tests=tests, package=runs_in,
         declared=tuple(declared),
     )
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -321,10 +321,11 @@ def e2e_unserved(config: str, text: str, scripts: dict[str, object]) -> str | No
             + ", not Vite: the verifier serves `vite build` + `vite preview`")
 
 
-def merge_runners(package: Runners, root: Runners) -> Runners:
-    """A workspace package's runners, or the root's when the package names none
-    (a runner installed once at the root, with one config for every package)."""
-    return package if package.names else root
+def merge_runners(package: Runners, root: Runners, folder: str) -> tuple[Runners, str]:
+    """A workspace package's runners and its folder, or, when the package names none,
+    the root's and the root folder: a runner installed once at the root, with one
+    config there for every package, runs from the root as its config expects."""
+    return (package, folder) if package.names else (root, "")
 
 
 def package_of(path: str, manifests: Collection[str]) -> str:

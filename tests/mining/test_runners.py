@@ -163,8 +163,14 @@ def test_a_workspace_package_runs_its_own_runner_in_its_folder() -> None:
                                  no_file)
     assert "--config.node-linker=hoisted" in replace(toolchain, hoisted=True).install
     # A package without a runner of its own uses the root's.
-    assert merge_runners(Runners(()), Runners(("jest",))) == Runners(("jest",))
-    assert merge_runners(Runners(("vitest",)), Runners(("jest",))) == Runners(("vitest",))
+    # The root's runner runs from the root, where its config is (Jest's `jest` key,
+    # a setup file named relative to it); a package's own from the package's folder.
+    assert merge_runners(Runners(()), Runners(("jest",)), "packages/ui") == (Runners(("jest",)), "")
+    assert merge_runners(Runners(("vitest",)), Runners(("jest",)), "packages/ui") == (
+        Runners(("vitest",)), "packages/ui")
+    plan = plan_tests(["packages/ui/src/Button.test.tsx"], Runners(("jest",)), "")
+    assert plan.cmd.startswith("PATH=/app/node_modules/.bin:$PATH jest ")
+    assert plan.cmd.endswith(" packages/ui/src/Button.test.tsx")
 
 
 def test_e2e_specs_outside_one_folder_are_refused() -> None:
