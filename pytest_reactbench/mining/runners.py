@@ -340,9 +340,13 @@ def package_of(path: str, manifests: Collection[str]) -> str:
 
 def _bin_path(package: str) -> str:
     # The package's own binaries first (pnpm links them there), then the workspace
-    # root's (npm and yarn hoist them).
+    # root's (npm and yarn hoist them). CACHE_DIR: tools that keep a cache in
+    # node_modules/.cache (Storybook's Vitest plugin, Babel loaders; find-cache-dir
+    # and its kin read it) keep it in the room's own temporary folder, as the test
+    # room has node_modules read-only.
     dirs = [f"/app/{package}/node_modules/.bin"] if package else []
-    return "PATH=" + ":".join([*dirs, "/app/node_modules/.bin", "$PATH"])
+    return ("CACHE_DIR=${TMPDIR:-/tmp}/cache PATH="
+            + ":".join([*dirs, "/app/node_modules/.bin", "$PATH"]))
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,7 @@ def test_the_playwright_server_the_verifier_can_stand_in_for(
 def test_the_plan_runs_each_runner_on_exactly_its_specs() -> None:
     plan = plan_tests(["src/a.spec.ts", "e2e/home.spec.ts", "src/b c.test.tsx"],
                      Runners(("vitest", "playwright")))
-    bins = "PATH=/app/node_modules/.bin:$PATH"
+    bins = "CACHE_DIR=${TMPDIR:-/tmp}/cache PATH=/app/node_modules/.bin:$PATH"
     assert plan.cmd == (
         f"{bins} vitest run --no-cache --reporter=default --reporter=json "
         "--outputFile.json=$REACTBENCH_REPORTS/vitest.json src/a.spec.ts 'src/b c.test.tsx'")
@@ -153,7 +153,7 @@ def test_a_workspace_package_runs_its_own_runner_in_its_folder() -> None:
     assert package_of("src/a.test.ts", manifests) == ""
     assert package_of("packages/other/a.test.ts", manifests) == ""
     plan = plan_tests(["packages/ui/src/Button.test.tsx"], Runners(("vitest",)), "packages/ui")
-    assert plan.cmd.startswith("cd /app/packages/ui && "
+    assert plan.cmd.startswith("cd /app/packages/ui && CACHE_DIR=${TMPDIR:-/tmp}/cache "
                                "PATH=/app/packages/ui/node_modules/.bin:/app/node_modules/.bin:$PATH "
                                "vitest run ")
     assert plan.cmd.endswith(" src/Button.test.tsx")
@@ -169,7 +169,7 @@ def test_a_workspace_package_runs_its_own_runner_in_its_folder() -> None:
     assert merge_runners(Runners(("vitest",)), Runners(("jest",)), "packages/ui") == (
         Runners(("vitest",)), "packages/ui")
     plan = plan_tests(["packages/ui/src/Button.test.tsx"], Runners(("jest",)), "")
-    assert plan.cmd.startswith("PATH=/app/node_modules/.bin:$PATH jest ")
+    assert plan.cmd.startswith("CACHE_DIR=${TMPDIR:-/tmp}/cache PATH=/app/node_modules/.bin:$PATH jest ")
     assert plan.cmd.endswith(" packages/ui/src/Button.test.tsx")
 
 
