@@ -69,7 +69,11 @@ class Toolchain:
         """The bake's shell command, run in /app: the pinned package manager through
         corepack's shims (so lifecycle scripts that call it get the same one), then
         the install the repository's own CI would run."""
+        # Test tools' binaries that dependencies download as they install (Cypress's
+        # app, Puppeteer's and Playwright's browsers) come from hosts beyond the npm
+        # registry, and the verifier runs none of them: skipped, as a CI without them.
         steps = ["export COREPACK_ENABLE_AUTO_PIN=0 COREPACK_ENABLE_STRICT=0 CI=1 "
+                 "CYPRESS_INSTALL_BINARY=0 PUPPETEER_SKIP_DOWNLOAD=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 "
                  f"PATH={SHIMS}:$PATH"]
         if self.name in ("pnpm", "yarn") and self.version:
             steps += [f"mkdir -p {SHIMS}",

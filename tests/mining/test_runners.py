@@ -58,6 +58,8 @@ def test_the_toolchain_is_the_one_the_repository_pins_or_its_lockfile_names(
         assert f"corepack install -g {label}" in toolchain.install
         assert "COREPACK_ENABLE_AUTO_PIN=0" in toolchain.install  # package.json stays as it is
     assert "node-linker" not in toolchain.install
+    # No binary downloads from hosts beyond the registry (Cypress's app, browsers).
+    assert "CYPRESS_INSTALL_BINARY=0 PUPPETEER_SKIP_DOWNLOAD=1" in toolchain.install
     if toolchain.lockfile and toolchain.name != "bun":
         # Frozen as in CI; a lockfile out of date with package.json is brought up to date.
         assert "|| { echo 'reactbench: the frozen install failed" in toolchain.install
