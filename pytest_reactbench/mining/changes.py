@@ -50,11 +50,13 @@ TEST_DIRS = frozenset({
     "e2e", "fixtures", "cypress",
 })
 TEST_FILE = re.compile(
-    r"\.(test|spec|e2e)\.[cm]?[jt]sx?$|\.snap$|"
+    r"\.(test|spec|e2e|cy)\.[cm]?[jt]sx?$|\.snap$|"
     r"(^|/)(setupTests|setup-tests|test-setup|vitest\.setup|jest\.setup)\.[cm]?[jt]sx?$"
 )
 #: A file a test runner runs (the rest of the test half supports them).
-SPEC_FILE = re.compile(r"\.(test|spec|e2e)\.[cm]?[jt]sx?$|(^|/)__tests__/.*\.[cm]?[jt]sx?$")
+SPEC_FILE = re.compile(r"\.(test|spec|e2e|cy)\.[cm]?[jt]sx?$|(^|/)__tests__/.*\.[cm]?[jt]sx?$")
+#: Cypress's specs: the verifier has no Cypress to run them with.
+CYPRESS_SPEC = re.compile(r"(^|/)cypress/|\.cy\.[cm]?[jt]sx?$")
 DOCS_EXTENSIONS = frozenset({".md", ".mdx", ".rst", ".txt", ".adoc"})
 DOCS_DIRS = frozenset({"docs", "doc", "documentation", ".github", ".vscode", ".idea", ".husky",
                        ".changeset"})
@@ -81,6 +83,10 @@ def is_spec(path: str) -> bool:
     return bool(SPEC_FILE.search(path))
 
 
+def is_cypress(path: str) -> bool:
+    return bool(CYPRESS_SPEC.search(path)) and is_spec(path)
+
+
 @dataclass(frozen=True)
 class Change:
     """One changed path: `status` is git's letter (A, M, D, R, C, T)."""
@@ -89,11 +95,13 @@ class Change:
     path: str
     old_path: str | None = None
     binary: bool = False
+    #: The half the miner settled on where the path alone does not tell it.
+    half: Kind | None = None
 
     @property
     def kind(self) -> Kind:
         # A deletion belongs where the deleted file was; anything else where it is now.
-        return classify(self.path)
+        return self.half or classify(self.path)
 
     @property
     def deleted(self) -> bool:

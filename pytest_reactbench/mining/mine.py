@@ -25,12 +25,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from pytest_reactbench.controls import CONTROLS, ControlRun, run_controls
+from pytest_reactbench.mining.admissible import settle_sources
 from pytest_reactbench.mining.changes import (
     Change,
     Kind,
     MiningError,
     check_repository,
     git,
+    is_cypress,
     is_spec,
     of_kind,
     read_changes,
@@ -184,7 +186,13 @@ def early_refusals(changes: list[Change], specs: list[str], runners: tuple[str, 
         if Kind.SOURCE not in kinds:
             reasons.append(Reason("no-source", "it changes no source (only " + ", ".join(
                 sorted(k.value for k in kinds)) + "): there is nothing for an agent to write"))
-        if not specs:
+        cypress = [c.path for c in changes if c.kind is Kind.TEST and not c.deleted
+                   and is_cypress(c.path)]
+        if not specs and cypress:
+            reasons.append(Reason("no-runner", "its only specs are Cypress specs ("
+                                  + ", ".join(cypress[:3]) + (", ..." if len(cypress) > 3 else "")
+                                  + "): the verifier runs Vitest, Jest and Playwright, not Cypress"))
+        elif not specs:
             reasons.append(Reason("no-spec", "it adds or changes no spec file: nothing would tell "
                                   "a solution from the base"))
     if specs and not runners:
@@ -396,23 +404,40 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
     """Mine one change into a task directory; refuse it with the reasons."""
     repo = request.repo.resolve()
     base, head = _revisions(repo, request)
-    changes = read_changes(repo, base, head)
+    changes, given, declared = settle_sources(repo, head, read_changes(repo, base, head))
     root = _root_entries(repo, head)
     read = _read_at(repo, head)
     toolchain = detect_toolchain(read("package.json"), root, read)
     manifests = {p for p in git(repo, "ls-tree", "-r", "-z", "--name-only", head).decode().split("\0")
                  if p == "package.json" or p.endswith("/package.json")}
-    specs = [c.path for c in of_kind(changes, Kind.TEST) if not c.deleted and is_spec(c.path)]
+    # Cypress specs stay with the test half, but nothing runs them.
+    specs = [c.path for c in of_kind(changes, Kind.TEST)
+             if not c.deleted and is_spec(c.path) and not is_cypress(c.path)]
     packages = sorted({package_of(spec, manifests) for spec in specs})
     package = packages[0] if len(packages) == 1 else ""
     runners = detect_runners(read("package.json"), root, read)
+    # The folder the tests run in: the package's, or the root's when its runner is.
+    runs_in = package
     if package:
         in_package = _read_at(repo, head, package)
-        runners = merge_runners(detect_runners(in_package("package.json"),
-                                               _package_files(repo, head, package), in_package), runners)
+        runners, runs_in = merge_runners(detect_runners(in_package("package.json"),
+                                                        _package_files(repo, head, package), in_package),
+                                         runners, package)
     if package and toolchain.name == "pnpm":
         toolchain = replace(toolchain, hoisted=True)
+    e2e_dropped: list[str] = []
+    if runners.e2e_unserved and specs:
+        prefix = f"{runs_in}/" if runs_in else ""
+        e2e_dropped = [s for s in specs if runners.runner_of(s.removeprefix(prefix)) == "playwright"]
+        specs = [s for s in specs if s not in e2e_dropped]
     reasons = early_refusals(changes, specs, runners.names)
+    if [s for s in specs if "/" not in s]:
+        reasons.append(Reason("test-command", "it has specs at the repository's root ("
+                              + ", ".join(s for s in specs if "/" not in s)
+                              + "): the verifier's hidden specs are folders"))
+    if e2e_dropped and not specs:
+        reasons = [r for r in reasons if r.code != "no-spec"]
+        reasons.append(Reason("test-command", f"its only specs are Playwright's and {runners.e2e_unserved}"))
     task_id = f"{slug(repo.name)}-{head[:10]}"
     out = (request.out or Path("tasks") / task_id).resolve()
     task_id = out.name
@@ -420,10 +445,13 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
         raise MiningError(f"{out} already exists")
     title, body, origin = describe(request, base, head)
     echo(f"mining {repo.name} {base[:10]}..{head[:10]}: {title}")
+    if e2e_dropped and specs:
+        echo(f"  Playwright specs carried but not run ({', '.join(e2e_dropped)}): {runners.e2e_unserved}")
     for change in changes:
         moved = f"{change.old_path} -> " if change.old_path else ""
         echo(f"  {change.status} {change.kind.value:10} {moved}{change.path}"
-             + ("  (binary)" if change.binary else ""))
+             + ("  (binary)" if change.binary else "")
+             + (f"  (given as at head: {given[change.path]})" if change.path in given else ""))
     if not reasons and len(packages) > 1:
         reasons.append(Reason("workspace", "its specs are in more than one workspace package ("
                               + ", ".join(p or "the root" for p in packages)
@@ -433,7 +461,7 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
     tests: TestPlan | None = None
     if not reasons:
         try:
-            tests = plan_tests(specs, runners, package)
+            tests = plan_tests(specs, runners, runs_in)
         except MiningError as exc:
             reasons.append(Reason("test-command", str(exc)))
     if reasons and not (request.keep_anyway and tests is not None):
@@ -445,7 +473,8 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
     plan = TaskPlan(
         task_id=task_id, repo=repo, base=base, head=head, title=title, body=body,
         changes=tuple(changes), toolchain=toolchain, runners=runners, specs=tuple(specs),
-        sources=tuple(source_roots(sources, root)), tests=tests, package=package,
+        sources=tuple(source_roots(sources, root)), tests=tests, package=runs_in,
+        declared=tuple(declared),
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     # Written and checked under its own name in a scratch folder beside the target: a

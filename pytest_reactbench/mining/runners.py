@@ -26,6 +26,12 @@ PNPM_BY_LOCKFILE = {"5": "7.33.7", "6": "8.15.9", "9": "9.15.9"}
 YARN_CLASSIC = "1.22.22"
 YARN_BERRY_BY_LOCKFILE = {"4": "2.4.3", "5": "3.8.7", "6": "3.8.7", "7": "4.18.1", "8": "4.18.1"}
 YARN_BERRY_LATEST = "4.18.1"
+#: The root package's own install hooks, left out by the last try of an install.
+ROOT_HOOKS = ("preinstall", "install", "postinstall", "preprepare", "prepare", "postprepare")
+KEPT_MANIFEST = "/tmp/reactbench-package.json"
+STRIP_HOOKS = ("const fs = require('fs'); const m = JSON.parse(fs.readFileSync('package.json')); "
+               "for (const hook of " + json.dumps(list(ROOT_HOOKS)) + ") delete (m.scripts || {})[hook]; "
+               "fs.writeFileSync('package.json', JSON.stringify(m, null, 2));")
 LOCKFILES = {"pnpm-lock.yaml": "pnpm", "yarn.lock": "yarn", "package-lock.json": "npm",
              "npm-shrinkwrap.json": "npm", "bun.lock": "bun", "bun.lockb": "bun"}
 PACKAGE_MANAGER_FIELD = re.compile(r"^(pnpm|yarn|npm|bun)@(\d+)\.(\d+)\.(\d+)([-.\w]*)(\+.*)?$")
@@ -63,7 +69,11 @@ class Toolchain:
         """The bake's shell command, run in /app: the pinned package manager through
         corepack's shims (so lifecycle scripts that call it get the same one), then
         the install the repository's own CI would run."""
+        # Test tools' binaries that dependencies download as they install (Cypress's
+        # app, Puppeteer's and Playwright's browsers) come from hosts beyond the npm
+        # registry, and the verifier runs none of them: skipped, as a CI without them.
         steps = ["export COREPACK_ENABLE_AUTO_PIN=0 COREPACK_ENABLE_STRICT=0 CI=1 "
+                 "CYPRESS_INSTALL_BINARY=0 PUPPETEER_SKIP_DOWNLOAD=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 "
                  f"PATH={SHIMS}:$PATH"]
         if self.name in ("pnpm", "yarn") and self.version:
             steps += [f"mkdir -p {SHIMS}",
@@ -110,12 +120,27 @@ class Toolchain:
             frozen = "npm ci --no-audit --no-fund --cache /tmp/npm-cache"
             thawed = frozen.replace("npm ci", "npm install")
             cache = "/tmp/npm-cache"
+        # The repository's own install hooks (prepare, postinstall) build what its
+        # developers need (git hooks, submodules, generated types) and often fail in a
+        # sandbox: a failed install is tried again without them (the dependencies' own
+        # scripts still run). A lockfile out of date with package.json (a merge that
+        # kept one side's, say) fails fast, before any download: only then is the
+        # install tried unfrozen. Each try says so in the bake's log.
+        def without_hooks(install: str) -> str:
+            return (f"cp package.json {KEPT_MANIFEST} && node -e {shlex.quote(STRIP_HOOKS)} "
+                    f"&& {{ {install}; rc=$?; cp {KEPT_MANIFEST} package.json; [ $rc = 0 ]; }}")
+
+        hooks = ", ".join(ROOT_HOOKS)
+        tries = [frozen if self.lockfile else thawed,
+                 f"echo 'reactbench: the install failed; once more without the install scripts of "
+                 f"the repository itself ({hooks})' >&2 && "
+                 + without_hooks(frozen if self.lockfile else thawed)]
         if self.lockfile:
-            command = (f"{{ {frozen} || {{ echo 'reactbench: the frozen install failed (a lockfile "
-                       f"out of date with package.json?): once more without freezing it' >&2 "
-                       f"&& {thawed}; }}; }}")
-        else:
-            command = thawed
+            tries += [f"echo 'reactbench: the frozen install failed (a lockfile out of date with "
+                      f"package.json?): once more without freezing it' >&2 && {thawed}",
+                      "echo 'reactbench: once more unfrozen and without the install scripts of the "
+                      "repository itself' >&2 && " + without_hooks(thawed)]
+        command = "{ " + " || ".join(f"{{ {t}; }}" for t in tries) + "; }"
         return command + (f" && rm -rf {cache}" if cache else "")
 
 
@@ -223,6 +248,9 @@ class Runners:
 
     names: tuple[str, ...]
     e2e_dir: str | None = None
+    #: Why the verifier cannot serve the app the way the Playwright config expects
+    #: (None: it can, with `vite build` and `vite preview`).
+    e2e_unserved: str | None = None
 
     def runner_of(self, spec: str) -> str:
         """The runner that runs a spec file (its path relative to the package)."""
@@ -258,24 +286,50 @@ def detect_runners(manifest_text: str | None, root_files: Collection[str],
         named = re.search(rf"\b{runner}\b", script_text) is not None
         if package in packages or configured or named or (runner == "jest" and "jest" in manifest):
             found.append(runner)
-    e2e_dir = None
+    e2e_dir = unserved = None
     if "playwright" in found:
         for name in sorted(root_files):
             if RUNNER_CONFIGS["playwright"].match(name):
-                match = TEST_DIR.search(read(name) or "")
+                text = read(name) or ""
+                match = TEST_DIR.search(text)
                 if match and match.group(1) not in ("", "."):
                     e2e_dir = match.group(1)
+                unserved = e2e_unserved(name, text, scripts if isinstance(scripts, dict) else {})
                 break
     # Vitest over Jest when both are named: a Vite project keeps Jest only by history.
     if "vitest" in found and "jest" in found and not re.search(r"\bjest\b", script_text):
         found.remove("jest")
-    return Runners(tuple(found), e2e_dir)
+    return Runners(tuple(found), e2e_dir, unserved)
 
 
-def merge_runners(package: Runners, root: Runners) -> Runners:
-    """A workspace package's runners, or the root's when the package names none
-    (a runner installed once at the root, with one config for every package)."""
-    return package if package.names else root
+WEB_SERVER = re.compile(
+    r"""webServer\s*:\s*\[?\s*\{(?:[^{}]|\{[^{}]*\})*?\bcommand\s*:\s*(["'`])(.+?)\1""", re.S)
+RUN_SCRIPT = re.compile(r"^(?:npm|pnpm|yarn)(?:\s+run)?\s+([\w:.-]+)")
+
+
+def e2e_unserved(config: str, text: str, scripts: dict[str, object]) -> str | None:
+    """Why the verifier cannot serve the app for these Playwright specs: it serves a
+    Vite build with `vite preview` in place of the config's `webServer`, so the
+    config must start one, and with Vite (directly or through a package script)."""
+    if "webServer" not in text:
+        return f"{config} starts no webServer (the specs expect a server the verifier does not run)"
+    match = WEB_SERVER.search(text)
+    if not match:
+        return None  # a computed command: the verifier's Vite server stands in for it
+    command = match.group(2).strip()
+    script = RUN_SCRIPT.match(command)
+    body = str(scripts.get(script.group(1), "")) if script else command
+    if re.search(r"\bvite\b", command) or re.search(r"\bvite\b", body):
+        return None
+    return (f"{config} serves the app with `{command}`" + (f" ({body})" if script and body else "")
+            + ", not Vite: the verifier serves `vite build` + `vite preview`")
+
+
+def merge_runners(package: Runners, root: Runners, folder: str) -> tuple[Runners, str]:
+    """A workspace package's runners and its folder, or, when the package names none,
+    the root's and the root folder: a runner installed once at the root, with one
+    config there for every package, runs from the root as its config expects."""
+    return (package, folder) if package.names else (root, "")
 
 
 def package_of(path: str, manifests: Collection[str]) -> str:
@@ -290,9 +344,13 @@ def package_of(path: str, manifests: Collection[str]) -> str:
 
 def _bin_path(package: str) -> str:
     # The package's own binaries first (pnpm links them there), then the workspace
-    # root's (npm and yarn hoist them).
+    # root's (npm and yarn hoist them). CACHE_DIR: tools that keep a cache in
+    # node_modules/.cache (Storybook's Vitest plugin, Babel loaders; find-cache-dir
+    # and its kin read it) keep it in the room's own temporary folder, as the test
+    # room has node_modules read-only.
     dirs = [f"/app/{package}/node_modules/.bin"] if package else []
-    return "PATH=" + ":".join([*dirs, "/app/node_modules/.bin", "$PATH"])
+    return ("CACHE_DIR=${TMPDIR:-/tmp}/cache PATH="
+            + ":".join([*dirs, "/app/node_modules/.bin", "$PATH"]))
 
 
 @dataclass(frozen=True)
@@ -323,7 +381,9 @@ def plan_tests(specs: Sequence[str], runners: Runners, package: str = "") -> Tes
         if not files:
             continue
         if runner == "vitest":
-            unit.append(f"{cd}{env} vitest run --reporter=default --reporter=json "
+            # --no-cache: Vitest 1 fails the run when it cannot write its results cache
+            # into node_modules, which the test room has read-only.
+            unit.append(f"{cd}{env} vitest run --no-cache --reporter=default --reporter=json "
                         f"--outputFile.json=$REACTBENCH_REPORTS/vitest.json {files}")
         else:
             # Jest's JSON report has the shape the verifier reads from Vitest's.

@@ -61,6 +61,9 @@ class TaskPlan:
     tests: TestPlan
     #: The workspace package the specs are in ("" for the repository's root).
     package: str = ""
+    #: Source paths in folders or with names React Doctor treats as tests or tooling:
+    #: the grader admits them from a submission once the task declares them.
+    declared: tuple[str, ...] = ()
 
 
 def write_task(plan: TaskPlan, dest: Path) -> None:
@@ -210,6 +213,7 @@ def tests_config(plan: TaskPlan, expected: dict[str, list[str]] | None = None) -
     return {
         "rd": {"scan_root": "/app", "mode": "gate"},
         "sources": list(plan.sources),
+        **({"test_like_allowed": list(plan.declared)} if plan.declared else {}),
         "verifier_timeout_sec": VERIFIER_TIMEOUT_SEC,
         "test": test,
     }

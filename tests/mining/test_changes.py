@@ -10,6 +10,7 @@ from pytest_reactbench.mining.changes import (
     Kind,
     MiningError,
     classify,
+    is_cypress,
     is_spec,
     parse_binary_paths,
     parse_name_status,
@@ -69,6 +70,9 @@ def test_classify(path: str, kind: Kind) -> None:
 def test_specs_are_the_files_a_runner_runs() -> None:
     assert is_spec("src/App.spec.tsx") and is_spec("e2e/home.spec.ts") and is_spec("src/__tests__/x.ts")
     assert not is_spec("src/__fixtures__/user.json") and not is_spec("src/setupTests.ts")
+    assert is_cypress("cypress/e2e/cart.spec.ts") and is_cypress("src/Cart.cy.tsx")
+    assert not is_cypress("e2e/cart.spec.ts") and not is_cypress("cypress/support/commands.ts")
+    assert classify("src/Cart.cy.tsx") is Kind.TEST
 
 
 def test_parse_name_status_and_numstat() -> None:
@@ -130,6 +134,8 @@ def change(path: str, status: str = "M") -> Change:
     ([change("src/a.ts"), change("src/a.spec.ts", "D")], [], ("vitest",), "no spec file"),
     ([change("src/a.ts"), change("src/a.spec.ts")], ["src/a.spec.ts"], (), "no test runner"),
     ([], [], ("vitest",), "changes nothing"),
+    ([change("src/a.ts"), change("cypress/e2e/a.spec.ts")], [], ("jest",), "only specs are Cypress"),
+    ([change("src/a.ts"), change("src/a.cy.tsx")], [], ("vitest",), "only specs are Cypress"),
 ])
 def test_early_refusals(changes: list[Change], specs: list[str], runners: tuple[str, ...],
                         expected: str) -> None:

@@ -12,7 +12,7 @@ import pytest
 from pytest_reactbench.cli import main
 from pytest_reactbench.results.load import junit_testcases
 from pytest_reactbench.tasks import load_task
-from tests.mining.history import History, build_history
+from tests.mining.history import History, build_history, commit, run_git
 
 
 @pytest.fixture
@@ -120,3 +120,35 @@ def test_bad_input_is_a_usage_error(history: History, tmp_path: Path,
     assert main(["mine", "--repo", str(history.repo), "--merge", history.feature,
                  "--out", str(tmp_path / "taken")]) == 2
     assert "already exists" in capsys.readouterr().err
+
+
+def test_specs_the_verifier_cannot_run_are_refused_before_any_sandbox(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Cypress specs, and Playwright specs whose config serves the app its own way
+    (a documentation site here), are carried but not run: with nothing else to run,
+    the change is refused, naming why; so is a spec at the repository's root."""
+    repo = tmp_path / "docs-site"
+    repo.mkdir()
+    run_git(repo, "init", "-q", "-b", "main")
+    base = commit(repo, "base", {
+        "package.json": json.dumps({"devDependencies": {"@playwright/test": "1.55.0", "jest": "29.7.0"},
+                                    "scripts": {"docs:serve": "docusaurus serve --port 6006"}}),
+        "playwright.config.ts": "export default { testDir: './e2e', webServer: "
+                                "{ command: 'npm run docs:serve', url: 'http://localhost:6006' } };\n",
+        "src/menu.js": "export const open = false;\n",
+    })
+    e2e = commit(repo, "Menu opens", {"src/menu.js": "export const open = true;\n",
+                                      "e2e/menu.spec.ts": "// a Playwright spec\n"})
+    cypress = commit(repo, "Menu closes", {"src/menu.js": "export const open = false;\n",
+                                           "cypress/e2e/menu.spec.ts": "// a Cypress spec\n"})
+    root = commit(repo, "Menu toggles", {"src/menu.js": "export const open = null;\n",
+                                         "menu.test.js": "// a Jest spec at the root\n"})
+    code, out = mine(capsys, "--repo", str(repo), "--range", f"{base}..{root}",
+                     "--out", str(tmp_path / "tasks"))
+    assert code == 1 and "controls:" not in out
+    assert (f"{e2e[:10]} refused Menu opens: its only specs are Playwright's and playwright.config.ts "
+            "serves the app with `npm run docs:serve` (docusaurus serve --port 6006), not Vite") in out
+    assert (f"{cypress[:10]} refused Menu closes: its only specs are Cypress specs "
+            "(cypress/e2e/menu.spec.ts): the verifier runs Vitest, Jest and Playwright") in out
+    assert (f"{root[:10]} refused Menu toggles: it has specs at the repository's root (menu.test.js): "
+            "the verifier's hidden specs are folders") in out

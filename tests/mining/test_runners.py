@@ -1,7 +1,9 @@
 """Package manager and test runner detection, and the verifier's test command."""
 
 import json
+import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -56,6 +58,8 @@ def test_the_toolchain_is_the_one_the_repository_pins_or_its_lockfile_names(
         assert f"corepack install -g {label}" in toolchain.install
         assert "COREPACK_ENABLE_AUTO_PIN=0" in toolchain.install  # package.json stays as it is
     assert "node-linker" not in toolchain.install
+    # No binary downloads from hosts beyond the registry (Cypress's app, browsers).
+    assert "CYPRESS_INSTALL_BINARY=0 PUPPETEER_SKIP_DOWNLOAD=1" in toolchain.install
     if toolchain.lockfile and toolchain.name != "bun":
         # Frozen as in CI; a lockfile out of date with package.json is brought up to date.
         assert "|| { echo 'reactbench: the frozen install failed" in toolchain.install
@@ -100,7 +104,8 @@ def test_runners_from_dependencies_scripts_and_configs() -> None:
 
 
 def test_playwright_spec_folder_from_its_config() -> None:
-    config = 'export default defineConfig({ testDir: "./browser-tests", timeout: 5000 });\n'
+    config = ('export default defineConfig({ testDir: "./browser-tests", timeout: 5000,\n'
+              '  webServer: { command: `pnpm exec vite preview --port ${PORT}`, url } });\n')
     runners = detect_runners(manifest({"vitest": "4", "@playwright/test": "1"}), {"playwright.config.ts"},
                              lambda name: config if name == "playwright.config.ts" else None)
     assert runners == Runners(("vitest", "playwright"), "browser-tests")
@@ -108,12 +113,33 @@ def test_playwright_spec_folder_from_its_config() -> None:
     assert runners.runner_of("e2e/home.spec.ts") == "vitest"  # the config says where e2e specs are
 
 
+@pytest.mark.parametrize(("config", "scripts", "unserved"), [
+    ("webServer: { command: 'npm run dev', url }", {"dev": "vite --port 5173"}, None),
+    ("webServer: [{ command: `pnpm exec vite preview`, port: 4173 }]", {}, None),
+    ("webServer: { reuseExistingServer: true, command: 'npm run docs:serve', url: 'x' }",
+     {"docs:serve": "docusaurus serve --port 6006"},
+     "serves the app with `npm run docs:serve` (docusaurus serve --port 6006), not Vite"),
+    ("webServer: { timeout: { x: 1 }, command: \"next start\" }", {}, "with `next start`, not Vite"),
+    ("use: { baseURL: 'http://localhost:3000' }", {}, "starts no webServer"),
+    ("webServer: { command: serverCommand }", {}, None),
+])
+def test_the_playwright_server_the_verifier_can_stand_in_for(
+        config: str, scripts: dict[str, str], unserved: str | None) -> None:
+    text = f"export default defineConfig({{ testDir: './e2e', {config} }});\n"
+    package = json.dumps({"devDependencies": {"@playwright/test": "1"}, "scripts": scripts})
+    runners = detect_runners(package, {"playwright.config.ts"}, lambda _: text)
+    if unserved is None:
+        assert runners.e2e_unserved is None
+    else:
+        assert runners.e2e_unserved is not None and unserved in runners.e2e_unserved, runners
+
+
 def test_the_plan_runs_each_runner_on_exactly_its_specs() -> None:
     plan = plan_tests(["src/a.spec.ts", "e2e/home.spec.ts", "src/b c.test.tsx"],
                      Runners(("vitest", "playwright")))
-    bins = "PATH=/app/node_modules/.bin:$PATH"
+    bins = "CACHE_DIR=${TMPDIR:-/tmp}/cache PATH=/app/node_modules/.bin:$PATH"
     assert plan.cmd == (
-        f"{bins} vitest run --reporter=default --reporter=json "
+        f"{bins} vitest run --no-cache --reporter=default --reporter=json "
         "--outputFile.json=$REACTBENCH_REPORTS/vitest.json src/a.spec.ts 'src/b c.test.tsx'")
     assert plan.e2e_cmd == f"{bins} playwright test e2e/home.spec.ts --reporter=list,json"
     assert plan.e2e_specs == "e2e"
@@ -129,7 +155,7 @@ def test_a_workspace_package_runs_its_own_runner_in_its_folder() -> None:
     assert package_of("src/a.test.ts", manifests) == ""
     assert package_of("packages/other/a.test.ts", manifests) == ""
     plan = plan_tests(["packages/ui/src/Button.test.tsx"], Runners(("vitest",)), "packages/ui")
-    assert plan.cmd.startswith("cd /app/packages/ui && "
+    assert plan.cmd.startswith("cd /app/packages/ui && CACHE_DIR=${TMPDIR:-/tmp}/cache "
                                "PATH=/app/packages/ui/node_modules/.bin:/app/node_modules/.bin:$PATH "
                                "vitest run ")
     assert plan.cmd.endswith(" src/Button.test.tsx")
@@ -139,8 +165,14 @@ def test_a_workspace_package_runs_its_own_runner_in_its_folder() -> None:
                                  no_file)
     assert "--config.node-linker=hoisted" in replace(toolchain, hoisted=True).install
     # A package without a runner of its own uses the root's.
-    assert merge_runners(Runners(()), Runners(("jest",))) == Runners(("jest",))
-    assert merge_runners(Runners(("vitest",)), Runners(("jest",))) == Runners(("vitest",))
+    # The root's runner runs from the root, where its config is (Jest's `jest` key,
+    # a setup file named relative to it); a package's own from the package's folder.
+    assert merge_runners(Runners(()), Runners(("jest",)), "packages/ui") == (Runners(("jest",)), "")
+    assert merge_runners(Runners(("vitest",)), Runners(("jest",)), "packages/ui") == (
+        Runners(("vitest",)), "packages/ui")
+    plan = plan_tests(["packages/ui/src/Button.test.tsx"], Runners(("jest",)), "")
+    assert plan.cmd.startswith("CACHE_DIR=${TMPDIR:-/tmp}/cache PATH=/app/node_modules/.bin:$PATH jest ")
+    assert plan.cmd.endswith(" packages/ui/src/Button.test.tsx")
 
 
 def test_e2e_specs_outside_one_folder_are_refused() -> None:
@@ -153,3 +185,47 @@ def test_source_roots() -> None:
     assert roots == ["index.html", "lib", "src"]
     assert source_roots(["app/a.tsx"], {"app", "src"}) == ["app", "src"]
     assert source_roots([".storybook/x.ts"], set()) == ["src"]
+
+
+def test_an_install_whose_own_hook_fails_is_tried_once_more_without_the_hooks(tmp_path: Path) -> None:
+    """Real npm on a repository made here (a local dependency, nothing downloaded): the
+    root's `prepare` fails as a missing submodule makes it fail; the last try skips the
+    root's hooks, runs the dependency's install script and leaves package.json as it was."""
+    app = tmp_path / "app"
+    (app / "vendored").mkdir(parents=True)
+    (app / "vendored" / "package.json").write_text(json.dumps({
+        "name": "vendored", "version": "1.0.0",
+        "scripts": {"install": "node -e \"require('fs').writeFileSync('built', 'yes')\""}}))
+    manifest = json.dumps({
+        "name": "app", "version": "1.0.0", "dependencies": {"vendored": "file:./vendored"},
+        "scripts": {"prepare": "cd external/submodule && npm run build",
+                    "test": "jest"}}, indent=1)
+    (app / "package.json").write_text(manifest)
+    toolchain = detect_toolchain(manifest, {"package.json"}, lambda _: None)
+    cache = tmp_path / "npm-cache"
+    command = toolchain.install.replace("/tmp/npm-cache", str(cache))
+    proc = subprocess.run(["sh", "-c", command], cwd=app, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "reactbench: the install failed; once more without the install scripts of the " \
+        "repository itself" in proc.stderr
+    assert (app / "node_modules" / "vendored" / "built").read_text() == "yes"
+    assert (app / "package.json").read_text() == manifest
+
+
+def test_an_install_whose_dependency_fails_still_fails(tmp_path: Path) -> None:
+    """Only the repository's own hooks are left out: a dependency's failing build fails
+    the bake, its package.json restored."""
+    app = tmp_path / "app"
+    (app / "vendored").mkdir(parents=True)
+    (app / "vendored" / "package.json").write_text(json.dumps({
+        "name": "vendored", "version": "1.0.0", "scripts": {"install": "exit 7"}}))
+    manifest = json.dumps({"name": "app", "version": "1.0.0",
+                           "dependencies": {"vendored": "file:./vendored"},
+                           "scripts": {"prepare": "exit 3"}})
+    (app / "package.json").write_text(manifest)
+    command = detect_toolchain(manifest, {"package.json"}, lambda _: None).install.replace(
+        "/tmp/npm-cache", str(tmp_path / "npm-cache"))
+    proc = subprocess.run(["sh", "-c", command], cwd=app, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "once more without the install scripts" in proc.stderr
+    assert (app / "package.json").read_text() == manifest
