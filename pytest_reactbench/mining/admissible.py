@@ -1,7 +1,8 @@
 """What the grader takes from a submission, as the miner must know it.
 
 The verifier rebuilds /app from the base and the submission's admissible files only
-(images/react-bench-verifier-base/verifier/verifier.mjs, `pathRefusal` and `refusal`):
+(images/react-bench-verifier-base/verifier/verifier.mjs, `pathRefusal` and `refusal`,
+with the rules of admission.json beside it, which this module reads too):
 dotfiles, manifests and bundler or TypeScript configs (`*.config.*`, `*.d.ts`), files
 that are not source (`.html`, `.yml`, ...), large or minified-looking files and build
 output are put back as the base has them. A mined change's source half may hold such
@@ -13,40 +14,24 @@ them (`test_like_allowed`): they stay the agent's to write.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from pytest_reactbench.mining.changes import Change, Kind, MiningError, git, is_spec
+from pytest_reactbench.sandbox.recipes import images_dir
 
-SOURCE_EXTENSIONS = frozenset({
-    ".ts", ".tsx", ".js", ".jsx", ".mts", ".cts", ".mjs", ".cjs",
-    ".css", ".scss", ".sass", ".less", ".json", ".svg", ".md",
-    ".png", ".jpg", ".jpeg", ".gif", ".webp", ".ico", ".woff", ".woff2",
-})
-CODE_EXTENSIONS = frozenset({".ts", ".tsx", ".js", ".jsx", ".mts", ".cts", ".mjs", ".cjs"})
-MAX_SOURCE_BYTES = 256 * 1024
-MAX_LINE_CHARS = 1000
-SCAN_SKIPPED_DIRS = frozenset({"build", "dist", "out", "coverage", "node_modules"})
-CONFIG_NAME = re.compile(
-    r"^(package\.json|package-lock\.json|pnpm-lock\.yaml|pnpm-workspace\.yaml|yarn\.lock|"
-    r"bun\.lockb?|bunfig\.toml|deno\.jsonc?|[tj]sconfig(\..*)?\.json|babel\.config\..*|"
-    r"[^/]*\.config\.[^/]*|[^/]*\.d\.[cm]?ts)$", re.I)
-TEST_LIKE_DIRS = frozenset({
-    "test", "tests", "__tests__", "__test__", "__fixtures__", "fixtures", "__mocks__", "mocks",
-    "testutils", "test-utils", "testdata", "test-data", "cypress", "playwright", "stories",
-    "__stories__", "playground", "playgrounds", "example", "examples", "demo", "demos", "sandbox",
-    "sandboxes", "e2e", "e2e-tests", "spec", "specs", "integration", "integration-tests",
-    "__integration__", "it", "benchmark", "benchmarks", "__benchmarks__", "perf", "perf-tests",
-    "scripts", "script", "cli", "bin", "tooling", "tools", "codemod", "codemods", "migration",
-    "migrations", "generator", "generators", "runbooks", "devtools", "internal-tools", "seed",
-    "seeds", "dev-seeder", "server", "servers", "worker", "workers", "lambda", "lambdas", "config",
-    "configs",
-})
-TEST_LIKE_NAME = re.compile(
-    r"\.(test|spec|cy|stories|story|bench|benchmark|e2e|e2e-spec|integration-spec|int-spec|"
-    r"integration-test|mock|fixture|fixtures)\.|^setup[-_]?(tests?|vitest|jest)\.|"
-    r"\.conf(ig)?\.[cm]?[jt]sx?$", re.I)
+#: The verifier's own rules, from the file it reads them from (patterns case-insensitive).
+_RULES = json.loads((images_dir() / "react-bench-verifier-base" / "verifier" / "admission.json").read_text())
+SOURCE_EXTENSIONS = frozenset(_RULES["source_extensions"])
+CODE_EXTENSIONS = frozenset(_RULES["code_extensions"])
+MAX_SOURCE_BYTES = int(_RULES["max_source_bytes"])
+MAX_LINE_CHARS = int(_RULES["max_line_chars"])
+SCAN_SKIPPED_DIRS = frozenset(_RULES["scan_skipped_dirs"])
+CONFIG_NAME = re.compile(_RULES["config_name"], re.I)
+TEST_LIKE_DIRS = frozenset(_RULES["test_like_dirs"])
+TEST_LIKE_NAME = re.compile(_RULES["test_like_name"], re.I)
 
 
 def path_refusal(path: str) -> str | None:

@@ -73,19 +73,17 @@ export const STYLE_ONLY_RULES = new Set([
 const STYLE_ONLY_PREFIXES = ["js-", "rn-", "preact-"];
 export const isStyleOnly = (rule) =>
   STYLE_ONLY_RULES.has(rule) || STYLE_ONLY_PREFIXES.some((prefix) => rule.startsWith(prefix));
-// What a submission may contribute: source files under the task's source roots.
-const SOURCE_EXTENSIONS = new Set([
-  ".ts", ".tsx", ".js", ".jsx", ".mts", ".cts", ".mjs", ".cjs",
-  ".css", ".scss", ".sass", ".less", ".json", ".svg", ".md",
-  ".png", ".jpg", ".jpeg", ".gif", ".webp", ".ico", ".woff", ".woff2",
-]);
+// What a submission may contribute: source files under the task's source roots. The
+// rules are data the miner reads too (admission.json; patterns case-insensitive).
+const ADMISSION = JSON.parse(fs.readFileSync(path.join(VERIFIER_DIR, "admission.json"), "utf8"));
+const SOURCE_EXTENSIONS = new Set(ADMISSION.source_extensions);
 // React Doctor slows down sharply on very large files and skips some: a source
 // file past this size is refused rather than left unscanned.
-const MAX_SOURCE_BYTES = 256 * 1024;
+const MAX_SOURCE_BYTES = ADMISSION.max_source_bytes;
 // React Doctor drops minified-looking files and never looks in these folders.
-const MAX_LINE_CHARS = 1000;
-const SCAN_SKIPPED_DIRS = new Set(["build", "dist", "out", "coverage", "node_modules"]);
-const CODE_EXTENSIONS = new Set([".ts", ".tsx", ".js", ".jsx", ".mts", ".cts", ".mjs", ".cjs"]);
+const MAX_LINE_CHARS = ADMISSION.max_line_chars;
+const SCAN_SKIPPED_DIRS = new Set(ADMISSION.scan_skipped_dirs);
+const CODE_EXTENSIONS = new Set(ADMISSION.code_extensions);
 // What the bundler tries, in Vite's default order: a new `App.js` beside `App.tsx`
 // would be imported instead of it.
 const RESOLVED_EXTENSIONS = [".mjs", ".js", ".mts", ".ts", ".jsx", ".tsx", ".json"];
@@ -96,24 +94,12 @@ const SPEC_PATH =
 // Names and folders React Doctor treats as tests, stories, fixtures or tooling: it
 // scans them with most rules off yet counts them as analysed. Under a source root
 // they are refused unless the task declares them (config.json `test_like_allowed`).
-const TEST_LIKE_DIRS = new Set([
-  "test", "tests", "__tests__", "__test__", "__fixtures__", "fixtures", "__mocks__", "mocks",
-  "testutils", "test-utils", "testdata", "test-data", "cypress", "playwright", "stories",
-  "__stories__", "playground", "playgrounds", "example", "examples", "demo", "demos", "sandbox",
-  "sandboxes", "e2e", "e2e-tests", "spec", "specs", "integration", "integration-tests",
-  "__integration__", "it", "benchmark", "benchmarks", "__benchmarks__", "perf", "perf-tests",
-  "scripts", "script", "cli", "bin", "tooling", "tools", "codemod", "codemods", "migration",
-  "migrations", "generator", "generators", "runbooks", "devtools", "internal-tools", "seed",
-  "seeds", "dev-seeder", "server", "servers", "worker", "workers", "lambda", "lambdas", "config",
-  "configs",
-]);
-const TEST_LIKE_NAME =
-  /\.(test|spec|cy|stories|story|bench|benchmark|e2e|e2e-spec|integration-spec|int-spec|integration-test|mock|fixture|fixtures)\.|^setup[-_]?(tests?|vitest|jest)\.|\.conf(ig)?\.[cm]?[jt]sx?$/i;
+const TEST_LIKE_DIRS = new Set(ADMISSION.test_like_dirs);
+const TEST_LIKE_NAME = new RegExp(ADMISSION.test_like_name, "i");
 // Files that configure the bundler, TypeScript or the package manager for the
 // folder they sit in, and type declarations (they can loosen the type check): never
 // a source, wherever they are. Dotfiles (`.babelrc`, `.npmrc`) are refused as such.
-const CONFIG_NAME =
-  /^(package\.json|package-lock\.json|pnpm-lock\.yaml|pnpm-workspace\.yaml|yarn\.lock|bun\.lockb?|bunfig\.toml|deno\.jsonc?|[tj]sconfig(\..*)?\.json|babel\.config\..*|[^/]*\.config\.[^/]*|[^/]*\.d\.[cm]?ts)$/i;
+const CONFIG_NAME = new RegExp(ADMISSION.config_name, "i");
 
 // An error of the harness, proven independent of the submission: no reward, exit 3.
 class HarnessError extends Error {}
