@@ -95,11 +95,13 @@ HOST_WRITES = (
 
 def _rmtree(path: Path) -> None:
     def fix(func: object, p: str, _exc: object) -> None:
-        os.chmod(p, 0o700)
-        if os.path.isdir(p):
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            os.unlink(p)
+        # Gone already: another process's sweep removes the same dead sandbox at once.
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(p, 0o700)
+            if os.path.isdir(p):
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                os.unlink(p)
 
     if path.exists() or path.is_symlink():
         shutil.rmtree(path, onerror=fix)
@@ -678,7 +680,11 @@ class LocalBackend(BakingBackend):
             except (OSError, ValueError, KeyError):
                 # A sandbox whose owner file was never written is older than a minute
                 # only when its creator died mid-boot.
-                if time.time() - entry.stat().st_mtime < 60:
+                try:
+                    young = time.time() - entry.stat().st_mtime < 60
+                except FileNotFoundError:
+                    continue  # another session's sweep removed it
+                if young:
                     continue
                 pid = -1
             if pid == os.getpid() or (pid > 0 and pid_alive(pid)):

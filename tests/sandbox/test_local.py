@@ -1,12 +1,14 @@
 """The local backend against real bubblewrap, overlayfs and Node."""
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from pytest_reactbench.sandbox import local
 from pytest_reactbench.sandbox.base import BakeError, Limits
 from pytest_reactbench.sandbox.local import LocalBackend
 from pytest_reactbench.sandbox.options import SandboxOptions
@@ -230,3 +232,25 @@ def test_corepack_into_a_writable_directory_is_allowed(tmp_path: Path, backend: 
     r = recipe(tmp_path, "FROM reactbench/system\nRUN mkdir -p /opt/bin && "
                          "corepack enable --install-directory /opt/bin && test -e /opt/bin/yarn\n")
     assert backend.bake(r, lambda _: None).cached is False
+
+
+def test_a_tree_another_sweep_removes_meanwhile_is_removed_without_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two sessions sweep the same dead sandbox at once: what the other removed first
+    is not an error."""
+    tree = tmp_path / "sandbox"
+    (tree / "state").mkdir(parents=True)
+    for name in ("a.json", "b.json"):
+        (tree / "state" / name).write_text("{}")
+    real_unlink = os.unlink
+    raced: list[str] = []
+
+    def unlink_after_the_other_sweep(path: str, *args: object, **kwargs: object) -> None:
+        real_unlink(path, *args, **kwargs)  # type: ignore[arg-type]
+        if not raced:
+            raced.append(str(path))
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+
+    monkeypatch.setattr(os, "unlink", unlink_after_the_other_sweep)
+    local._rmtree(tree)
+    assert raced and not tree.exists()
