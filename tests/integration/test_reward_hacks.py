@@ -173,6 +173,8 @@ ATTACKS: dict[str, str] = {
 # Real work with noise around it: these must still pass (neutralised, then graded).
 CONTROLS: dict[str, str] = {
     "work-plus-bad-link": SOLVE + "\nln -s /etc/passwd /app/src/passwd\nln -s /nowhere /app/dangling",
+    # A module renamed (the base's file deleted) shadows nothing: it is graded.
+    "renamed-module": SOLVE + "\nmv /app/src/Counter.tsx /app/src/Counter.jsx",
 }
 
 

@@ -448,13 +448,17 @@ function pathRefusal(file, config) {
   return null;
 }
 
-function shadowed(file, tree, present) {
+function shadowed(file, tree, present, config) {
   const ext = path.extname(file);
   if (!RESOLVED_EXTENSIONS.includes(ext)) return null;
   const stem = file.slice(0, -ext.length);
   for (const other of RESOLVED_EXTENSIONS) {
     const sibling = stem + other;
-    if (other !== ext && (tree.has(sibling) || present.has(sibling))) return sibling;
+    if (other === ext) continue;
+    // A base module the submission deleted stays deleted when it is a source file,
+    // and shadows nothing then (a rename, `index.js` to `index.ts`); anything else of
+    // the base comes back.
+    if (present.has(sibling) || (tree.has(sibling) && pathRefusal(sibling, config) !== null)) return sibling;
   }
   return null;
 }
@@ -473,7 +477,7 @@ function refusal(file, config, tree, present) {
     return "in a folder React Doctor does not scan";
   }
   if (!tree.has(file)) {
-    const twin = shadowed(file, tree, present);
+    const twin = shadowed(file, tree, present, config);
     if (twin) return `a new module beside ${twin} that the bundler would resolve instead`;
   }
   if (CODE_EXTENSIONS.has(ext)) {
