@@ -83,6 +83,25 @@ def group_of(labels: Mapping[str, str]) -> str:
     return f"own-{uuid.uuid4().hex}"
 
 
+@contextlib.contextmanager
+def _locked_json(path: Path, lock: Path) -> Iterator[dict[str, Any]]:
+    """A JSON object kept in `path` for every process of the machine: read under `lock`
+    (an unreadable file reads as empty), written back atomically if changed."""
+    with file_lock(lock):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            data = {}
+        if not isinstance(data, dict):
+            data = {}
+        before = json.dumps(data, sort_keys=True)
+        yield data
+        if json.dumps(data, sort_keys=True) != before:
+            tmp = path.with_name(f".{path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(data, sort_keys=True))
+            os.replace(tmp, path)
+
+
 class Ledger:
     """The reservations of one engine, in a JSON file under a lock of its own. Entries
     of processes of this machine that died are dropped when read: a killed worker's
@@ -95,21 +114,12 @@ class Ledger:
 
     @contextlib.contextmanager
     def _open(self) -> Iterator[dict[str, Any]]:
-        with file_lock(self._lock):
-            try:
-                data = json.loads(self.path.read_text())
-            except (OSError, ValueError):
-                data = {}
+        with _locked_json(self.path, self._lock) as data:
             holders = data.setdefault("holders", {})
             for key, entry in list(holders.items()):
                 if entry.get("host") == _HOST and not pid_alive(int(entry.get("pid", 0))):
                     del holders[key]
-            before = json.dumps(data, sort_keys=True)
             yield data
-            if json.dumps(data, sort_keys=True) != before:
-                tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-                tmp.write_text(json.dumps(data, sort_keys=True))
-                os.replace(tmp, self.path)
 
     @staticmethod
     def _held(holders: Mapping[str, Mapping[str, Any]]) -> Room:
@@ -201,17 +211,14 @@ class Wanted:
 
     @contextlib.contextmanager
     def _open(self) -> Iterator[dict[str, float]]:
-        with file_lock(self._lock):
+        with _locked_json(self.path, self._lock) as data:
             try:
-                data = {str(k): float(v) for k, v in json.loads(self.path.read_text()).items()}
-            except (OSError, ValueError, AttributeError):
-                data = {}
-            before = dict(data)
-            yield data
-            if data != before:
-                tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-                tmp.write_text(json.dumps(data, sort_keys=True))
-                os.replace(tmp, self.path)
+                wanted = {str(k): float(v) for k, v in data.items()}
+            except (ValueError, TypeError):
+                wanted = {}
+            yield wanted
+            data.clear()
+            data.update(wanted)
 
     def settle(self) -> None:
         """Wait until the list has been still for WANTED_SETTLE_SECONDS: a copy that
