@@ -162,10 +162,15 @@ class Sandbox(ABC):
         """A tar stream of the directory `src`'s contents, leaving out `exclude` globs
         (GNU tar's matching, as Harbor's transfer). The caller checks what it gets."""
         args = ["tar", "-c", "-f", "-", "-C", src, *(f"--exclude={p}" for p in exclude), "."]
-        result = self.exec(args, cwd="/")
-        if not result.ok:
-            raise SandboxError(f"could not archive {src}: {result.error_text.strip()}")
-        return result.stdout
+        for _ in range(2):
+            result = self.exec(args, cwd="/")
+            if not result.ok:
+                raise SandboxError(f"could not archive {src}: {result.error_text.strip()}")
+            if result.stdout:
+                return result.stdout
+            # tar writes at least its end blocks: an empty stream is output the
+            # engine lost (seen under load on docker), so the archive is taken again.
+        raise SandboxError(f"could not archive {src}: tar succeeded twice and its output was lost both times")
 
     @abstractmethod
     def close(self) -> None:

@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from pytest_reactbench.sandbox.base import ExecResult, Sandbox
+from pytest_reactbench.sandbox.base import ExecResult, Sandbox, SandboxError
 from pytest_reactbench.tasks import GradeDetails, GraderProgress, Reward
 from pytest_reactbench.tasks.load import describe_validation
 from pytest_reactbench.verifier.artifacts import Transfer, deliver
@@ -198,8 +198,11 @@ def _public_grade(result: ExecResult, logs: Path, timeout: float) -> Grade:
 
 def _unpack_logs(data: bytes, into: Path) -> None:
     into.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
-        tar.extractall(into, filter="data")
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+            tar.extractall(into, filter="data")
+    except tarfile.TarError as exc:
+        raise SandboxError(f"could not read {VERIFIER_LOGS} out of the verifier: {exc}") from None
 
 
 def grade(sandbox: Sandbox, transfers: list[Transfer], timeout: float, logs_dir: Path) -> Grade:
