@@ -201,7 +201,9 @@ def _runners_used(plan: TaskPlan) -> set[str]:
 
 
 def tests_config(plan: TaskPlan, expected: dict[str, list[str]] | None = None) -> dict[str, object]:
-    """tests/config.json; `expected` (spec file -> test names) once a run has listed them."""
+    """tests/config.json; `expected` (spec file -> test names) once a run has listed them.
+    Until then the draft lets the specs' own skipped tests be (the list, once made,
+    holds the submission to every test the reference passed)."""
     test: dict[str, object] = {"cmd": plan.tests.cmd}
     if plan.tests.e2e_cmd:
         test["e2e_cmd"] = plan.tests.e2e_cmd
@@ -209,6 +211,8 @@ def tests_config(plan: TaskPlan, expected: dict[str, list[str]] | None = None) -
             test["e2e_specs"] = plan.tests.e2e_specs
     if expected:
         test["expected"] = expected
+    else:
+        test["allow_skipped"] = True
     test["cwd"] = "/app"
     return {
         "rd": {"scan_root": "/app", "mode": "gate"},

@@ -149,3 +149,33 @@ def test_the_room_loads_its_commands_from_a_compile_cache_it_cannot_change() -> 
                 if "was accepted" in line and "/deps/node_modules/" in line]
     assert len(accepted) >= 5, loaded.text[-3000:]
     assert "Permission denied" in loaded.text.splitlines()[-1], loaded.text[-500:]
+
+
+def judged(expected: dict[str, list[str]], results: dict[str, str], allow_skipped: bool) -> list[str]:
+    """The verifier's judgeTests over runner results given as "file > title" -> status."""
+    script = (f"import {{ judgeTests }} from {json.dumps(str(VERIFIER))};"
+              "const [expected, results, allow] = JSON.parse(process.argv[1]);"
+              "const map = new Map(Object.entries(results).map(([k, v]) => {"
+              "  const [file, title] = k.split(' > '); return [`${file}\\u0000${title}`, v]; }));"
+              "process.stdout.write(JSON.stringify(judgeTests(expected, map, allow)));")
+    proc = subprocess.run(["node", "--input-type=module", "-e", script,
+                           json.dumps([expected, results, allow_skipped])],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return list(json.loads(proc.stdout))
+
+
+@needs_node
+def test_a_test_skipped_on_purpose_fails_only_where_nothing_says_it_may_be() -> None:
+    results = {"a.test.tsx > counts": "passed", "a.test.tsx > sorts": "skipped",
+               "a.test.tsx > later": "todo"}
+    # No list and no allowance (a hand-written task of before the list): all must pass.
+    assert judged({}, results, False) == ["a.test.tsx > sorts (skipped)", "a.test.tsx > later (todo)"]
+    # A mined draft: skipped ones are the spec's own choice.
+    assert judged({}, results, True) == []
+    # A declared list: what it names must pass; an undeclared skip is not held against it.
+    assert judged({"a.test.tsx": ["counts"]}, results, False) == []
+    assert judged({"a.test.tsx": ["counts", "sorts"]}, results, False) == ["a.test.tsx > sorts (skipped)"]
+    # A failure is a failure whatever the config says.
+    assert judged({}, {**results, "a.test.tsx > more": "failed"}, True) == ["a.test.tsx > more (failed)"]
+    assert judged({}, {"a.test.tsx > sorts": "skipped"}, True) == ["no test passed"]
