@@ -83,6 +83,19 @@ def test_noise_is_not_flagged_but_a_clear_drop_is() -> None:
     assert [c.task for c in result.regressions] == ["clear"]
 
 
+def test_three_attempts_that_all_passed_and_now_all_fail_are_a_regression() -> None:
+    """The README's gate runs three attempts: the most a one-sided Fisher test can say
+    of 3/3 -> 0/3 is p = 1/20, which is at the 0.05 level; 3/3 -> 1/3 is not."""
+    def attempts(task: str, passes: int) -> list[TrialResult]:
+        return [o(task, "x", "passed" if i < passes else "failed", i + 1) for i in range(3)]
+
+    result = compare(attempts("all", 3) + attempts("some", 3), attempts("all", 0) + attempts("some", 1))
+    by_task = {c.task: c for c in result.changes}
+    assert by_task["all"].p_value == pytest.approx(1 / 20) and by_task["all"].regression
+    assert by_task["some"].p_value == pytest.approx(4 / 20) and not by_task["some"].regression
+    assert result.failed and "1 regression(s)" in result.summary()
+
+
 def test_fisher_and_permutation_tests() -> None:
     assert fisher_one_sided((4, 4), (4, 0)) == pytest.approx(1 / 70)
     assert fisher_one_sided((4, 2), (4, 2)) == pytest.approx(53 / 70)
