@@ -264,6 +264,7 @@ def _mine(args: argparse.Namespace) -> int:
         repo=Path(args.repo), base=args.base, head=args.head, merge=args.merge,
         out=Path(args.out) if args.out else None, title=args.title, body=body,
         pull_request=args.pr, keep_anyway=args.keep_anyway, sandbox=args.sandbox,
+        strict_react_doctor=args.strict_react_doctor,
         records=Path(args.records) if args.records else None,
     )
     if args.range or args.merges:
@@ -376,6 +377,9 @@ def main(argv: list[str] | None = None) -> int:
     mining.add_argument("--pr", help="a pull request URL: title and body from the GitHub CLI, if present")
     mining.add_argument("--keep-anyway", action="store_true",
                         help="write a refused change too, the reasons recorded in mining.json")
+    mining.add_argument("--strict-react-doctor", action="store_true",
+                        help="refuse a change whose reference adds React Doctor findings (by default "
+                        "the task tolerates exactly those, by rule, file and title)")
     mining.add_argument("--sandbox", default="local", help="backend for the controls (default local)")
     mining.add_argument("--records", help="keep the controls' run records here")
     mining.set_defaults(run=_mine)

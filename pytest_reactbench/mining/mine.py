@@ -52,6 +52,7 @@ from pytest_reactbench.mining.runners import (
 )
 from pytest_reactbench.mining.writer import TaskPlan, tests_config, write_task
 from pytest_reactbench.results import Gate, TrialResult
+from pytest_reactbench.tasks.models import DoctorFinding, GradeDetails
 
 MERGE_SUBJECT = re.compile(r"^Merge (pull request|branch) ")
 
@@ -69,6 +70,9 @@ class Request:
     body: str | None = None
     pull_request: str | None = None
     keep_anyway: bool = False
+    #: Refuse a change whose reference adds React Doctor findings, rather than tolerate
+    #: exactly those (rule, file, title) in the task, as the public suite's tasks do.
+    strict_react_doctor: bool = False
     sandbox: str = "local"
     records: Path | None = None
 
@@ -111,6 +115,8 @@ class MiningRecord(BaseModel):
     test_command: str
     e2e_command: str | None
     expected_from: str | None
+    #: React Doctor findings the reference adds, which the task tolerates ("rule file:line title").
+    react_doctor_tolerated: list[str] = []
     changes: list[ChangeRecord]
     controls: dict[str, dict[str, str]]
     accepted: bool
@@ -266,6 +272,24 @@ def control_refusals(controls: ControlRun, task_id: str) -> list[Reason]:
             reasons.append(Reason("oracle-failed", f"the oracle control failed: {result.failure}: "
                                   + one_line(result.message)))
     return reasons
+
+
+def reference_findings(oracle: TrialResult | None) -> list[DoctorFinding]:
+    """The new React Doctor findings the reference's grading reported, when they are the
+    whole of why it failed (its tests passed; no target left, nothing unscanned): the
+    team's own change, which the task may then tolerate. Empty otherwise."""
+    if oracle is None or not oracle.record or oracle.failed_gates != [Gate.REACT_DOCTOR]:
+        return []
+    try:
+        grade = GradeDetails.model_validate_json(
+            (Path(oracle.record) / "verifier" / "grade.json").read_text())
+    except (OSError, ValueError):
+        return []
+    doctor = grade.react_doctor
+    if not grade.tests.ok or grade.failure or doctor.remaining_targets or doctor.unscanned \
+            or not all(f.title for f in doctor.new):  # a finding is tolerated by its title too
+        return []
+    return list(doctor.new)
 
 
 def _root_entries(repo: Path, rev: str) -> set[str]:
@@ -488,6 +512,14 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
         records = request.records or Path(scratch) / "records"
         controls = run_controls([draft], sandbox=request.sandbox, records=records, echo=echo)
         reasons += control_refusals(controls, task_id)
+        tolerated: list[DoctorFinding] = []
+        if [r.code for r in reasons] == ["oracle-react-doctor"] and not request.strict_react_doctor:
+            tolerated = reference_findings(controls.result(task_id, "oracle"))
+            if tolerated:
+                reasons = []
+                echo(f"  the task tolerates the {len(tolerated)} React Doctor finding(s) the reference "
+                     "adds (--strict-react-doctor refuses it instead): "
+                     + "; ".join(f"{f.rule} {f.file}:{f.line or ''}" for f in tolerated[:5]))
         for agent in ("oracle", "nop"):
             result = controls.result(task_id, agent)
             if result is not None and result.verdict.value == "error":
@@ -507,17 +539,19 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
             return outcome
         oracle = controls.result(task_id, "oracle")
         expected = expected_tests(Path(oracle.record)) if oracle and oracle.record and not reasons else {}
-        if expected:
+        if expected or tolerated:
             # The tests the reference passed are the ones the gate holds every solution to:
             # a skipped or missing one then fails, as in a hand-written task.
             (draft / "tests" / "config.json").write_text(
-                json.dumps(tests_config(plan, expected), indent=2) + "\n")
+                json.dumps(tests_config(plan, expected, tolerated), indent=2) + "\n")
         record = MiningRecord(
             repository=str(repo), base=base, head=head, merge=request.merge, title=title,
             description_from=origin, package_manager=toolchain.label, toolchain_from=toolchain.why,
             engines_node=toolchain.node, package=package, runners=list(runners.names),
             test_command=tests.cmd, e2e_command=tests.e2e_cmd,
             expected_from="the oracle control's reports" if expected else None,
+            react_doctor_tolerated=[f"{f.rule} {f.file}:{f.line or ''} {f.title}".rstrip()
+                                    for f in tolerated],
             changes=[ChangeRecord(status=c.status, path=c.path, old_path=c.old_path, kind=c.kind.value,
                                   binary=c.binary) for c in changes],
             controls=outcome.controls, accepted=not reasons, refused_because=[str(r) for r in reasons],

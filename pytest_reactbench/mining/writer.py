@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from pytest_reactbench.mining.changes import (
     of_kind,
 )
 from pytest_reactbench.mining.runners import Runners, TestPlan, Toolchain
+from pytest_reactbench.tasks.models import DoctorFinding
 
 AGENT_IMAGE = "ghcr.io/millionco/react-bench-base:latest"
 VERIFIER_IMAGE = "ghcr.io/millionco/react-bench-verifier-base:latest"
@@ -200,10 +202,12 @@ def _runners_used(plan: TaskPlan) -> set[str]:
     return {plan.runners.runner_of(spec.removeprefix(prefix)) for spec in plan.specs}
 
 
-def tests_config(plan: TaskPlan, expected: dict[str, list[str]] | None = None) -> dict[str, object]:
+def tests_config(plan: TaskPlan, expected: dict[str, list[str]] | None = None,
+                 tolerated: Sequence[DoctorFinding] = ()) -> dict[str, object]:
     """tests/config.json; `expected` (spec file -> test names) once a run has listed them.
     Until then the draft lets the specs' own skipped tests be (the list, once made,
-    holds the submission to every test the reference passed)."""
+    holds the submission to every test the reference passed). `tolerated`: the React
+    Doctor findings the reference adds, which no solution is held against."""
     test: dict[str, object] = {"cmd": plan.tests.cmd}
     if plan.tests.e2e_cmd:
         test["e2e_cmd"] = plan.tests.e2e_cmd
@@ -215,7 +219,9 @@ def tests_config(plan: TaskPlan, expected: dict[str, list[str]] | None = None) -
         test["allow_skipped"] = True
     test["cwd"] = "/app"
     return {
-        "rd": {"scan_root": "/app", "mode": "gate"},
+        "rd": {"scan_root": "/app", "mode": "gate", **({"ignored_new_footguns": [
+            {"rule": f.rule, "filePath": f.file, "title": f.title} for f in tolerated]}
+            if tolerated else {})},
         "sources": list(plan.sources),
         **({"test_like_allowed": list(plan.declared)} if plan.declared else {}),
         "verifier_timeout_sec": VERIFIER_TIMEOUT_SEC,

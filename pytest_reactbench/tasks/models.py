@@ -181,7 +181,8 @@ class ReactDoctorConfig(_Strict):
     #: Health mode: findings the change must remove; `rule@file` (our verifier) or a
     #: Finding (the public grader).
     targets: list[Finding | str] = Field(default_factory=list)
-    #: The public grader: new findings that do not count against the change.
+    #: New findings that do not count against the change (rule, file and title), as the
+    #: public grader reads them; our verifier too (a mined task lists the reference's own).
     ignored_new_footguns: list[Finding] = Field(default_factory=list)
     ignored_titles: list[str] = Field(default_factory=list)
     exclude_rules: list[str] = Field(default_factory=list)
@@ -306,6 +307,8 @@ class DoctorGate(_Model):
 
     ok: bool
     new: list[DoctorFinding] = Field(default_factory=list)
+    #: New findings the task tolerates (`rd.ignored_new_footguns`).
+    ignored: list[DoctorFinding] = Field(default_factory=list)
     fixed_targets: list[str] = Field(default_factory=list)
     remaining_targets: list[str] = Field(default_factory=list)
     unscanned: list[str] = Field(default_factory=list)

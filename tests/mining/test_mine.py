@@ -152,3 +152,67 @@ def test_specs_the_verifier_cannot_run_are_refused_before_any_sandbox(
             "(cypress/e2e/menu.spec.ts): the verifier runs Vitest, Jest and Playwright") in out
     assert (f"{root[:10]} refused Menu toggles: it has specs at the repository's root (menu.test.js): "
             "the verifier's hidden specs are folders") in out
+
+
+STEPS = """\
+export function Steps({ steps }: { steps: string[] }) {
+  return (
+    <ol>
+      {steps.map((step, index) => (
+        <li key={index}>{step}</li>
+      ))}
+    </ol>
+  );
+}
+"""
+
+STEPS_SPEC = """\
+import { render, screen } from "@testing-library/react";
+import { expect, test } from "vitest";
+
+import { Steps } from "./Steps";
+
+test("the steps are listed in order", () => {
+  render(<Steps steps={["mix", "bake"]} />);
+  expect(screen.getAllByRole("listitem").map((li) => li.textContent)).toEqual(["mix", "bake"]);
+});
+"""
+
+
+def test_a_reference_that_adds_react_doctor_findings_makes_a_task_that_tolerates_just_those(
+        history: History, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The team's change keys a list by index: the task holds every solution to no new
+    finding but those (rule, file, title), as the public suite's tasks declare them;
+    --strict-react-doctor refuses the change instead."""
+    head = commit(history.repo, "List the steps", {"src/Steps.tsx": STEPS, "src/Steps.spec.tsx": STEPS_SPEC})
+    strict = tmp_path / "strict" / "steps"
+    code, out = mine(capsys, "--repo", str(history.repo), "--base", f"{head}~1", "--head", head,
+                     "--out", str(strict), "--strict-react-doctor")
+    assert code == 1 and not strict.exists(), out
+    assert "REFUSED  the reference change introduces React Doctor findings (oracle: react_doctor gate 0): " \
+           "no-array-index-as-key src/Steps.tsx:" in out
+
+    task = tmp_path / "tasks" / "steps"
+    code, out = mine(capsys, "--repo", str(history.repo), "--base", f"{head}~1", "--head", head,
+                     "--out", str(task))
+    assert code == 0, out
+    assert "the task tolerates the 1 React Doctor finding(s) the reference adds" in out
+    ignored = json.loads((task / "tests" / "config.json").read_text())["rd"]["ignored_new_footguns"]
+    assert [(i["rule"], i["filePath"]) for i in ignored] == [("no-array-index-as-key", "src/Steps.tsx")]
+    assert all(i["title"] for i in ignored)
+    record = json.loads((task / "mining.json").read_text())
+    assert record["accepted"] and record["react_doctor_tolerated"][0].startswith(
+        "no-array-index-as-key src/Steps.tsx:")
+
+    # Run through the plugin: the reference passes both gates, its finding reported as
+    # tolerated (any other new finding still fails: tests/verifier/test_verifier_script.py).
+    xml = tmp_path / "controls.xml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--reactbench-agent=oracle",
+         f"--reactbench-records={tmp_path / 'records'}", f"--junitxml={xml}", f"--rootdir={tmp_path}",
+         str(task)], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    props = next(p for _, p in junit_testcases(xml))
+    assert props["reactbench.verdict"] == "passed", proc.stdout[-3000:]
+    grade = json.loads(Path(props["reactbench.record"], "verifier", "grade.json").read_text())
+    assert grade["react_doctor"]["new"] == []
+    assert [f["rule"] for f in grade["react_doctor"]["ignored"]] == ["no-array-index-as-key"]

@@ -151,18 +151,23 @@ def test_the_room_loads_its_commands_from_a_compile_cache_it_cannot_change() -> 
     assert "Permission denied" in loaded.text.splitlines()[-1], loaded.text[-500:]
 
 
-def judged(expected: dict[str, list[str]], results: dict[str, str], allow_skipped: bool) -> list[str]:
-    """The verifier's judgeTests over runner results given as "file > title" -> status."""
-    script = (f"import {{ judgeTests }} from {json.dumps(str(VERIFIER))};"
-              "const [expected, results, allow] = JSON.parse(process.argv[1]);"
-              "const map = new Map(Object.entries(results).map(([k, v]) => {"
-              "  const [file, title] = k.split(' > '); return [`${file}\\u0000${title}`, v]; }));"
-              "process.stdout.write(JSON.stringify(judgeTests(expected, map, allow)));")
-    proc = subprocess.run(["node", "--input-type=module", "-e", script,
-                           json.dumps([expected, results, allow_skipped])],
+def call_json(function: str, args: list[object], prepare: str = "") -> object:
+    """`function(...args)` exported by the verifier, over JSON values (`prepare`, a
+    JavaScript statement, may turn some into what the function takes)."""
+    script = (f"import {{ {function} }} from {json.dumps(str(VERIFIER))};"
+              f"const args = JSON.parse(process.argv[1]); {prepare};"
+              f"process.stdout.write(JSON.stringify({function}(...args)));")
+    proc = subprocess.run(["node", "--input-type=module", "-e", script, json.dumps(args)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    return list(json.loads(proc.stdout))
+    return json.loads(proc.stdout)
+
+
+def judged(expected: dict[str, list[str]], results: dict[str, str], allow_skipped: bool) -> list[str]:
+    """The verifier's judgeTests over runner results given as "file > title" -> status."""
+    as_map = ("args[1] = new Map(Object.entries(args[1]).map(([k, v]) => {"
+              "  const [file, title] = k.split(' > '); return [`${file}\\u0000${title}`, v]; }))")
+    return list(call_json("judgeTests", [expected, results, allow_skipped], as_map))  # type: ignore[call-overload]
 
 
 @needs_node
@@ -179,3 +184,30 @@ def test_a_test_skipped_on_purpose_fails_only_where_nothing_says_it_may_be() -> 
     # A failure is a failure whatever the config says.
     assert judged({}, {**results, "a.test.tsx > more": "failed"}, True) == ["a.test.tsx > more (failed)"]
     assert judged({}, {"a.test.tsx > sorts": "skipped"}, True) == ["no test passed"]
+
+
+@needs_node
+def test_a_new_finding_the_task_tolerates_by_rule_file_and_title_does_not_fail_the_gate() -> None:
+    def finding(rule: str, file: str, title: str, line: int = 1) -> dict[str, object]:
+        return {"rule": rule, "filePath": file, "title": title, "line": line}
+
+    before = {"diagnostics": [finding("no-array-index-as-key", "src/List.tsx", "Index as key")]}
+    after = {"diagnostics": [
+        finding("no-array-index-as-key", "src/List.tsx", "Index as key"),
+        finding("no-array-index-as-key", "src/List.tsx", "Index as key", 9),
+        finding("exhaustive-deps", "src/Tree.tsx", "Missing dependency"),
+    ]}
+    tolerated = [{"rule": "no-array-index-as-key", "filePath": "src/List.tsx", "title": "Index as key"}]
+    strict = call_json("compareReports", [before, after, [], []])
+    assert isinstance(strict, dict) and not strict["ok"]
+    assert sorted(f["rule"] for f in strict["new"]) == ["exhaustive-deps", *["no-array-index-as-key"] * 2]
+    # What the task tolerates is reported apart; anything else new still fails.
+    some = call_json("compareReports", [before, after, [], tolerated])
+    assert isinstance(some, dict) and not some["ok"]
+    assert [f["rule"] for f in some["new"]] == ["exhaustive-deps"]
+    assert [f["file"] for f in some["ignored"]] == ["src/List.tsx"] * 2
+    every = [*tolerated, {"rule": "exhaustive-deps", "filePath": "Tree.tsx", "title": "Missing dependency"}]
+    assert call_json("compareReports", [before, after, [], every])["ok"] is True  # type: ignore[index]
+    # The title is part of what is tolerated: another finding of the rule is not.
+    other = [{**tolerated[0], "title": "Something else"}]
+    assert len(call_json("compareReports", [before, after, [], other])["new"]) == 3  # type: ignore[index]

@@ -150,6 +150,11 @@ function readConfig() {
   if (config.test.allow_skipped !== undefined && typeof config.test.allow_skipped !== "boolean") {
     throw new HarnessError(`${file}: test.allow_skipped must be true or false`);
   }
+  for (const [i, ignored] of (config.rd?.ignored_new_footguns ?? []).entries()) {
+    if (!["rule", "filePath", "title"].every((k) => typeof ignored?.[k] === "string" && ignored[k])) {
+      throw new HarnessError(`${file}: rd.ignored_new_footguns[${i}] must have rule, filePath and title`);
+    }
+  }
   const scanRoot = path.resolve(APP, config.rd?.scan_root ?? APP);
   if (path.relative(APP, scanRoot).startsWith("..")) {
     // The scan reads a copy of /app: a root elsewhere would not be the graded tree.
@@ -158,7 +163,7 @@ function readConfig() {
   return {
     ...config,
     test: { e2e_specs: "e2e", ...config.test, expected },
-    rd: { scan_root: APP, mode: "gate", targets: [], timeout_sec: 120, ...config.rd },
+    rd: { scan_root: APP, mode: "gate", targets: [], ignored_new_footguns: [], timeout_sec: 120, ...config.rd },
     sources: config.sources ?? ["src"],
     test_like_allowed: config.test_like_allowed ?? [],
   };
@@ -323,17 +328,32 @@ const matchesTarget = (target, d) => {
   return d.rule === rule && (!file || d.filePath === file);
 };
 
-export function compareReports(before, after, targets = []) {
+// A new finding the task declares as tolerated (the public grader's
+// `ignored_new_footguns`: rule, title and file, the file also as a path suffix): a mined
+// task lists there the findings the team's own change added, and only those.
+const isIgnored = (ignored, d) =>
+  ignored.some((i) => d.rule === i.rule && (d.title ?? "") === i.title &&
+    (d.filePath === i.filePath || d.filePath.endsWith(`/${i.filePath}`)));
+
+export function compareReports(before, after, targets = [], ignored = []) {
   const beforeGroups = byKey(before);
   const fresh = [];
+  const tolerated = [];
   for (const [key, found] of byKey(after)) {
     const had = beforeGroups.get(key)?.length ?? 0;
-    if (found.length > had) fresh.push(...found.map((d) => describeFinding(d, had, found.length)));
+    if (found.length <= had) continue;
+    for (const d of found) (isIgnored(ignored, d) ? tolerated : fresh).push(describeFinding(d, had, found.length));
   }
   const afterAll = after.diagnostics ?? [];
   const remaining = targets.filter((t) => afterAll.some((d) => matchesTarget(t, d)));
   const fixed = targets.filter((t) => !remaining.includes(t));
-  return { ok: fresh.length === 0 && remaining.length === 0, new: fresh, fixed_targets: fixed, remaining_targets: remaining };
+  return {
+    ok: fresh.length === 0 && remaining.length === 0,
+    new: fresh,
+    ignored: tolerated,
+    fixed_targets: fixed,
+    remaining_targets: remaining,
+  };
 }
 
 // ---------------------------------------------------------------------- bake
@@ -1151,7 +1171,7 @@ async function doctorGate(config, before, scanning, submission, timings) {
     timings.scan = 0;
   }
   fs.writeFileSync(path.join(LOGS, "rd-after.json"), JSON.stringify(after));
-  const doctor = compareReports(before, after, config.rd.targets);
+  const doctor = compareReports(before, after, config.rd.targets, config.rd.ignored_new_footguns);
   doctor.unscanned = unscanned(after, submission.changed, scanning?.root);
   if (doctor.unscanned.length) doctor.ok = false;
   return doctor;
@@ -1160,6 +1180,7 @@ async function doctorGate(config, before, scanning, submission, timings) {
 function logDoctor(doctor) {
   log(`react doctor: ${doctor.ok ? "pass" : "FAIL"} (${doctor.new.length} new, ${doctor.remaining_targets.length} targets left)`);
   for (const f of doctor.new) log(`  new ${f.rule} ${f.file}:${f.line ?? ""} ${f.title}`);
+  for (const f of doctor.ignored ?? []) log(`  new but tolerated by the task: ${f.rule} ${f.file}:${f.line ?? ""} ${f.title}`);
   for (const f of doctor.unscanned ?? []) log(`  changed but not scanned: ${f}`);
 }
 
