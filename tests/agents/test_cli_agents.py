@@ -1,8 +1,9 @@
 """The real coding-agent CLIs (Claude Code, Codex, Aider), installed by the plugin as a
 layer on the task's image, run against a scripted model server through their egress
-allowlist: the server is their only model host. The right answer passes a shipped
-task; the wrong one fails a public-style task of our own; tokens and versions are
-recorded."""
+allowlist: the server is their only model host. The built-in tools agent (a raw model
+through the environment's tools, with the provider's SDK) runs against the same server.
+The right answer passes a shipped task; the wrong one fails a public-style task of our
+own; tokens and versions are recorded."""
 
 from __future__ import annotations
 
@@ -32,8 +33,13 @@ CLI_ENV = {
     # An unknown model: Codex then offers its plain shell tool (exec_command).
     "codex": {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": "{url}/v1", "CODEX_MODEL": "scripted"},
     "aider": {"OPENAI_API_KEY": KEY, "OPENAI_API_BASE": "{url}/v1", "AIDER_MODEL": "openai/scripted"},
+    # The built-in agent for raw models, through the environment's tools (official SDK).
+    "tools:anthropic/scripted": {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": "{url}"},
 }
-API = {"claude-code": "messages", "codex": "responses", "aider": "chat"}
+API = {"claude-code": "messages", "codex": "responses", "aider": "chat",
+       "tools:anthropic/scripted": "messages"}
+#: The name each agent's items and records carry.
+NAME = {"tools:anthropic/scripted": "tools-anthropic-scripted"}
 
 
 def bridge_gateway() -> str:
@@ -81,7 +87,7 @@ def public_style_task(root: Path) -> Path:
     return task
 
 
-@pytest.mark.parametrize("cli", ["claude-code", "codex", "aider"])
+@pytest.mark.parametrize("cli", list(CLI_ENV))
 def test_cli_solves_a_shipped_task_and_fails_a_wrong_answer(
         cli: str, suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     right = (SHIPPED / "solution" / "solve.sh").read_text()
@@ -101,18 +107,20 @@ def test_cli_solves_a_shipped_task_and_fails_a_wrong_answer(
     shipped, public = outcomes["counter-reset"], outcomes["write-greeting"]
     assert shipped["reactbench.verdict"] == "passed", shipped.get("reactbench.message")
     assert public["reactbench.verdict"] == "failed" and public["reactbench.gate.tests"] == "0"
-    version = load_presets()[cli].version
+    presets = load_presets()
+    version = presets[cli].version if cli in presets else "anthropic "
     for props in (shipped, public):
-        assert props["reactbench.agent_version"] == version
+        assert props["reactbench.agent_version"].startswith(version)
         assert int(props["reactbench.input_tokens"]) >= (INPUT_TOKENS if cli != "aider" else 1)
         assert int(props["reactbench.output_tokens"]) > 0
     assert API[cli] in server.apis()
     # Every model request carried the key, and came through the egress gate.
     assert all(seen.headers.get("x-api-key") == KEY or KEY in seen.headers.get("authorization", "")
                for seen in server.requests if seen.api != "other")
-    status = json.loads(next((suite.path / "records").glob(f"*/counter-reset__{cli}__1/status.json"))
+    name = NAME.get(cli, cli)
+    status = json.loads(next((suite.path / "records").glob(f"*/counter-reset__{name}__1/status.json"))
                         .read_text())
-    assert status["agent_version"] == version
+    assert status["agent_version"] == shipped["reactbench.agent_version"]
 
 
 def test_the_model_server_is_the_only_host_an_agent_reaches(
