@@ -126,6 +126,11 @@ class BakingBackend(Backend):
     #: engines locks per engine.
     lock_scope: str = ""
 
+    @property
+    def lock_dir(self) -> Path:
+        """Where the bake locks are: beside the images the backend keeps in its cache."""
+        return self.cache_dir / "locks"
+
     def __init__(self, options: SandboxOptions) -> None:
         self.options = options
         self.image_map = dict(options.image_map)
@@ -260,7 +265,7 @@ class BakingBackend(Backend):
         started = time.monotonic()
         how: BakeHow = "reused"
         if image is None:
-            with file_lock(self.cache_dir / "locks" / f"{self.lock_scope}{key}.lock"):
+            with file_lock(self.lock_dir / f"{self.lock_scope}{key}.lock"):
                 # Another process may have built it while this one waited.
                 image = self.find(key, recipe)
                 if image is None:

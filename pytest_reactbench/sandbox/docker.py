@@ -693,8 +693,16 @@ class DockerBackend(BakingBackend):
             _replace_if_changed(context / "Dockerfile", (recipe_path / "Dockerfile").read_bytes())
         return recipe
 
+    @property
+    def lock_dir(self) -> Path:
+        """The engine's images are shared by every session of this machine, whatever its
+        bake cache (two test workers, a miner beside a run): so are the locks that keep
+        two of them from baking one recipe at once (the second would get another image
+        id, and every image baked on it another key)."""
+        return Path(tempfile.gettempdir()) / "reactbench-bake-locks"
+
     def _root_image(self, progress: Progress) -> None:
-        with file_lock(self.cache_dir / "locks" / f"{self.lock_scope}root.lock"):
+        with file_lock(self.lock_dir / f"{self.lock_scope}root.lock"):
             if self._image(ROOT_IMAGE) is not None:
                 return
             # The root every key builds on: another machine's, shared, keeps their keys.

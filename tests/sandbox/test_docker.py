@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 import uuid
 from collections.abc import Iterator
@@ -41,6 +42,31 @@ def test_bake_is_content_hashed(tmp_path: Path, backend: DockerBackend) -> None:
     assert any("reusing baked image" in line for line in lines)
     changed = backend.bake(recipe(tmp_path, text, {"in.txt": "b"}, timeout=1800), lambda _: None)
     assert changed.digest != first.digest and not changed.cached
+
+
+def test_sessions_with_different_caches_bake_a_recipe_once(tmp_path: Path, backend: DockerBackend) -> None:
+    """Two sessions on one engine, each with its own bake cache (two test workers, a
+    miner beside a run), asking for one new recipe at once: one builds it, the other
+    waits and reuses that image, so what is baked on it gets one key."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
+    text = f"FROM reactbench/system\nRUN echo {uuid.uuid4().hex} > /token && sleep 3\n"
+    for i in range(2):  # the system layer's packed context, so that it is found, not repacked
+        shutil.copytree(backend.cache_dir / "system-context",
+                        tmp_path / f"cache-{i}" / "docker" / "system-context")
+    others = [DockerBackend(SandboxOptions(cache=tmp_path / f"cache-{i}", ca_bundle=backend.ca_bundle))
+              for i in range(2)]
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            images = list(pool.map(lambda pair: pair[1].bake(recipe(tmp_path / str(pair[0]), text,
+                                                                    timeout=600), lambda _: None),
+                                   enumerate(others)))
+    finally:
+        for other in others:
+            other.close()
+    assert images[0].digest == images[1].digest
+    assert sorted(image.cached for image in images) == [False, True]
 
 
 def test_build_failure_names_the_dockerfile(tmp_path: Path, backend: DockerBackend) -> None:
