@@ -35,15 +35,20 @@ def slug(text: str) -> str:
 def sweep_images(repo: str, out: Path, stop: threading.Event) -> None:
     """Remove the task images of changes whose check is over (no scratch folder left)."""
     import docker
+    import requests
 
     client = docker.from_env()
     pattern = re.compile(rf"^reactbench/({re.escape(slug(repo))}-[0-9a-f]{{10}})-(environment|tests):")
     while True:
-        for image in client.images.list():
-            for tag in image.tags:
-                match = pattern.match(tag)
-                if match and not list(out.glob(f".mining-*/{match.group(1)}")):
-                    client.images.remove(tag, force=True)
+        try:
+            for image in client.images.list():
+                for tag in image.tags:
+                    match = pattern.match(tag)
+                    if match and not list(out.glob(f".mining-*/{match.group(1)}")):
+                        client.images.remove(tag, force=True)
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            # A busy engine answers late: the next round sweeps what this one missed.
+            print(f"sweep: {exc}; trying again in 30 s", file=sys.stderr)
         if stop.wait(30):
             return
 
