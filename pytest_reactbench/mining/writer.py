@@ -219,14 +219,30 @@ def tests_config(plan: TaskPlan, expected: dict[str, list[str]] | None = None,
         test["allow_skipped"] = True
     test["cwd"] = "/app"
     return {
-        "rd": {"scan_root": "/app", "mode": "gate", **({"ignored_new_footguns": [
-            {"rule": f.rule, "filePath": f.file, "title": f.title} for f in tolerated]}
-            if tolerated else {})},
+        "rd": {"scan_root": "/app", "mode": "gate",
+               **({"ignored_new_footguns": tolerance(tolerated)} if tolerated else {})},
         "sources": list(plan.sources),
         **({"test_like_allowed": list(plan.declared)} if plan.declared else {}),
         "verifier_timeout_sec": VERIFIER_TIMEOUT_SEC,
         "test": test,
     }
+
+
+def tolerance(findings: Sequence[DoctorFinding]) -> list[dict[str, str]]:
+    """`rd.ignored_new_footguns` for the new findings of the reference's grading: one
+    entry per finding it added. The grading lists every finding of a rule in a file
+    whose count grew (`count` "before -> after"), so a group gets after - before
+    entries, with the titles its findings have."""
+    groups: dict[tuple[str, str], list[DoctorFinding]] = {}
+    for finding in findings:
+        groups.setdefault((finding.rule, finding.file), []).append(finding)
+    entries = []
+    for (rule, file), found in groups.items():
+        before, _, after = found[0].count.partition(" -> ")
+        added = int(after) - int(before) if before.isdigit() and after.isdigit() else len(found)
+        entries += [{"rule": rule, "filePath": file, "title": found[i % len(found)].title}
+                    for i in range(max(added, 1))]
+    return entries
 
 
 def _toml_list(items: list[str]) -> str:

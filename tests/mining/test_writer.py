@@ -18,10 +18,10 @@ from pytest_reactbench.mining.runners import (
     plan_tests,
     source_roots,
 )
-from pytest_reactbench.mining.writer import TaskPlan, write_task
+from pytest_reactbench.mining.writer import TaskPlan, tolerance, write_task
 from pytest_reactbench.tasks import load_task
 from pytest_reactbench.tasks.load import parse_json
-from pytest_reactbench.tasks.models import TestsConfig
+from pytest_reactbench.tasks.models import DoctorFinding, TestsConfig
 from tests.mining.history import commit, run_git
 
 LONG = "".join(f"export const v{i} = {i};\n" for i in range(30))
@@ -207,3 +207,14 @@ def test_a_clone_missing_some_blobs_is_laid_out_without_its_docs_only(tmp_path: 
     drop("src/old.ts")
     with pytest.raises(MiningError, match=r"src/old\.ts at \w{12} is missing from the repository"):
         write_task(plan, tmp_path / "broken")
+
+
+def test_the_tolerance_has_one_entry_per_finding_the_reference_added() -> None:
+    def found(rule: str, file: str, count: str, title: str = "Missing effect dependencies") -> DoctorFinding:
+        return DoctorFinding(rule=rule, file=file, title=title, count=count)
+
+    # The grading names all three findings of a group that grew from one to three.
+    grown = [found("exhaustive-deps", "src/Tree.tsx", "1 -> 3") for _ in range(3)]
+    deps = {"rule": "exhaustive-deps", "filePath": "src/Tree.tsx", "title": "Missing effect dependencies"}
+    assert tolerance([*grown, found("no-array-index-as-key", "src/L.tsx", "0 -> 1", "Index as key")]) == [
+        deps, deps, {"rule": "no-array-index-as-key", "filePath": "src/L.tsx", "title": "Index as key"}]

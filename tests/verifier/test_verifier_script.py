@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -187,27 +188,31 @@ def test_a_test_skipped_on_purpose_fails_only_where_nothing_says_it_may_be() -> 
 
 
 @needs_node
-def test_a_new_finding_the_task_tolerates_by_rule_file_and_title_does_not_fail_the_gate() -> None:
+def test_new_findings_the_task_tolerates_by_rule_file_and_title_one_per_entry() -> None:
     def finding(rule: str, file: str, title: str, line: int = 1) -> dict[str, object]:
         return {"rule": rule, "filePath": file, "title": title, "line": line}
 
-    before = {"diagnostics": [finding("no-array-index-as-key", "src/List.tsx", "Index as key")]}
-    after = {"diagnostics": [
-        finding("no-array-index-as-key", "src/List.tsx", "Index as key"),
-        finding("no-array-index-as-key", "src/List.tsx", "Index as key", 9),
-        finding("exhaustive-deps", "src/Tree.tsx", "Missing dependency"),
-    ]}
-    tolerated = [{"rule": "no-array-index-as-key", "filePath": "src/List.tsx", "title": "Index as key"}]
-    strict = call_json("compareReports", [before, after, [], []])
-    assert isinstance(strict, dict) and not strict["ok"]
-    assert sorted(f["rule"] for f in strict["new"]) == ["exhaustive-deps", *["no-array-index-as-key"] * 2]
+    def compared(after: list[dict[str, object]], ignored: list[dict[str, str]]) -> dict[str, Any]:
+        result = call_json("compareReports", [before, {"diagnostics": after}, [], ignored])
+        assert isinstance(result, dict)
+        return result
+
+    index_key = finding("no-array-index-as-key", "src/List.tsx", "Index as key")
+    deps = finding("exhaustive-deps", "src/Tree.tsx", "Missing dependency")
+    before = {"diagnostics": [index_key]}
+    after = [index_key, {**index_key, "line": 9}, deps]
+    one = {"rule": "no-array-index-as-key", "filePath": "src/List.tsx", "title": "Index as key"}
+    strict = compared(after, [])
+    assert not strict["ok"] and len(strict["new"]) == 3
     # What the task tolerates is reported apart; anything else new still fails.
-    some = call_json("compareReports", [before, after, [], tolerated])
-    assert isinstance(some, dict) and not some["ok"]
-    assert [f["rule"] for f in some["new"]] == ["exhaustive-deps"]
+    some = compared(after, [one])
+    assert not some["ok"] and [f["rule"] for f in some["new"]] == ["exhaustive-deps"]
     assert [f["file"] for f in some["ignored"]] == ["src/List.tsx"] * 2
-    every = [*tolerated, {"rule": "exhaustive-deps", "filePath": "Tree.tsx", "title": "Missing dependency"}]
-    assert call_json("compareReports", [before, after, [], every])["ok"] is True  # type: ignore[index]
+    deps_entry = {"rule": "exhaustive-deps", "filePath": "Tree.tsx", "title": "Missing dependency"}
+    assert compared(after, [one, deps_entry])["ok"] is True  # the file also as a path suffix
+    # One entry tolerates one finding: a third of the rule in the file is one too many.
+    more = compared([*after, {**index_key, "line": 12}], [one, deps_entry])
+    assert not more["ok"] and [f["line"] for f in more["new"]] == [1, 9, 12]
+    assert compared([*after, {**index_key, "line": 12}], [one, one, deps_entry])["ok"] is True
     # The title is part of what is tolerated: another finding of the rule is not.
-    other = [{**tolerated[0], "title": "Something else"}]
-    assert len(call_json("compareReports", [before, after, [], other])["new"]) == 3  # type: ignore[index]
+    assert len(compared(after, [{**one, "title": "Something else"}, deps_entry])["new"]) == 2

@@ -328,12 +328,13 @@ const matchesTarget = (target, d) => {
   return d.rule === rule && (!file || d.filePath === file);
 };
 
-// A new finding the task declares as tolerated (the public grader's
-// `ignored_new_footguns`: rule, title and file, the file also as a path suffix): a mined
-// task lists there the findings the team's own change added, and only those.
-const isIgnored = (ignored, d) =>
-  ignored.some((i) => d.rule === i.rule && (d.title ?? "") === i.title &&
-    (d.filePath === i.filePath || d.filePath.endsWith(`/${i.filePath}`)));
+// New findings the task tolerates (`rd.ignored_new_footguns`, as the public grader
+// names them: rule, title and file, the file also as a path suffix). Each entry
+// tolerates one: a rule's findings in a file may grow past the base by as many entries
+// as match them (a mined task lists the findings the team's own change added), no more.
+const matchesIgnored = (entry, d) =>
+  d.rule === entry.rule && (d.title ?? "") === entry.title &&
+  (d.filePath === entry.filePath || d.filePath.endsWith(`/${entry.filePath}`));
 
 export function compareReports(before, after, targets = [], ignored = []) {
   const beforeGroups = byKey(before);
@@ -342,7 +343,9 @@ export function compareReports(before, after, targets = [], ignored = []) {
   for (const [key, found] of byKey(after)) {
     const had = beforeGroups.get(key)?.length ?? 0;
     if (found.length <= had) continue;
-    for (const d of found) (isIgnored(ignored, d) ? tolerated : fresh).push(describeFinding(d, had, found.length));
+    const allowance = ignored.filter((entry) => found.some((d) => matchesIgnored(entry, d))).length;
+    const into = found.length <= had + allowance ? tolerated : fresh;
+    into.push(...found.map((d) => describeFinding(d, had, found.length)));
   }
   const afterAll = after.diagnostics ?? [];
   const remaining = targets.filter((t) => afterAll.some((d) => matchesTarget(t, d)));
