@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import queue
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -45,8 +46,24 @@ def prebake(backend: Backend, recipes: Iterable[ImageRecipe], progress: Callable
         with contextlib.suppress(SandboxError):
             backend.bake_ahead(recipe, progress)
 
-    with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="reactbench-bake") as pool:
-        list(pool.map(bake, waiting))
+    todo: queue.SimpleQueue[ImageRecipe] = queue.SimpleQueue()
+    for recipe in waiting:
+        todo.put(recipe)
+
+    def work() -> None:
+        with contextlib.suppress(queue.Empty):
+            while True:
+                bake(todo.get_nowait())
+
+    # Daemon threads, not an executor: Ctrl-C must end the session now, not after the
+    # builds under way (an executor's threads are joined on the way out). A docker
+    # build whose client went away with this process is cancelled by the engine.
+    threads = [threading.Thread(target=work, name=f"reactbench-bake-{i}", daemon=True)
+               for i in range(min(slots, len(waiting)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     progress(f"bakes done in {time.monotonic() - started:.0f} s")
 
 

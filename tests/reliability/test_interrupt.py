@@ -52,3 +52,37 @@ def test_ctrl_c_mid_trial_leaves_nothing(tmp_path: Path, bake_cache: Path, backe
         assert list((bake_cache / "local" / "sandboxes").iterdir()) == []
         bwrap = subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True, text=True)
         assert bwrap.stdout == ""
+
+
+@pytest.mark.docker
+def test_ctrl_c_mid_bake_stops_the_session_and_the_build(tmp_path: Path, bake_cache: Path) -> None:
+    """Ctrl-C while the session bakes ahead: pytest ends at once, not when the build
+    under way is done, and the engine drops the build (its step's container goes)."""
+    token = f"slow-bake-{time.time_ns()}"
+    write_task(tmp_path / "tasks", "slow", environment=(
+        f"FROM reactbench/system\nWORKDIR /app\nRUN echo {token} && sleep 300\n"))
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    client = docker.from_env()
+
+    def building() -> list[str]:
+        # The engine's list as it is (containers come and go while it is read).
+        return [c["Id"] for c in client.api.containers(all=True) if token in c.get("Command", "")]
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--reactbench-agent=oracle",
+         "--reactbench-sandbox=docker", f"--reactbench-cache={bake_cache}",
+         f"--reactbench-records={tmp_path / 'records'}", f"--rootdir={tmp_path}",
+         str(tmp_path / "tasks")],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        wait_for(lambda: bool(building()), timeout=600)
+        interrupted = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+        assert time.monotonic() - interrupted < 60
+        assert proc.returncode == 2, output  # pytest's "interrupted"
+        wait_for(lambda: not building(), timeout=60)
+    finally:
+        proc.kill()
+        client.close()
