@@ -364,6 +364,11 @@ class TestPlan:
     e2e_specs: str
 
 
+#: Each test's own limit in a mined task's unit runs (a repository's config setting a
+#: longer one is overridden; the whole command stays under the verifier's timeout).
+TEST_TIMEOUT_MS = 60_000
+
+
 def plan_tests(specs: Sequence[str], runners: Runners, package: str = "") -> TestPlan:
     """Each runner on exactly its changed spec files, in the package the specs are in,
     with the binaries the install put there and the JSON reports the verifier reads
@@ -380,15 +385,18 @@ def plan_tests(specs: Sequence[str], runners: Runners, package: str = "") -> Tes
         files = " ".join(shlex.quote(s.removeprefix(prefix)) for s in groups.get(runner, []))
         if not files:
             continue
+        # --testTimeout: the runners' 5 s per test is the team's machine's; a verifier
+        # sharing its cores failed correct references on it (a tooltip spec took 6 s).
         if runner == "vitest":
             # --no-cache: Vitest 1 fails the run when it cannot write its results cache
             # into node_modules, which the test room has read-only.
-            unit.append(f"{cd}{env} vitest run --no-cache --reporter=default --reporter=json "
+            unit.append(f"{cd}{env} vitest run --no-cache --testTimeout={TEST_TIMEOUT_MS} "
+                        "--reporter=default --reporter=json "
                         f"--outputFile.json=$REACTBENCH_REPORTS/vitest.json {files}")
         else:
             # Jest's JSON report has the shape the verifier reads from Vitest's.
-            unit.append(f"{cd}{env} jest --ci --json --outputFile=$REACTBENCH_REPORTS/vitest.json "
-                        f"--runTestsByPath {files}")
+            unit.append(f"{cd}{env} jest --ci --testTimeout={TEST_TIMEOUT_MS} --json "
+                        f"--outputFile=$REACTBENCH_REPORTS/vitest.json --runTestsByPath {files}")
     e2e = groups.get("playwright", [])
     e2e_specs = "e2e"
     if e2e:

@@ -139,13 +139,13 @@ def test_the_plan_runs_each_runner_on_exactly_its_specs() -> None:
                      Runners(("vitest", "playwright")))
     bins = "CACHE_DIR=${TMPDIR:-/tmp}/cache PATH=/app/node_modules/.bin:$PATH"
     assert plan.cmd == (
-        f"{bins} vitest run --no-cache --reporter=default --reporter=json "
+        f"{bins} vitest run --no-cache --testTimeout=60000 --reporter=default --reporter=json "
         "--outputFile.json=$REACTBENCH_REPORTS/vitest.json src/a.spec.ts 'src/b c.test.tsx'")
     assert plan.e2e_cmd == f"{bins} playwright test e2e/home.spec.ts --reporter=list,json"
     assert plan.e2e_specs == "e2e"
     jest = plan_tests(["src/a.test.js"], Runners(("jest",)))
-    assert jest.cmd == (f"{bins} jest --ci --json --outputFile=$REACTBENCH_REPORTS/vitest.json "
-                        "--runTestsByPath src/a.test.js")
+    assert jest.cmd == (f"{bins} jest --ci --testTimeout=60000 --json "
+                        "--outputFile=$REACTBENCH_REPORTS/vitest.json --runTestsByPath src/a.test.js")
     assert jest.e2e_cmd is None
 
 
