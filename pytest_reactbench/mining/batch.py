@@ -124,9 +124,16 @@ def mine_many(template: Request, commits: Sequence[str], out: Path, *, jobs: int
 
     progress(f"mining {len(changes)} changes of {repo.name}, {jobs} at a time "
              f"(each change's output in {logs}/)")
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
         for future in [pool.submit(one, m) for m in changes]:
             future.result()
+    except BaseException:
+        # Ctrl-C: no change starts after it (the executor's own exit would have run the
+        # whole queue); those under way end with their controls, which it reached too.
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     return BatchResult(changes)
 
 

@@ -260,3 +260,24 @@ def test_a_pull_request_describes_itself_when_the_github_cli_can(
     # gh fails (offline, not logged in): the commits tell the story.
     unknown = Request(repo=repo, pull_request="https://github.com/o/r/pull/6")
     assert describe(unknown, base, head) == ("Terse subject", "", "commit message")
+
+
+def test_ctrl_c_during_a_batch_starts_no_further_change(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_reactbench.mining import batch
+    from pytest_reactbench.mining.mine import Request
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    run_git(repo, "init", "-q", "-b", "main")
+    commits = [commit(repo, f"change {i}", {"a.txt": f"{i}\n"}) for i in range(4)]
+    started: list[str | None] = []
+
+    def interrupted(request: Request, echo: object) -> object:
+        started.append(request.head)
+        raise KeyboardInterrupt  # as Ctrl-C reaches the session the change runs in
+
+    monkeypatch.setattr(batch, "mine", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        batch.mine_many(Request(repo=repo), commits[1:], tmp_path / "out", jobs=1, progress=lambda _: None)
+    assert started == [commits[1]]
