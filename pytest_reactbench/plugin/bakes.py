@@ -50,10 +50,16 @@ def prebake(backend: Backend, recipes: Iterable[ImageRecipe], progress: Callable
     for recipe in waiting:
         todo.put(recipe)
 
+    broken: list[Exception] = []
+
     def work() -> None:
-        with contextlib.suppress(queue.Empty):
+        try:
             while True:
                 bake(todo.get_nowait())
+        except queue.Empty:
+            pass
+        except Exception as exc:  # the caller's to report, as from the session's thread
+            broken.append(exc)
 
     # Daemon threads, not an executor: Ctrl-C must end the session now, not after the
     # builds under way (an executor's threads are joined on the way out). A docker
@@ -64,6 +70,8 @@ def prebake(backend: Backend, recipes: Iterable[ImageRecipe], progress: Callable
         thread.start()
     for thread in threads:
         thread.join()
+    if broken:
+        raise broken[0]
     progress(f"bakes done in {time.monotonic() - started:.0f} s")
 
 

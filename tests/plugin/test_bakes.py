@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.plugin.bakes import summary_lines
+from pytest_reactbench.plugin.bakes import prebake, summary_lines
+from pytest_reactbench.sandbox.base import BakeError, ImageRecipe
 from tests.conftest import write_task
 
 
@@ -61,3 +63,26 @@ def test_bakes_of_different_tasks_run_side_by_side_before_the_trials(
         ("slow-a/environment", "baked"), ("slow-b/environment", "baked")]
     assert all(r["seconds"] >= 3 for r in slow)
     assert not (run / ".bakes").exists()
+
+
+def test_the_prebake_reports_a_fault_and_leaves_bake_errors_to_the_trials(tmp_path: Path) -> None:
+    class Engine:
+        bake_slots = 2
+
+        def __init__(self, error: Exception) -> None:
+            self.error, self.asked = error, []
+
+        def baked(self, recipe: ImageRecipe) -> None:
+            return None
+
+        def bake_ahead(self, recipe: ImageRecipe, progress: object) -> None:
+            self.asked.append(recipe.name)
+            raise self.error
+
+    recipes = [ImageRecipe(name, tmp_path / name / "Dockerfile", tmp_path / name) for name in "abc"]
+    failing = Engine(BakeError("a step failed"))
+    prebake(failing, recipes, lambda _: None)  # type: ignore[arg-type]
+    assert sorted(failing.asked) == ["a", "b", "c"]  # every recipe tried; the trials report it
+    broken = Engine(RuntimeError("the engine's answer made no sense"))
+    with pytest.raises(RuntimeError, match="made no sense"):
+        prebake(broken, recipes, lambda _: None)  # type: ignore[arg-type]
