@@ -40,6 +40,18 @@ const VERIFIER_DIR = path.dirname(new URL(import.meta.url).pathname);
 export const GRADE_VERSION = 2;
 // The test room's user: nobody exists in every Debian image and on the host the
 // local backend borrows /etc from; nothing of the grader's belongs to it.
+// The app's port for the e2e phase, chosen per run (a spec cannot count on it), below
+// the kernel's range of ports for outgoing connections: in that range the browser's
+// own sockets took it once ("Port ... is already in use", the oracle scored 0).
+function e2ePort() {
+  let low = 32768;
+  try {
+    low = Number(fs.readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]) || low;
+  } catch {}
+  const floor = Math.min(10000, low - 1000);
+  return String(floor + crypto.randomInt(Math.max(1, low - floor)));
+}
+
 const ROOM_UID = 65534;
 const ROOM_GID = 65534;
 const RD_VERSION = "0.7.8";
@@ -1051,7 +1063,7 @@ async function warmCompileCache(config) {
       const result = await runInRoom(cmd, {
         cwd,
         budget: 120,
-        env: { REACTBENCH_E2E_PORT: String(20000 + crypto.randomInt(40000)), REACTBENCH_E2E_OUTPUT: path.join(ROOM, "e2e-output", "results") },
+        env: { REACTBENCH_E2E_PORT: e2ePort(), REACTBENCH_E2E_OUTPUT: path.join(ROOM, "e2e-output", "results") },
       });
       log(`compile cache: \`${cmd.slice(0, 60)}\` exited ${result.code} on the base in ${result.seconds.toFixed(1)} s`);
     }
@@ -1096,7 +1108,7 @@ async function testGate(config, setPhase) {
       writeE2eConfig();
       env = {
         ...e2eTransforms(),
-        REACTBENCH_E2E_PORT: String(20000 + crypto.randomInt(40000)),
+        REACTBENCH_E2E_PORT: e2ePort(),
         REACTBENCH_E2E_OUTPUT: path.join(ROOM, "e2e-output", "results"),
         REACTBENCH_E2E_USER_AGENT: userAgent(),
       };
