@@ -659,7 +659,7 @@ class LocalBackend(BakingBackend):
         needed = {str(k) for key in fresh for k in metas[key]["chain"]}  # type: ignore[attr-defined]
         removed = freed = kept = 0
         for key in sorted(set(metas) - needed):
-            lock = self.cache_dir / "locks" / f"{self.lock_scope}{key}.lock"
+            lock = self.lock_dir / f"{self.lock_scope}{key}.lock"
             with contextlib.suppress(BlockingIOError), file_lock(lock, blocking=False):
                 size = _tree_bytes(self.images / key)
                 _rmtree(self.images / key)
