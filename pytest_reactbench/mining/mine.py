@@ -39,6 +39,7 @@ from pytest_reactbench.mining.changes import (
     resolve,
 )
 from pytest_reactbench.mining.runners import (
+    REGISTRY_LACKS,
     TestPlan,
     Toolchain,
     detect_runners,
@@ -248,11 +249,14 @@ def control_refusals(controls: ControlRun, task_id: str) -> list[Reason]:
             else:
                 line = one_line(result.message) or result.failure
                 code = "bake" if result.failure == "BakeError" else (result.failure or "error").lower()
+                if code == "bake" and REGISTRY_LACKS in result.message:
+                    code = "registry"  # no bake can get past it: apart from the others
             if line in said:
                 continue
             said.add(line)
             verdict = nop if agent == "nop" else oracle
-            what = "the bake failed" if code == "bake" else f"the {agent} control ended in {verdict}"
+            what = "the bake failed" if code in ("bake", "registry") else \
+                f"the {agent} control ended in {verdict}"
             reasons.append(Reason(code, f"{what}: {line}", failed=True))
     if nop == "passed":
         reasons.append(Reason("nop-passes", "its tests already pass at the base revision (nop scored 1)"))

@@ -29,6 +29,12 @@ YARN_BERRY_LATEST = "4.18.1"
 #: The root package's own install hooks, left out by the last try of an install.
 ROOT_HOOKS = ("preinstall", "install", "postinstall", "preprepare", "prepare", "postprepare")
 KEPT_MANIFEST = "/tmp/reactbench-package.json"
+#: What npm, pnpm and yarn (classic and berry) print when the registry has no such
+#: package or version: unpublished, or private to another registry.
+NOT_IN_REGISTRY = (r"E404|ETARGET|ERR_PNPM_FETCH_404|ERR_PNPM_NO_MATCHING_VERSION|"
+                   r"No matching version found|404 Not Found|Package not found|YN0035")
+#: The line a bake's log ends with when the registry lacks a package: what a refusal reads.
+REGISTRY_LACKS = "reactbench: the registry has no such package or version"
 STRIP_HOOKS = ("const fs = require('fs'); const m = JSON.parse(fs.readFileSync('package.json')); "
                "for (const hook of " + json.dumps(list(ROOT_HOOKS)) + ") delete (m.scripts || {})[hook]; "
                "fs.writeFileSync('package.json', JSON.stringify(m, null, 2));")
@@ -130,18 +136,35 @@ class Toolchain:
             return (f"cp package.json {KEPT_MANIFEST} && node -e {shlex.quote(STRIP_HOOKS)} "
                     f"&& {{ {install}; rc=$?; cp {KEPT_MANIFEST} package.json; [ $rc = 0 ]; }}")
 
+        # Each try's output is kept apart as well, in a file (the pipe's status is tee's:
+        # the try's own is written beside it). A try after one the registry failed is
+        # pointless when it changes only the hooks; an unfrozen one may resolve another version.
+        def logged(install: str) -> str:
+            return (f'{{ {{ {install}; }} 2>&1; echo $? > "$log.rc"; }} | tee "$log"; '
+                    '[ "$(cat "$log.rc")" = 0 ]')
+
+        def unless_registry_lacks(install: str) -> str:
+            return f'! grep -qE "$lacks" "$log" && {install}'
+
         hooks = ", ".join(ROOT_HOOKS)
-        tries = [frozen if self.lockfile else thawed,
-                 f"echo 'reactbench: the install failed; once more without the install scripts of "
-                 f"the repository itself ({hooks})' >&2 && "
-                 + without_hooks(frozen if self.lockfile else thawed)]
+        tries = [logged(frozen if self.lockfile else thawed),
+                 unless_registry_lacks(logged(
+                     f"echo 'reactbench: the install failed; once more without the install scripts "
+                     f"of the repository itself ({hooks})' >&2 && "
+                     + without_hooks(frozen if self.lockfile else thawed)))]
         if self.lockfile:
-            tries += [f"echo 'reactbench: the frozen install failed (a lockfile out of date with "
-                      f"package.json?): once more without freezing it' >&2 && {thawed}",
-                      "echo 'reactbench: once more unfrozen and without the install scripts of the "
-                      "repository itself' >&2 && " + without_hooks(thawed)]
-        command = "{ " + " || ".join(f"{{ {t}; }}" for t in tries) + "; }"
-        return command + (f" && rm -rf {cache}" if cache else "")
+            tries += [logged(f"echo 'reactbench: the frozen install failed (a lockfile out of date "
+                             f"with package.json?): once more without freezing it' >&2 && {thawed}"),
+                      unless_registry_lacks(logged(
+                          "echo 'reactbench: once more unfrozen and without the install scripts of "
+                          "the repository itself' >&2 && " + without_hooks(thawed)))]
+        # No try got past it: the log's last such lines name the package.
+        gave_up = (f'{{ grep -qE "$lacks" "$log" && {{ echo \'{REGISTRY_LACKS} (unpublished, or '
+                   'kept on another registry); no install can succeed:\'; grep -E "$lacks" "$log" '
+                   '| tail -n 2; } >&2; false; }')
+        command = (f"log=$(mktemp) && lacks={shlex.quote(NOT_IN_REGISTRY)} && {{ "
+                   + " || ".join(f"{{ {t}; }}" for t in [*tries, gave_up]) + "; }")
+        return command + f' && rm -rf "$log" "$log.rc"{" " + cache if cache else ""}'
 
 
 def _manifest(text: str | None, where: str = "package.json") -> dict[str, object]:

@@ -25,6 +25,7 @@ from pytest_reactbench.mining.mine import (
     early_refusals,
     one_line,
 )
+from pytest_reactbench.mining.runners import REGISTRY_LACKS
 from pytest_reactbench.results import TrialResult
 from tests.mining.history import commit, run_git
 
@@ -222,6 +223,15 @@ def test_control_refusals_say_which_control_and_gate(tmp_path: Path) -> None:
     assert [(r.code, r.failed) for r in broken] == [("bake", True)]
     assert broken[0].text == ("the bake failed: environment/Dockerfile:10: step failed with exit code 1"
                               " | ERR_PNPM_IGNORED_BUILDS  Ignored build scripts: esbuild")
+    unpublished = ("environment/Dockerfile:10: step failed with exit code 1:\n  npm error code E404\n"
+                   f"  {REGISTRY_LACKS} (unpublished, or kept on another registry); no install can "
+                   "succeed:\n  npm error code E404\n"
+                   "  npm error 404  '@scope/lib@1.5.1' is not in this registry.")
+    lacking = control_refusals(controls(tmp_path, {"verdict": "error", "failure": "BakeError",
+                                                   "message": unpublished}, PASS), "t")
+    # No bake can get past it: counted apart from the bakes that may.
+    assert [(r.code, r.failed) for r in lacking] == [("registry", True)]
+    assert lacking[0].text.endswith("npm error 404  '@scope/lib@1.5.1' is not in this registry.")
     npm = ("environment/Dockerfile:10: step failed with exit code 1:\n  npm error code 1\n"
            "  npm error path /app\n  npm error command failed\n  npm error command sh -c node build.ts\n"
            "  npm error TypeError: Unknown file extension \".ts\" for /app/build.ts\n"

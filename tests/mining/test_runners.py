@@ -9,6 +9,7 @@ import pytest
 
 from pytest_reactbench.mining.changes import MiningError
 from pytest_reactbench.mining.runners import (
+    REGISTRY_LACKS,
     SHIMS,
     Runners,
     detect_runners,
@@ -62,7 +63,7 @@ def test_the_toolchain_is_the_one_the_repository_pins_or_its_lockfile_names(
     assert "CYPRESS_INSTALL_BINARY=0 PUPPETEER_SKIP_DOWNLOAD=1" in toolchain.install
     if toolchain.lockfile and toolchain.name != "bun":
         # Frozen as in CI; a lockfile out of date with package.json is brought up to date.
-        assert "|| { echo 'reactbench: the frozen install failed" in toolchain.install
+        assert "echo 'reactbench: the frozen install failed" in toolchain.install
     if label == "pnpm@9.12.0":
         assert "strict-dep-builds" not in toolchain.install  # pnpm 9 runs every build script
 
@@ -207,7 +208,7 @@ def test_an_install_whose_own_hook_fails_is_tried_once_more_without_the_hooks(tm
     proc = subprocess.run(["sh", "-c", command], cwd=app, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "reactbench: the install failed; once more without the install scripts of the " \
-        "repository itself" in proc.stderr
+        "repository itself" in proc.stdout
     assert (app / "node_modules" / "vendored" / "built").read_text() == "yes"
     assert (app / "package.json").read_text() == manifest
 
@@ -227,5 +228,38 @@ def test_an_install_whose_dependency_fails_still_fails(tmp_path: Path) -> None:
         "/tmp/npm-cache", str(tmp_path / "npm-cache"))
     proc = subprocess.run(["sh", "-c", command], cwd=app, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
-    assert "once more without the install scripts" in proc.stderr
+    assert "once more without the install scripts" in proc.stdout
+    assert REGISTRY_LACKS not in proc.stderr
+    assert (app / "package.json").read_text() == manifest
+
+
+@pytest.mark.parametrize("lockfile", [False, True], ids=["no-lockfile", "lockfile"])
+def test_an_install_the_registry_cannot_serve_stops_and_says_which_package(
+        tmp_path: Path, lockfile: bool) -> None:
+    """Real npm against the registry: a version that was never published (unpublished,
+    say) fails every try alike, so the tries that change only the repository's hooks
+    are not made, and the last lines name the package."""
+    app = tmp_path / "app"
+    app.mkdir()
+    manifest = json.dumps({"name": "app", "version": "1.0.0", "dependencies": {"is-number": "99.0.0"},
+                           "scripts": {"prepare": "exit 3"}})
+    (app / "package.json").write_text(manifest)
+    files = {"package.json"}
+    if lockfile:
+        (app / "package-lock.json").write_text(json.dumps({
+            "name": "app", "version": "1.0.0", "lockfileVersion": 3, "requires": True,
+            "packages": {"": {"name": "app", "version": "1.0.0", "dependencies": {"is-number": "99.0.0"}},
+                         "node_modules/is-number": {"version": "99.0.0", "resolved":
+                                                    "https://registry.npmjs.org/is-number/-/is-number-99.0.0.tgz"}}}))
+        files.add("package-lock.json")
+    command = detect_toolchain(manifest, files, lambda _: None).install.replace(
+        "/tmp/npm-cache", str(tmp_path / "npm-cache"))
+    proc = subprocess.run(["sh", "-c", command], cwd=app, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "without the install scripts" not in proc.stdout
+    # With a lockfile, the unfrozen try is still made: it may resolve another version.
+    assert ("once more without freezing it" in proc.stdout) == lockfile
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith(REGISTRY_LACKS), proc.stderr
+    assert "is-number" in lines[-1], proc.stderr
     assert (app / "package.json").read_text() == manifest
