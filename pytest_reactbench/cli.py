@@ -297,6 +297,8 @@ def _mine_many(args: argparse.Namespace, request: Request) -> int:
         return 2
     write_summary(result, request.repo, args.range or " ".join(args.merges), out,
                   echo=lambda line: print(line, flush=True))
+    if result.interrupted:
+        return 130  # as a shell reports a command Ctrl-C stopped
     return 0 if result.count("mined") else 1
 
 

@@ -23,7 +23,8 @@ from pytest_reactbench.mining.mine import Reason, Request, mine, slug
 
 @dataclass
 class Mined:
-    """What became of one change: `state` is mined, refused or failed."""
+    """What became of one change: `state` is mined, refused or failed (pending while
+    it is mined, and where Ctrl-C stopped the batch first)."""
 
     commit: str
     subject: str
@@ -36,6 +37,8 @@ class Mined:
 @dataclass
 class BatchResult:
     changes: list[Mined]
+    #: Ctrl-C stopped the batch: the changes still pending were not judged.
+    interrupted: bool = False
 
     def count(self, state: str) -> int:
         return sum(1 for m in self.changes if m.state == state)
@@ -52,6 +55,8 @@ class BatchResult:
             "mined": self.count("mined"),
             "refused": self.count("refused"),
             "failed": self.count("failed"),
+            "not_done": self.count("pending"),
+            "interrupted": self.interrupted,
             "refused_by_reason": dict(self.by_reason("refused").most_common()),
             "failed_by_reason": dict(self.by_reason("failed").most_common()),
             "each": [{"commit": m.commit, "subject": m.subject, "state": m.state,
@@ -128,11 +133,12 @@ def mine_many(template: Request, commits: Sequence[str], out: Path, *, jobs: int
     try:
         for future in [pool.submit(one, m) for m in changes]:
             future.result()
-    except BaseException:
-        # Ctrl-C: no change starts after it (the executor's own exit would have run the
-        # whole queue); those under way end with their controls, which it reached too.
+    except KeyboardInterrupt:
+        # No change starts after Ctrl-C (the executor's own exit would have run the whole
+        # queue); those under way end with their controls, which it reached too. What
+        # was judged before it is still the batch's result.
         pool.shutdown(wait=False, cancel_futures=True)
-        raise
+        return BatchResult(changes, interrupted=True)
     pool.shutdown()
     return BatchResult(changes)
 
@@ -142,8 +148,9 @@ def write_summary(result: BatchResult, repo: Path, what: str, out: Path,
     summary = result.summary(repo.resolve(), what)
     path = out / "summary.json"
     path.write_text(json.dumps(summary, indent=2) + "\n")
+    stopped = f"; interrupted, {result.count('pending')} not done" if result.interrupted else ""
     echo(f"mined {result.count('mined')}, refused {result.count('refused')}, "
-         f"failed {result.count('failed')} of {len(result.changes)} changes ({path})")
+         f"failed {result.count('failed')} of {len(result.changes)} changes{stopped} ({path})")
     for state in ("refused", "failed"):
         for code, n in result.by_reason(state).most_common():
             echo(f"  {state} {n:>3}  {code}")

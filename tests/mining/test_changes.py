@@ -1,5 +1,6 @@
 """Reading and classifying a commit range: real git, no sandbox."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -288,6 +289,13 @@ def test_ctrl_c_during_a_batch_starts_no_further_change(
         raise KeyboardInterrupt  # as Ctrl-C reaches the session the change runs in
 
     monkeypatch.setattr(batch, "mine", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        batch.mine_many(Request(repo=repo), commits[1:], tmp_path / "out", jobs=1, progress=lambda _: None)
+    out = tmp_path / "out"
+    result = batch.mine_many(Request(repo=repo), commits[1:], out, jobs=1, progress=lambda _: None)
     assert started == [commits[1]]
+    # What was judged before Ctrl-C is kept: the summary is written, the rest not done.
+    assert result.interrupted and [m.state for m in result.changes] == ["pending"] * 3
+    lines: list[str] = []
+    summary = json.loads(batch.write_summary(result, repo, "range", out, echo=lines.append).read_text())
+    assert (summary["interrupted"], summary["not_done"], summary["mined"]) == (True, 3, 0)
+    assert lines[0] == ("mined 0, refused 0, failed 0 of 3 changes; interrupted, 3 not done "
+                        f"({out}/summary.json)")
