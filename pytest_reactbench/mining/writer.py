@@ -39,7 +39,7 @@ VERIFIER_PLAYWRIGHT_IMAGE = "ghcr.io/millionco/react-bench-verifier-playwright:l
 #: install and test run are slower than the shipped tasks'.
 AGENT_TIMEOUT_SEC = 1800
 VERIFIER_TIMEOUT_SEC = 600
-BUILD_TIMEOUT_SEC = 1200
+BUILD_TIMEOUT_SEC = 1800
 CPUS = 2
 MEMORY_MB = 4096
 STORAGE_MB = 10240
@@ -164,7 +164,8 @@ def source_patch(plan: TaskPlan) -> bytes:
                plan.base, plan.head, "--", *paths)
 
 
-def _install_step(plan: TaskPlan) -> str:
+def _install_step(plan: TaskPlan, then: str = "") -> str:
+    """The repository at /app, installed; `then`: what the same RUN does next."""
     return (
         "# The repository replaces the scaffold; its dependencies (as of the mined change's\n"
         "# head) are installed here with its own package manager "
@@ -173,7 +174,7 @@ def _install_step(plan: TaskPlan) -> str:
         "WORKDIR /app\n"
         "RUN find /app -mindepth 1 -maxdepth 1 -exec rm -rf {} +\n"
         "COPY app/ /app/\n"
-        f"RUN {plan.toolchain.install}\n"
+        f"RUN {plan.toolchain.install}{then}\n"
     )
 
 
@@ -189,11 +190,15 @@ def agent_dockerfile(plan: TaskPlan) -> str:
 
 def verifier_dockerfile(plan: TaskPlan) -> str:
     image = VERIFIER_PLAYWRIGHT_IMAGE if "playwright" in _runners_used(plan) else VERIFIER_IMAGE
+    # The verifier's bake moves node_modules out of /app: in the layer that installed it
+    # a rename, from a layer below a copy of every file (minutes for a large repository,
+    # past build_timeout_sec on a loaded machine). So the specs come first, and the
+    # install and the bake are one step.
     return (
-        f"ARG BASE_IMAGE={image}\nFROM ${{BASE_IMAGE}}\n\n" + _install_step(plan)
-        + "COPY config.json test.sh /tests/\n"
+        f"ARG BASE_IMAGE={image}\nFROM ${{BASE_IMAGE}}\n\n"
+        "COPY config.json test.sh /tests/\n"
         "COPY specs/ /tests/specs/\n"
-        "RUN node /opt/reactbench/verifier/verifier.mjs bake\n"
+        + _install_step(plan, then=" \\\n && node /opt/reactbench/verifier/verifier.mjs bake")
     )
 
 
