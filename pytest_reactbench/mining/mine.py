@@ -267,11 +267,19 @@ def control_refusals(controls: ControlRun, task_id: str) -> list[Reason]:
             failing = "; ".join(result.failing_specs[:5])
             reasons.append(Reason("oracle-tests", "its tests do not pass with the reference change "
                                   "(oracle: tests gate 0)" + (f": {failing}" if failing else "")))
-        if Gate.REACT_DOCTOR in failed:
+        if Gate.REACT_DOCTOR in failed and result.findings:
             findings = "; ".join(map(str, result.findings[:5]))
             reasons.append(Reason("oracle-react-doctor", "the reference change introduces React "
-                                  "Doctor findings (oracle: react_doctor gate 0)"
-                                  + (f": {findings}" if findings else "")))
+                                  f"Doctor findings (oracle: react_doctor gate 0): {findings}"))
+        if Gate.REACT_DOCTOR in failed and result.unscanned:
+            # A gate that did not look at a changed file passes no solution that changes it.
+            reasons.append(Reason("oracle-react-doctor", "the reference changes files React Doctor "
+                                  "does not analyse (oracle: react_doctor gate 0): "
+                                  + ", ".join(result.unscanned[:5])))
+        elif Gate.REACT_DOCTOR in failed and not result.findings:
+            why = one_line(result.message)
+            reasons.append(Reason("oracle-react-doctor", "the reference fails the React Doctor gate "
+                                  "(oracle: react_doctor gate 0)" + (f": {why}" if why else "")))
         if not failed:
             reasons.append(Reason("oracle-failed", f"the oracle control failed: {result.failure}: "
                                   + one_line(result.message)))

@@ -271,6 +271,8 @@ class TrialResult(BaseModel):
             props.append((f"{p}tests.failing", _listed(self.failing_specs)))
         if self.findings:
             props.append((f"{p}react_doctor.new", _listed(self.findings)))
+        if self.unscanned:
+            props.append((f"{p}react_doctor.unscanned", _listed(self.unscanned)))
         if self.record:
             props.append((f"{p}record", self.record))
         return props
@@ -316,4 +318,5 @@ class TrialResult(BaseModel):
             audit=_unlisted(props.get(f"{p}audit")),
             failing_specs=_unlisted(props.get(f"{p}tests.failing")),
             findings=[Finding.parse(f) for f in _unlisted(props.get(f"{p}react_doctor.new"))],
+            unscanned=_unlisted(props.get(f"{p}react_doctor.unscanned")),
         )

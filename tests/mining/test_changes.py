@@ -27,7 +27,7 @@ from pytest_reactbench.mining.mine import (
     one_line,
 )
 from pytest_reactbench.mining.runners import REGISTRY_LACKS
-from pytest_reactbench.results import TrialResult
+from pytest_reactbench.results import Gate, TrialResult, Verdict
 from tests.mining.history import commit, run_git
 
 
@@ -216,6 +216,18 @@ def test_control_refusals_say_which_control_and_gate(tmp_path: Path) -> None:
     assert texts(control_refusals(doctor, "t")) == [
         "the reference change introduces React Doctor findings (oracle: react_doctor gate 0): "
         "no-array-index-as-key src/L.tsx:7"]
+    # Files the scan did not analyse fail the gate with no finding: the refusal names them,
+    # read back from the JUnit properties as the controls read them.
+    blind = TrialResult(task="t", agent="oracle", verdict=Verdict.FAILED, failure="react_doctor",
+                        gates={Gate.TESTS: True, Gate.REACT_DOCTOR: False},
+                        unscanned=["src/lib/parse.ts", "src/lib/link.ts"])
+    back = TrialResult.from_properties(dict(blind.properties()))
+    assert back is not None and back.unscanned == blind.unscanned
+    run = ControlRun({("t", "nop"): controls(tmp_path, FAIL_TESTS, PASS).results[("t", "nop")],
+                      ("t", "oracle"): back}, "")
+    assert texts(control_refusals(run, "t")) == [
+        "the reference changes files React Doctor does not analyse (oracle: react_doctor gate 0): "
+        "src/lib/parse.ts, src/lib/link.ts"]
     tail = ("environment/Dockerfile:10: step failed with exit code 1:\n  Progress: resolved 1\n"
             "  ERR_PNPM_IGNORED_BUILDS  Ignored build scripts: esbuild\n  Run pnpm approve-builds")
     bake = {"verdict": "error", "failure": "BakeError", "message": tail}
