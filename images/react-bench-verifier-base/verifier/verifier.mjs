@@ -203,6 +203,7 @@ function startScan(config, { afterSubmission = false, root = APP } = {}) {
   // timeout(1) kills the whole process group: React Doctor and its linters. The
   // baseline at bake time has the bake's own limit.
   const limit = String(afterSubmission ? config.rd.timeout_sec : 1800);
+  const budget = String(Math.round(Number(limit) * 1000));
   const scanRoot = path.join(root, path.relative(APP, config.rd.scan_root));
   fs.mkdirSync(SCAN_DIR, { recursive: true, mode: 0o700 });
   fs.rmSync(SCAN_TMP, { recursive: true, force: true });
@@ -225,6 +226,12 @@ function startScan(config, { afterSubmission = false, root = APP } = {}) {
         ...compileCache(),
         DO_NOT_TRACK: "1",
         REACT_DOCTOR_CACHE_DIR: path.join(STATE, "rd-cache"),
+        // React Doctor skips a phase that outlasts its own budget (lint: 300 s), and a
+        // partial scan grades nothing: on a large repository and a loaded machine the
+        // baseline failed so. The limit above is the only one.
+        REACT_DOCTOR_LINT_PHASE_TIMEOUT_MS: budget,
+        REACT_DOCTOR_DEAD_CODE_PHASE_TIMEOUT_MS: budget,
+        REACT_DOCTOR_SCAN_DEADLINE_MS: budget,
         TMPDIR: SCAN_TMP,
       },
       stdio: ["ignore", out, err],
