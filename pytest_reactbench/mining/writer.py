@@ -39,6 +39,9 @@ VERIFIER_PLAYWRIGHT_IMAGE = "ghcr.io/millionco/react-bench-verifier-playwright:l
 #: install and test run are slower than the shipped tasks'.
 AGENT_TIMEOUT_SEC = 1800
 VERIFIER_TIMEOUT_SEC = 600
+#: The scan after the submission runs beside the test command: a whole repository's,
+#: on a loaded machine, outlasted the 120 s a hand-written task's scan gets.
+RD_TIMEOUT_SEC = 300
 BUILD_TIMEOUT_SEC = 1800
 CPUS = 2
 MEMORY_MB = 4096
@@ -224,7 +227,7 @@ def tests_config(plan: TaskPlan, expected: dict[str, list[str]] | None = None,
         test["allow_skipped"] = True
     test["cwd"] = "/app"
     return {
-        "rd": {"scan_root": "/app", "mode": "gate",
+        "rd": {"scan_root": "/app", "mode": "gate", "timeout_sec": RD_TIMEOUT_SEC,
                **({"ignored_new_footguns": tolerance(tolerated)} if tolerated else {})},
         "sources": list(plan.sources),
         **({"test_like_allowed": list(plan.declared)} if plan.declared else {}),

@@ -101,6 +101,7 @@ def test_the_task_layout(tmp_path: Path) -> None:
     assert (task / "instruction.md").read_text() == "# Totals\n\nCount them.\n"
     config = parse_json(task / "tests" / "config.json", TestsConfig)
     assert config.rd.scan_root == "/app"
+    assert config.rd.timeout_sec == 300  # a whole repository's scan, beside its tests
     assert json.loads((task / "tests" / "config.json").read_text())["sources"] == ["scripts", "src"]
     assert config.test.cmd.endswith("src/cart.test.ts src/checkout.spec.ts")
     for script in ("tests/test.sh", "solution/solve.sh"):
