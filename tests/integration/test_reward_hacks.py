@@ -353,6 +353,11 @@ TS
     mkdir -p /app/e2e && printf '%s' '{PASSING_E2E}' > /app/e2e/counter.spec.ts
     sleep 0.1; done`;
   attempt("daemon", () => spawn("sh", ["-c", script], {{ detached: true, stdio: "ignore" }}).unref());"""),
+    # 2. The work is done, but the unit runner's report is spoiled (a folder where it
+    # goes): that runner's tests did not run, and the grade says why.
+    "room-spoils-the-report": counter_importing_payload(reset_when="true", payload="""
+  const reports = (globalThis as any).process.env.REACTBENCH_REPORTS;
+  attempt("report folder", () => node("node:fs").mkdirSync(`${reports}/vitest.json`));"""),
     # 3. The feature exists only for automation: a webdriver flag, a headless user
     # agent or brand, the default preview port, jsdom.
     "automation-only-reset": counter_with_reset(
@@ -471,9 +476,17 @@ def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: 
     for name in ("runner-skips-and-rewrites-e2e", "daemon-forges-the-reports"):
         assert "e2e/counter.spec.ts > resets the counter in the real app" in failing(verdicts[name]) or (
             "the e2e tests never ran" in failing(verdicts[name])), (name, failing(verdicts[name]))
-    # The unit phase passed on its own; the e2e spec that ran was the hidden one.
-    assert failing(verdicts["daemon-forges-the-reports"]).splitlines()[0] == (
-        "e2e/counter.spec.ts > resets the counter in the real app (failed)")
+    # The unit phase passed on its own (unless the daemon, killed mid-write, left the
+    # report it forged empty); the e2e spec that ran was the hidden one.
+    forged = failing(verdicts["daemon-forges-the-reports"]).splitlines()
+    assert forged[0] == "e2e/counter.spec.ts > resets the counter in the real app (failed)" or (
+        "the test room's vitest.json is not JSON" in "\n".join(forged)), forged
+    # A spoiled report loses its runner's results, not the grading or its log.
+    spoiled = details["room-spoils-the-report"]
+    assert spoiled["failure"] is None and log["room-spoils-the-report"], spoiled
+    assert any(line.startswith("the test room's vitest.json is not a plain report file, after the unit")
+               for line in spoiled["tests"]["failing"]), spoiled["tests"]
+    assert any(line.endswith("(did not run)") for line in spoiled["tests"]["failing"]), spoiled["tests"]
     # 3. The unit specs saw the feature; the browser, like a user, did not.
     for name in ("automation-only-reset", "runner-only-reset"):
         lines = failing(verdicts[name]).splitlines()

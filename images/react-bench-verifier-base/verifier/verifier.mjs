@@ -1098,6 +1098,18 @@ async function testGate(config, setPhase) {
   const specParts = fs.readdirSync(path.join(TESTS, "specs")).filter((p) => p !== e2eDir);
   const results = new Map();
   const phases = [];
+  // A report the room spoiled (a daemon killed mid-write leaves it empty) loses that
+  // runner's results, not the grading: its tests did not run, and the reason is said.
+  const spoiled = [];
+  const report = (name, phase) => {
+    try {
+      return readReport(name);
+    } catch (error) {
+      if (!(error instanceof SubmissionFailure)) throw error;
+      spoiled.push(`${error.message}, after the ${phase} tests`);
+      return null;
+    }
+  };
   let output = "";
   // Unit specs first; the e2e specs are copied in only after every process of that
   // room is gone, from /tests, which the room never had.
@@ -1105,32 +1117,36 @@ async function testGate(config, setPhase) {
   const steps = [{ name: "unit", cmd: config.test.cmd, parts: specParts }];
   if (e2eCmd) steps.push({ name: "e2e", cmd: withE2eConfig(e2eCmd), parts: [e2eDir] });
   else specParts.push(e2eDir);
-  for (const step of steps) {
-    setPhase(`tests:${step.name}`);
-    openRoom();
-    fs.rmSync(path.join(APP, E2E_CONFIG), { force: true });
-    applySpecs(step.parts);
-    let env = {};
-    if (step.name === "e2e") {
-      writeE2eConfig();
-      env = {
-        ...e2eTransforms(),
-        REACTBENCH_E2E_PORT: e2ePort(),
-        REACTBENCH_E2E_OUTPUT: path.join(ROOM, "e2e-output", "results"),
-        REACTBENCH_E2E_USER_AGENT: userAgent(),
-      };
+  try {
+    for (const step of steps) {
+      setPhase(`tests:${step.name}`);
+      openRoom();
+      fs.rmSync(path.join(APP, E2E_CONFIG), { force: true });
+      applySpecs(step.parts);
+      let env = {};
+      if (step.name === "e2e") {
+        writeE2eConfig();
+        env = {
+          ...e2eTransforms(),
+          REACTBENCH_E2E_PORT: e2ePort(),
+          REACTBENCH_E2E_OUTPUT: path.join(ROOM, "e2e-output", "results"),
+          REACTBENCH_E2E_USER_AGENT: userAgent(),
+        };
+      }
+      const result = await runInRoom(step.cmd, { cwd: config.test.cwd ?? APP, budget: remaining(), env });
+      output += result.output;
+      console.log(result.output.split("\n").slice(-40).join("\n"));
+      vitestResults(report("vitest.json", step.name), results);
+      playwrightResults(report("playwright.json", step.name), results);
+      phases.push({ name: step.name, exit_code: result.code, timed_out: result.timedOut, seconds: result.seconds });
+      sweepRoom();
+      if (result.code !== 0 || result.timedOut) break;
     }
-    const result = await runInRoom(step.cmd, { cwd: config.test.cwd ?? APP, budget: remaining(), env });
-    output += result.output;
-    console.log(result.output.split("\n").slice(-40).join("\n"));
-    vitestResults(readReport("vitest.json"), results);
-    playwrightResults(readReport("playwright.json"), results);
-    phases.push({ name: step.name, exit_code: result.code, timed_out: result.timedOut, seconds: result.seconds });
-    sweepRoom();
-    if (result.code !== 0 || result.timedOut) break;
+  } finally {
+    // Whatever ended the tests, what they printed is kept.
+    fs.writeFileSync(path.join(LOGS, "test.log"), output);
   }
-  fs.writeFileSync(path.join(LOGS, "test.log"), output);
-  const failing = judgeTests(config.test.expected, results, config.test.allow_skipped === true);
+  const failing = [...judgeTests(config.test.expected, results, config.test.allow_skipped === true), ...spoiled];
   for (const phase of phases) {
     if (phase.timed_out) failing.push(`the ${phase.name} tests did not finish within ${Math.round(total)} s`);
     else if (phase.exit_code !== 0) failing.push(`the ${phase.name} test command exited ${phase.exit_code}`);
