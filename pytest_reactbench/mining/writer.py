@@ -193,15 +193,17 @@ def agent_dockerfile(plan: TaskPlan) -> str:
 
 def verifier_dockerfile(plan: TaskPlan) -> str:
     image = VERIFIER_PLAYWRIGHT_IMAGE if "playwright" in _runners_used(plan) else VERIFIER_IMAGE
-    # The verifier's bake moves node_modules out of /app: in the layer that installed it
-    # a rename, from a layer below a copy of every file (minutes for a large repository,
-    # past build_timeout_sec on a loaded machine). So the specs come first, and the
-    # install and the bake are one step.
+    # The verifier keeps node_modules out of /app: in the layer that installed it a
+    # rename, from a layer below a copy of every file (minutes for a large repository,
+    # past build_timeout_sec on a loaded machine). So the install step moves them, and
+    # the tests come after it: a changed config.json (the miner writes the expected
+    # tests once the reference has run) bakes again without installing again.
     return (
         f"ARG BASE_IMAGE={image}\nFROM ${{BASE_IMAGE}}\n\n"
-        "COPY config.json test.sh /tests/\n"
+        + _install_step(plan, then=" \\\n && node /opt/reactbench/verifier/verifier.mjs keep-deps")
+        + "\nCOPY config.json test.sh /tests/\n"
         "COPY specs/ /tests/specs/\n"
-        + _install_step(plan, then=" \\\n && node /opt/reactbench/verifier/verifier.mjs bake")
+        "RUN node /opt/reactbench/verifier/verifier.mjs bake\n"
     )
 
 

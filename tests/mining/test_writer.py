@@ -111,12 +111,16 @@ def test_the_task_layout(tmp_path: Path) -> None:
         assert "pnpm install --frozen-lockfile" in (task / dockerfile).read_text()
     assert "react-bench-base" in (task / "environment/Dockerfile").read_text()
     assert "react-bench-verifier-base" in (task / "tests/Dockerfile").read_text()
-    # The verifier's bake moves node_modules in the layer that installed it (a rename,
-    # not a copy of every file), so the two are one step.
+    # The verifier keeps node_modules out of /app in the layer that installed them (a
+    # rename, not a copy of every file); the tests come after, so a new config.json
+    # bakes again without installing again.
     steps = (task / "tests/Dockerfile").read_text().replace("\\\n", " ").splitlines()
-    install = next(line for line in steps if "pnpm install --frozen-lockfile" in line)
-    assert install.startswith("RUN ")
-    assert install.endswith("&& node /opt/reactbench/verifier/verifier.mjs bake")
+    install = next(i for i, line in enumerate(steps) if "pnpm install --frozen-lockfile" in line)
+    assert steps[install].startswith("RUN ")
+    assert steps[install].endswith("&& node /opt/reactbench/verifier/verifier.mjs keep-deps")
+    after = [line for line in steps[install + 1:] if line.strip()]
+    assert after == ["COPY config.json test.sh /tests/", "COPY specs/ /tests/specs/",
+                     "RUN node /opt/reactbench/verifier/verifier.mjs bake"]
 
 
 def test_the_starting_state_is_the_base_with_the_environment_half_of_the_head(tmp_path: Path) -> None:

@@ -387,16 +387,22 @@ function linkDependencies() {
   fs.symlinkSync(pristine, link);
 }
 
-async function bake() {
-  const config = readConfig();
+// Pristine dependencies live outside /app: the submission replaces /app, and a link
+// puts them back in no time. Run in the step that installed them, the move is a
+// rename; from a layer below, a copy of every file. So an image may keep them there
+// at install time (`keep-deps`), and bake later.
+function keepDependencies() {
   fs.mkdirSync(path.join(STATE, "deps"), { recursive: true });
   const modules = path.join(APP, "node_modules");
   if (fs.existsSync(modules) && !fs.lstatSync(modules).isSymbolicLink()) {
-    // Pristine dependencies live outside /app: the submission replaces /app, and a
-    // link puts them back in no time.
     const moved = run("mv", [modules, path.join(STATE, "deps", "node_modules")], { cwd: "/" });
     if (moved.code !== 0) throw new HarnessError(`cannot keep pristine dependencies: ${moved.stderr}`);
   }
+}
+
+async function bake() {
+  const config = readConfig();
+  keepDependencies();
   if (!fs.existsSync(path.join(STATE, "deps", "node_modules"))) {
     throw new HarnessError(`${APP}/node_modules is missing: the base image installs the dependencies`);
   }
@@ -1307,11 +1313,11 @@ async function grade() {
   writeGrade({ reward, tests: state.tests, react_doctor: state.doctor, submission: state.submission, timings, failure: null });
 }
 
-const commands = { bake, grade };
+const commands = { bake, grade, "keep-deps": keepDependencies };
 const command = commands[process.argv[2]];
 if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname)) {
   if (!command) {
-    console.error("usage: verifier.mjs bake|grade");
+    console.error("usage: verifier.mjs bake|grade|keep-deps");
     process.exit(2);
   }
   try {
