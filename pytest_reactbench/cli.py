@@ -24,7 +24,7 @@ from pathlib import Path
 import pluggy
 
 from pytest_reactbench import __version__
-from pytest_reactbench.controls import CONTROLS, run_controls
+from pytest_reactbench.controls import CONTROLS, run_controls, stop_controls_on_sigterm
 from pytest_reactbench.mining import MiningError, Request, commits_in, mine, mine_many, write_summary
 from pytest_reactbench.plugin import builtins, hookspecs
 from pytest_reactbench.results.compare import ALPHA, compare
@@ -49,6 +49,7 @@ from pytest_reactbench.tasks.models import TestsConfig
 
 
 def _validate(args: argparse.Namespace) -> int:
+    stop_controls_on_sigterm()
     problems = 0
     tasks = []
     for raw in args.tasks:
@@ -68,9 +69,13 @@ def _validate(args: argparse.Namespace) -> int:
     if not tasks:
         return 1
     records = Path(args.records) if args.records else Path(".reactbench", "records")
-    controls = run_controls([t.path for t in tasks], sandbox=args.sandbox,
-                            records=records.resolve(), workers=args.n,
-                            echo=lambda line: print(line, flush=True))
+    try:
+        controls = run_controls([t.path for t in tasks], sandbox=args.sandbox,
+                                records=records.resolve(), workers=args.n,
+                                echo=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        print("reactbench validate: interrupted", file=sys.stderr)
+        return 130
     for task in tasks:
         for agent, expected in CONTROLS.items():
             got = controls.verdict(task.id, agent)
@@ -267,6 +272,7 @@ def _mine(args: argparse.Namespace) -> int:
         strict_react_doctor=args.strict_react_doctor,
         records=Path(args.records) if args.records else None,
     )
+    stop_controls_on_sigterm()
     if args.range or args.merges:
         return _mine_many(args, request)
     try:
@@ -274,6 +280,9 @@ def _mine(args: argparse.Namespace) -> int:
     except MiningError as exc:
         print(f"reactbench mine: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("reactbench mine: interrupted", file=sys.stderr)
+        return 130  # as a shell reports a command Ctrl-C stopped
     for reason in outcome.reasons:
         print(f"{'FAILED ' if reason.failed else 'REFUSED'}  {reason}")
     if outcome.task is not None:

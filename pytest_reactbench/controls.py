@@ -7,9 +7,13 @@ does the reference solution score 1 (`oracle` passes) and the untouched reposito
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +23,32 @@ from pytest_reactbench.results.load import from_junit
 
 #: What each control agent must score on a valid task.
 CONTROLS = {"oracle": "passed", "nop": "failed"}
+
+#: The control runs under way, for `stop_controls`, and those it has stopped.
+_running: set[subprocess.Popen[str]] = set()
+_stopped: set[int] = set()
+_lock = threading.Lock()
+
+
+def stop_controls() -> None:
+    """Ctrl-C for every control run under way, once: each runs in its own process
+    group (where a terminal's Ctrl-C does not reach), so this is how its trials end
+    and their sandboxes go, xdist's workers' included."""
+    with _lock:
+        running = [p for p in _running if p.pid not in _stopped]
+        _stopped.update(p.pid for p in running)
+    for proc in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGINT)
+
+
+def stop_controls_on_sigterm() -> None:
+    """From now on SIGTERM (a CI job cancelled, `kill`) stops this command as Ctrl-C
+    does: KeyboardInterrupt in the main thread, whose handlers stop the controls."""
+    def on_sigterm(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_sigterm)
 
 
 @dataclass(frozen=True)
@@ -73,6 +103,21 @@ def run_controls(
         if workers:
             command += ["-n", str(workers)]
         echo("controls: " + " ".join(command[3:]))
-        proc = subprocess.run(command, cwd=tmp, capture_output=True, text=True)
+        proc = subprocess.Popen(command, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+        with _lock:
+            _running.add(proc)
+        try:
+            try:
+                stdout, stderr = proc.communicate()
+            except KeyboardInterrupt:
+                # Its cleanup is waited for, so that no sandbox outlives this command.
+                stop_controls()
+                proc.communicate()
+                raise
+        finally:
+            with _lock:
+                _running.discard(proc)
+                _stopped.discard(proc.pid)
         results = {(r.task, r.agent): r for r in (from_junit(xml) if xml.exists() else [])}
-    return ControlRun(results, strip_ansi(proc.stdout + proc.stderr), records)
+    return ControlRun(results, strip_ansi(stdout + stderr), records)

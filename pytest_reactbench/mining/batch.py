@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pytest_reactbench.controls import stop_controls
 from pytest_reactbench.mining.changes import MiningError, check_repository, git, resolve
 from pytest_reactbench.mining.mine import Reason, Request, mine, slug
 
@@ -135,9 +136,10 @@ def mine_many(template: Request, commits: Sequence[str], out: Path, *, jobs: int
             future.result()
     except KeyboardInterrupt:
         # No change starts after Ctrl-C (the executor's own exit would have run the whole
-        # queue); those under way end with their controls, which it reached too. What
-        # was judged before it is still the batch's result.
+        # queue); those under way end with their controls, stopped here. What was judged
+        # before it is still the batch's result.
         pool.shutdown(wait=False, cancel_futures=True)
+        stop_controls()
         return BatchResult(changes, interrupted=True)
     pool.shutdown()
     return BatchResult(changes)

@@ -3,8 +3,10 @@ changes mined into tasks whose controls run on the local backend (bubblewrap, pn
 Vitest, React Doctor), and the mined task run through the plugin."""
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -68,6 +70,62 @@ def test_a_merged_pull_request_becomes_a_task_the_plugin_runs(
     grade = json.loads(Path(verdicts["oracle"]["reactbench.record"], "verifier", "grade.json").read_text())
     assert {"src/display.ts", "src/legacy.ts", "src/assets/badge.png", "src/assets/logo.png"} \
         <= set(grade["submission"]["changed"])
+
+
+def _live() -> dict[int, tuple[int, str]]:
+    """Every live process: pid -> (parent pid, name); zombies are dead."""
+    live = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()
+        if fields[0] != "Z":
+            live[int(stat.parent.name)] = (int(fields[1]), text[text.index("(") + 1:text.rindex(")")])
+    return live
+
+
+def _descendants(root: int) -> dict[int, str]:
+    live, found, frontier = _live(), {}, [root]
+    while frontier:
+        pid = frontier.pop()
+        for child, (parent, name) in live.items():
+            if parent == pid and child not in found:
+                found[child] = name
+                frontier.append(child)
+    return found
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["one", "many"])
+def test_sigterm_stops_mining_as_ctrl_c_does_and_no_process_outlives_it(
+        history: History, tmp_path: Path, many: bool) -> None:
+    """A cancelled CI job or `kill` sends SIGTERM: the control run in its own process
+    group is interrupted, its sandboxes go, and no task is written."""
+    out_dir = tmp_path / "tasks" / "counter-decrement"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest_reactbench.cli", "mine", "--repo", str(history.repo),
+         "--merges" if many else "--merge", history.feature, "--out", str(out_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        while "bwrap" not in (started := _descendants(proc.pid)).values():  # a trial's sandbox is up
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=300)[0]
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, out[-3000:]
+    live = _live()
+    assert {pid: name for pid, name in started.items() if pid in live} == {}, out[-3000:]
+    if many:
+        summary = json.loads((out_dir / "summary.json").read_text())
+        assert (summary["interrupted"], summary["mined"]) == (True, 0), summary
+        assert [p.name for p in out_dir.iterdir() if not p.name.startswith(("logs", "summary"))] == []
+    else:
+        assert "reactbench mine: interrupted" in out
+        assert list(out_dir.parent.iterdir()) == []  # no scratch, no half-written task
 
 
 def test_a_change_whose_tests_already_pass_is_refused_or_kept_with_the_reason(
