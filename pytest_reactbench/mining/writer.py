@@ -197,7 +197,8 @@ def verifier_dockerfile(plan: TaskPlan) -> str:
     # rename, from a layer below a copy of every file (minutes for a large repository,
     # past build_timeout_sec on a loaded machine). So the install step moves them, and
     # the tests come after it: a changed config.json (the miner writes the expected
-    # tests once the reference has run) bakes again without installing again.
+    # tests once the reference has run) bakes again without installing again (docker
+    # caches each step; the local backend bakes an image as one layer).
     return (
         f"ARG BASE_IMAGE={image}\nFROM ${{BASE_IMAGE}}\n\n"
         + _install_step(plan, then=" \\\n && node /opt/reactbench/verifier/verifier.mjs keep-deps")
