@@ -54,6 +54,13 @@ class Traffic:
                                                 strict=True)))
 
 
+def preferred_port(root: Path) -> int:
+    """The port the cache over `root` serves on when it is free: the same on every run,
+    below Linux's ephemeral range (32768 and up), so no outgoing connection holds it."""
+    digest = hashlib.sha256(str(root.resolve()).encode()).digest()
+    return 20000 + int.from_bytes(digest[:4], "big") % 10000
+
+
 class DownloadCache:
     """The caching registry over `root`; started on first use, stopped by `close()`."""
 
@@ -120,7 +127,14 @@ class DownloadCache:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        # The bakes' registry URL is in each RUN step's environment, and so in docker's
+        # key for that step's layer: one port per cache (while it is free) lets a recipe
+        # changed in a late step (a task's config.json) reuse its earlier steps' layers
+        # across sessions. The prebake runs in one process, which gets that port.
+        try:
+            self._server = http.server.ThreadingHTTPServer(("127.0.0.1", preferred_port(self.root)), Handler)
+        except OSError:  # taken (another session, another worker): any port serves
+            self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="reactbench-downloads",
                                         daemon=True)

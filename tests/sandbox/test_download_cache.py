@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.sandbox.downloads import DownloadCache
+from pytest_reactbench.sandbox.downloads import DownloadCache, preferred_port
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.registry import BUILTIN_BACKENDS
 from tests.conftest import BACKENDS
@@ -87,9 +87,12 @@ def test_tarballs_are_fetched_once_across_processes_and_metadata_points_here(
     assert json.loads(body)["versions"]["1.0.0"]["dist"]["tarball"] == \
         f"{first.url}/left-pad/-/left-pad-1.0.0.tgz"
     assert get(first.url + "/left-pad/-/left-pad-1.0.0.tgz") == (200, TARBALL)
+    served = first.url
     first.close()
-    # Another process (another port) over the same directory: nothing is asked again.
+    # Another process over the same directory: nothing is asked again. It serves on the
+    # same port (the bakes' registry URL, in docker's key for each RUN step, is the same).
     second = DownloadCache(tmp_path / "downloads", upstream=upstream.url)
+    assert second.url == f"http://127.0.0.1:{preferred_port(tmp_path / 'downloads')}" == served
     asked = len(upstream.asked)
     assert get(second.url + "/left-pad/-/left-pad-1.0.0.tgz") == (200, TARBALL)
     status, body = get(second.url + "/left-pad")
@@ -148,6 +151,8 @@ def test_the_second_bake_of_the_same_packages_downloads_nothing(tmp_path: Path, 
 
 def test_concurrent_caches_over_one_directory_serve_whole_files(tmp_path: Path, upstream: Upstream) -> None:
     caches = [DownloadCache(tmp_path / "downloads", upstream=upstream.url) for _ in range(2)]
+    # The second finds the cache's port taken, and serves on another.
+    assert len({cache.url for cache in caches}) == 2
     answers: list[tuple[int, bytes]] = []
 
     def fetch(cache: DownloadCache) -> None:
