@@ -233,6 +233,27 @@ def test_an_install_whose_dependency_fails_still_fails(tmp_path: Path) -> None:
     assert (app / "package.json").read_text() == manifest
 
 
+def test_an_install_whose_peer_dependencies_conflict_is_tried_with_legacy_peer_deps(tmp_path: Path) -> None:
+    """Real npm against the registry, no lockfile: today's react-dom wants another
+    React than the one pinned (ERESOLVE, as a repository without a lockfile meets it
+    years later); the install is made as npm itself suggests."""
+    app = tmp_path / "app"
+    app.mkdir()
+    manifest = json.dumps({"name": "app", "version": "1.0.0",
+                           "dependencies": {"react": "17.0.2", "react-dom": "18.2.0"}})
+    (app / "package.json").write_text(manifest)
+    command = detect_toolchain(manifest, {"package.json"}, lambda _: None).install.replace(
+        "/tmp/npm-cache", str(tmp_path / "npm-cache"))
+    proc = subprocess.run(["sh", "-c", command], cwd=app, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "ERESOLVE" in proc.stdout
+    assert "reactbench: peer dependencies conflict (ERESOLVE): once more with --legacy-peer-deps" \
+        in proc.stdout
+    installed = json.loads((app / "node_modules" / "react-dom" / "package.json").read_text())
+    assert installed["version"] == "18.2.0"
+    assert (app / "package.json").read_text() == manifest
+
+
 @pytest.mark.parametrize("lockfile", [False, True], ids=["no-lockfile", "lockfile"])
 def test_an_install_the_registry_cannot_serve_stops_and_says_which_package(
         tmp_path: Path, lockfile: bool) -> None:
