@@ -218,7 +218,11 @@ ERROR_LINE = re.compile(r"ERR_|MODULE_NOT_FOUND|\berror\b|Error:|not found|No su
 BOILERPLATE = re.compile(r"complete log of this run|^npm (error|ERR!) (code|path|errno)\b|"
                          r"^npm (error|ERR!) command failed$|^error Command failed with exit code|"
                          r"^info Visit https://|^➤ YN0000: ·|^Removing intermediate container|"
-                         r"^---> |^npm (error|ERR!) \w+$|^npm (error|ERR!) (syscall|enoent This is)")
+                         r"^---> |^npm (error|ERR!) \w+$|^npm (error|ERR!) (syscall|enoent This is)|"
+                         # npm's advice and report paths around a peer dependency conflict
+                         r"^npm (error|ERR!)( /\S+| node_modules/\S+| For a full report see:)?$|"
+                         r"^npm (error|ERR!) (Fix the upstream|this command with --force|to accept an "
+                         r"incorrect)")
 
 
 def one_line(message: str, limit: int = 400) -> str:

@@ -258,6 +258,17 @@ def test_control_refusals_say_which_control_and_gate(tmp_path: Path) -> None:
               "able to find a file.\n  npm error enoent\n  npm error code 254\n  npm error command failed\n"
               "  npm error command sh -c npm run build:deps")
     assert "Could not read package.json" in one_line(enoent) and "syscall" not in one_line(enoent)
+    peers = ("Dockerfile:10: step failed with exit code 1:\n  npm error\n  npm error Could not resolve "
+             "dependency:\n  npm error peer cypress@\">=12\" from @testing-library/cypress@10.1.3\n"
+             "  npm error node_modules/@testing-library/cypress\n  npm error   dev "
+             "@testing-library/cypress@\"^10.1.0\" from the root project\n  npm error\n  npm error Fix the "
+             "upstream dependency conflict, or retry\n  npm error this command with --force or "
+             "--legacy-peer-deps\n  npm error to accept an incorrect (and potentially broken) dependency "
+             "resolution.\n  npm error\n  npm error For a full report see:\n"
+             "  npm error /tmp/npm-cache/_logs/2026-12-02T07_52_48_601Z-eresolve-report.txt")
+    assert one_line(peers) == ("Dockerfile:10: step failed with exit code 1 | npm error peer "
+                               "cypress@\">=12\" from @testing-library/cypress@10.1.3 | npm error   dev "
+                               "@testing-library/cypress@\"^10.1.0\" from the root project")
     crashed = control_refusals(controls(tmp_path, {"verdict": "error", "failure": "SandboxError",
                                                    "message": "the engine went away"}, PASS), "t")
     assert texts(crashed) == ["the nop control ended in error: the engine went away"]
