@@ -163,11 +163,12 @@ class Toolchain:
             # conflict with what the repository pins (ERESOLVE); npm's own answer to that,
             # and what the repository's install then was, is --legacy-peer-deps.
             peers = f"{frozen if self.lockfile else thawed} --legacy-peer-deps"
-            tries.append('grep -q ERESOLVE "$log" && { { ' + logged(
-                "echo 'reactbench: peer dependencies conflict (ERESOLVE): once more "
-                f"with --legacy-peer-deps' >&2 && {peers}") + "; } || { " + unless_registry_lacks(logged(
-                    "echo 'reactbench: once more with --legacy-peer-deps and without the install "
-                    "scripts of the repository itself' >&2 && " + without_hooks(peers))) + "; }; }")
+            with_peers = logged("echo 'reactbench: peer dependencies conflict (ERESOLVE): once more "
+                                f"with --legacy-peer-deps' >&2 && {peers}")
+            nor_hooks = unless_registry_lacks(logged(
+                "echo 'reactbench: once more with --legacy-peer-deps and without the install scripts "
+                "of the repository itself' >&2 && " + without_hooks(peers)))
+            tries.append(f'grep -q ERESOLVE "$log" && {{ {{ {with_peers}; }} || {{ {nor_hooks}; }}; }}')
         # No try got past it: the log's last such lines name the package.
         gave_up = (f'{{ grep -qE "$lacks" "$log" && {{ echo \'{REGISTRY_LACKS} (unpublished, or '
                    'kept on another registry); no install can succeed:\'; grep -E "$lacks" "$log" '

@@ -2,6 +2,7 @@
 changes mined into tasks whose controls run on the local backend (bubblewrap, pnpm,
 Vitest, React Doctor), and the mined task run through the plugin."""
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -15,6 +16,7 @@ from pytest_reactbench.cli import main
 from pytest_reactbench.results.load import junit_testcases
 from pytest_reactbench.tasks import load_task
 from tests.mining.history import History, build_history, commit, run_git
+from tests.reliability.faults import process_tree
 
 
 @pytest.fixture
@@ -72,29 +74,15 @@ def test_a_merged_pull_request_becomes_a_task_the_plugin_runs(
         <= set(grade["submission"]["changed"])
 
 
-def _live() -> dict[int, tuple[int, str]]:
-    """Every live process: pid -> (parent pid, name); zombies are dead."""
-    live = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        fields = text[text.rindex(")") + 2:].split()
-        if fields[0] != "Z":
-            live[int(stat.parent.name)] = (int(fields[1]), text[text.index("(") + 1:text.rindex(")")])
-    return live
-
-
-def _descendants(root: int) -> dict[int, str]:
-    live, found, frontier = _live(), {}, [root]
-    while frontier:
-        pid = frontier.pop()
-        for child, (parent, name) in live.items():
-            if parent == pid and child not in found:
-                found[child] = name
-                frontier.append(child)
-    return found
+def _named(pids: list[int]) -> dict[int, str]:
+    """Those of `pids` that are alive (a zombie is dead), with their names."""
+    alive = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            if stat[stat.rindex(")") + 2] != "Z":
+                alive[pid] = stat[stat.index("(") + 1:stat.rindex(")")]
+    return alive
 
 
 @pytest.mark.parametrize("many", [False, True], ids=["one", "many"])
@@ -109,7 +97,7 @@ def test_sigterm_stops_mining_as_ctrl_c_does_and_no_process_outlives_it(
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 600
-        while "bwrap" not in (started := _descendants(proc.pid)).values():  # a trial's sandbox is up
+        while "bwrap" not in (started := _named(process_tree(proc.pid)[1:])).values():  # a sandbox is up
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
             time.sleep(0.2)
         proc.send_signal(signal.SIGTERM)
@@ -117,8 +105,7 @@ def test_sigterm_stops_mining_as_ctrl_c_does_and_no_process_outlives_it(
     finally:
         proc.kill()
     assert proc.returncode == 130, out[-3000:]
-    live = _live()
-    assert {pid: name for pid, name in started.items() if pid in live} == {}, out[-3000:]
+    assert _named(list(started)) == {}, out[-3000:]
     if many:
         summary = json.loads((out_dir / "summary.json").read_text())
         assert (summary["interrupted"], summary["mined"]) == (True, 0), summary

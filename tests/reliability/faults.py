@@ -40,12 +40,13 @@ def pids_with(marker: str) -> list[int]:
     return [pid for pid, cmdline in _processes() if marker in cmdline and pid != os.getpid()]
 
 
-def _tree(pid: int) -> list[int]:
+def process_tree(pid: int) -> list[int]:
+    """`pid` and every process under it."""
     out = [pid]
     for task in Path(f"/proc/{pid}/task").glob("*"):
         with contextlib.suppress(OSError, ValueError):
             for child in (task / "children").read_text().split():
-                out += _tree(int(child))
+                out += process_tree(int(child))
     return out
 
 
@@ -60,7 +61,7 @@ def kill_tree_when_seen(marker: str, settle: float = 0.5) -> threading.Thread:
                 time.sleep(settle)
                 # Parents before children: a shell whose child died first could run
                 # its next command and exit 0 before its own kill (on a loaded machine).
-                for pid in dict.fromkeys(p for root in found for p in _tree(root)):
+                for pid in dict.fromkeys(p for root in found for p in process_tree(root)):
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
                 return
