@@ -1,7 +1,7 @@
 """What the grader takes from a submission, as the miner must know it.
 
 The verifier rebuilds /app from the base and the submission's admissible files only
-(images/react-bench-verifier-base/verifier/verifier.mjs, `pathRefusal` and `refusal`,
+(pytest_reactbench/verifier/grader/, `pathRefusal` and `refusal`,
 with the rules of admission.json beside it, which this module reads too):
 dotfiles, manifests and bundler or TypeScript configs (`*.config.*`, `*.d.ts`), files
 that are not source (`.html`, `.yml`, ...), large or minified-looking files and build
@@ -20,10 +20,10 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from pytest_reactbench.mining.changes import Change, Kind, MiningError, git, is_spec
-from pytest_reactbench.sandbox.recipes import images_dir
+from pytest_reactbench.verifier.layer import GRADER_DIR
 
 #: The verifier's own rules, from the file it reads them from (patterns case-insensitive).
-_RULES = json.loads((images_dir() / "react-bench-verifier-base" / "verifier" / "admission.json").read_text())
+_RULES = json.loads((GRADER_DIR / "admission.json").read_text())
 SOURCE_EXTENSIONS = frozenset(_RULES["source_extensions"])
 CODE_EXTENSIONS = frozenset(_RULES["code_extensions"])
 MAX_SOURCE_BYTES = int(_RULES["max_source_bytes"])

@@ -11,7 +11,6 @@ and pass with the reference (`oracle` scores 1, React Doctor included).
 from __future__ import annotations
 
 import json
-import posixpath
 import re
 import shutil
 import subprocess
@@ -20,7 +19,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from pydantic import BaseModel
 
@@ -53,7 +51,7 @@ from pytest_reactbench.mining.runners import (
 )
 from pytest_reactbench.mining.writer import TaskPlan, tests_config, write_task
 from pytest_reactbench.results import Gate, TrialResult
-from pytest_reactbench.tasks.models import DoctorFinding, GradeDetails
+from pytest_reactbench.tasks.grade import DoctorFinding, read_grade
 
 MERGE_SUBJECT = re.compile(r"^Merge (pull request|branch) ")
 
@@ -296,10 +294,8 @@ def reference_findings(oracle: TrialResult | None) -> list[DoctorFinding]:
     team's own change, which the task may then tolerate. Empty otherwise."""
     if oracle is None or not oracle.record or oracle.failed_gates != [Gate.REACT_DOCTOR]:
         return []
-    try:
-        grade = GradeDetails.model_validate_json(
-            (Path(oracle.record) / "verifier" / "grade.json").read_text())
-    except (OSError, ValueError):
+    grade = read_grade(Path(oracle.record) / "verifier")
+    if grade is None:
         return []
     doctor = grade.react_doctor
     if not grade.tests.ok or grade.failure or doctor.remaining_targets or doctor.unscanned \
@@ -390,43 +386,15 @@ def _package_files(repo: Path, rev: str, package: str) -> set[str]:
 
 
 def expected_tests(record: Path) -> dict[str, list[str]]:
-    """Every test that passed in a grading's reports (kept in its run record), by spec
-    file relative to /app and title path, as tests/config.json lists them."""
+    """Every test that passed in a grading (its grade.json, kept in its run record), by
+    spec file relative to /app and title path, as tests/config.json lists them."""
     found: dict[str, list[str]] = {}
-    verifier = record / "verifier"
-
-    def add(file: str, titles: list[str]) -> None:
-        names = found.setdefault(posixpath.relpath(file, "/app"), [])
-        name = " > ".join(titles)
-        if name not in names:
-            names.append(name)
-
-    for name in ("vitest.json", "playwright.json"):
-        try:
-            report = json.loads((verifier / name).read_text())
-        except (OSError, ValueError):
-            continue
-        if not isinstance(report, dict):
-            continue
-        for result in report.get("testResults") or []:
-            for test in result.get("assertionResults") or []:
-                if test.get("status") == "passed":
-                    add(str(result.get("name", "")), [*test.get("ancestorTitles", []), test["title"]])
-        root = (report.get("config") or {}).get("rootDir") or "/app"
-
-        def visit(suite: dict[str, Any], trail: list[str], root: str = root) -> None:
-            for spec in suite.get("specs") or []:
-                results = [r for t in spec.get("tests") or [] for r in t.get("results") or []]
-                if results and all(r.get("status") == "passed" for r in results):
-                    file = posixpath.normpath(posixpath.join(root, str(spec.get("file")
-                                                                       or suite.get("file", ""))))
-                    add(file, [*trail, spec["title"]])
-            for child in suite.get("suites") or []:
-                visit(child, [*trail, child.get("title", "")])
-
-        for suite in report.get("suites") or []:
-            visit(suite, [])
-    return {file: names for file, names in found.items() if not file.startswith("..")}
+    grade = read_grade(record / "verifier")
+    for spec in grade.tests.specs if grade else []:
+        names = found.setdefault(spec.file, [])
+        if spec.status == "passed" and spec.name not in names:
+            names.append(spec.name)
+    return {file: names for file, names in found.items() if names and not file.startswith("..")}
 
 
 def test_log_tail(result: TrialResult, lines: int = 40) -> list[str]:

@@ -6,15 +6,12 @@ may be gone (a report from JUnit XML of another machine) or from an older versio
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_reactbench.results.trial_result import TrialResult, strip_ansi
 
-#: Where the verifier's specs see the submission; spec names are relative to it.
-APP = "/app"
 #: The most of a diff or log a page shows (the full file is linked).
 MAX_SHOWN = 200_000
 LOG_TAIL_LINES = 80
@@ -72,33 +69,16 @@ def _first_lines(text: str) -> str:
 
 
 def spec_messages(verifier: Path) -> dict[str, str]:
-    """The failure messages of the verifier's Vitest and Playwright JSON reports, under
-    the names our verifier gives failing specs (`src/x.test.tsx > suite test`)."""
+    """The failure messages of a grading's specs, from its grade.json (where our grader
+    put what the test reports say), under the names its failing list gives them
+    (`src/x.test.tsx > suite > test`, before the status in brackets)."""
+    grade = _json(verifier / "grade.json")
+    tests = grade.get("tests") if isinstance(grade, dict) else None
+    specs = tests.get("specs") if isinstance(tests, dict) else None
     messages: dict[str, str] = {}
-    vitest = _json(verifier / "vitest.json")
-    for file in (vitest or {}).get("testResults") or [] if isinstance(vitest, dict) else []:
-        name = os.path.relpath(str(file.get("name", "")), APP)
-        for test in file.get("assertionResults") or []:
-            if test.get("status") == "failed":
-                text = "\n".join(str(m) for m in test.get("failureMessages") or [])
-                messages[f"{name} > {test.get('fullName', '')}"] = _first_lines(text)
-    playwright = _json(verifier / "playwright.json")
-
-    def visit(suite: dict[str, Any], trail: list[str]) -> None:
-        for spec in suite.get("specs") or []:
-            errors = [str((r.get("error") or {}).get("message", "")) for t in spec.get("tests") or []
-                      for r in t.get("results") or [] if r.get("status") not in ("passed", "skipped")]
-            if any(errors):
-                where = spec.get("file") or suite.get("file")
-                key = f"{where} > {' > '.join([*trail, str(spec.get('title'))])}"
-                messages[key] = _first_lines(next(e for e in errors if e))
-        for child in suite.get("suites") or []:
-            title = suite.get("title")
-            visit(child, [*trail, str(title)] if title and not suite.get("file") else trail)
-
-    if isinstance(playwright, dict):
-        for suite in playwright.get("suites") or []:
-            visit(suite, [])
+    for spec in specs if isinstance(specs, list) else []:
+        if isinstance(spec, dict) and spec.get("status") != "passed" and spec.get("message"):
+            messages[f"{spec.get('file')} > {spec.get('name')}"] = _first_lines(str(spec["message"]))
     return messages
 
 

@@ -206,7 +206,8 @@ def _reason(result: TrialResult, evidence: Evidence) -> str:
     if result.failing_specs:
         items = []
         for spec in result.failing_specs:
-            message = evidence.spec_messages.get(spec, "")
+            # A failing entry is the spec's name and its status in brackets.
+            message = evidence.spec_messages.get(spec.rsplit(" (", 1)[0], "")
             items.append(f"<li><code>{_e(spec)}</code>"
                          + (f"<pre class=message>{_e(message)}</pre>" if message else "") + "</li>")
         parts.append(f"<h3>Failing specs ({len(result.failing_specs)})</h3>"

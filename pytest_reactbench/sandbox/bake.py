@@ -29,6 +29,7 @@ from pytest_reactbench.sandbox.base import (
     BaseImage,
     Image,
     ImageRecipe,
+    Layer,
     Progress,
 )
 from pytest_reactbench.sandbox.downloads import DownloadCache, Traffic
@@ -107,6 +108,15 @@ class Parent:
     image: Image | None = None
 
 
+def replace_if_changed(path: Path, data: bytes) -> None:
+    """Write `data` to `path` whole (others may be reading it), and only if it differs."""
+    if path.exists() and path.read_bytes() == data:
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 def _merged(parents: Sequence[Parent]) -> tuple[BaseImage, ...]:
     seen: dict[tuple[str, str], BaseImage] = {}
     for parent in parents:
@@ -142,7 +152,7 @@ class BakingBackend(Backend):
         self._failed: dict[str, BakeError] = {}
         # The stand-ins, the system layer and public images do not change during a
         # session: each FROM is resolved (pulled, hashed, looked up) once.
-        self._parents: dict[str, Parent] = {}
+        self._parents: dict[tuple[str, Layer | None], Parent] = {}
         self._warned: set[str] = set()
         #: Every image this backend was asked to bake, in the order they were settled.
         self.bakes: list[BakeRecord] = []
@@ -304,15 +314,21 @@ class BakingBackend(Backend):
                 depth: int, build: bool) -> Parent:
         if not build:
             return self._resolve(ref, recipe, progress, deadline, depth, build)
-        if ref.image not in self._parents:
-            self._parents[ref.image] = self._resolve(ref, recipe, progress, deadline, depth, build)
-        return self._parents[ref.image]
+        # The same base with a layer on it is another parent.
+        known = (ref.image, recipe.layer if ref.image not in recipe.baked else None)
+        if known not in self._parents:
+            self._parents[known] = self._resolve(ref, recipe, progress, deadline, depth, build)
+        return self._parents[known]
 
     def _resolve(self, ref: FromRef, recipe: ImageRecipe, progress: Progress, deadline: float,
                  depth: int, build: bool) -> Parent:
         name = ref.image
         if name in recipe.baked:
             image = recipe.baked[name]
+            return Parent(name, image.ref, image.digest, tuple(image.bases), image)
+        if recipe.layer is not None:
+            image = self._bake(self._layer_recipe(recipe.layer, name, recipe), progress, deadline,
+                               depth + 1, build=build)
             return Parent(name, image.ref, image.digest, tuple(image.bases), image)
         where = f"{recipe.dockerfile}:{ref.line}"
         mapped = map_image(name, self.image_map)
@@ -355,6 +371,16 @@ class BakingBackend(Backend):
                            build=build)
         return Parent(name, image.ref, image.digest,
                       (BaseImage(name, image.digest, "stand-in"), *image.bases), image)
+
+    def _layer_recipe(self, layer: Layer, base: str, recipe: ImageRecipe) -> ImageRecipe:
+        """`layer` on `base` as a recipe: its Dockerfile is written to the cache (named
+        by its text: concurrent sessions write the same bytes), its context is the
+        layer's."""
+        text = f"FROM {base}\n{layer.steps.strip()}\n"
+        dockerfile = self.cache_dir / "layers" / f"{recipe_key(text)[:16]}.Dockerfile"
+        dockerfile.parent.mkdir(parents=True, exist_ok=True)
+        replace_if_changed(dockerfile, text.encode())
+        return ImageRecipe(layer.name, dockerfile, layer.context, timeout=recipe.timeout)
 
     @staticmethod
     def _stand_in_recipe(directory: Path, recipe: ImageRecipe) -> ImageRecipe:

@@ -87,6 +87,19 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class Layer:
+    """Steps baked on every external base of a recipe before the recipe's own steps
+    (our grader on whatever verifier base a task names): a recipe of its own, keyed like
+    any other by its base, its steps and its context, and shared by every recipe that
+    asks for it on the same base."""
+
+    name: str
+    #: Dockerfile instructions after the `FROM` of the base.
+    steps: str
+    context: Path
+
+
+@dataclass(frozen=True)
 class ImageRecipe:
     """What to bake: a Dockerfile, its build context and build arguments."""
 
@@ -98,6 +111,8 @@ class ImageRecipe:
     #: FROM names that are images this backend baked already (a layer on top of a task's
     #: image, such as an agent's CLI): built on as they are, never pulled or mapped.
     baked: Mapping[str, Image] = field(default_factory=dict)
+    #: Baked on each external base (not on `baked` images) before this recipe's steps.
+    layer: Layer | None = None
 
 
 #: Where a base image came from: the image the Dockerfile names, as the engine had it

@@ -32,7 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_reactbench.sandbox import dockerfile as df
-from pytest_reactbench.sandbox.bake import BakingBackend, NotBaked, Parent, Pruned, PublicImageUnavailable
+from pytest_reactbench.sandbox.bake import (
+    BakingBackend,
+    NotBaked,
+    Parent,
+    Pruned,
+    PublicImageUnavailable,
+    replace_if_changed,
+)
 from pytest_reactbench.sandbox.base import (
     EGRESS_PORT,
     EGRESS_SCRIPT,
@@ -124,14 +131,6 @@ def engine_kwargs(host: str | None) -> dict[str, Any]:
     if host.startswith("ssh://"):
         kwargs["use_ssh_client"] = True
     return kwargs
-
-
-def _replace_if_changed(path: Path, data: bytes) -> None:
-    if path.exists() and path.read_bytes() == data:
-        return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def packed_name(spec: str) -> str:
@@ -494,7 +493,8 @@ class DockerBackend(BakingBackend):
 
     def public_image(self, name: str, progress: Progress, *, pull: bool) -> Parent:
         image = self._image(name)
-        if image is not None and RECIPE_LABEL in (image.labels or {}):
+        # (An empty label is not ours: Docker cannot drop an inherited one.)
+        if image is not None and (image.labels or {}).get(RECIPE_LABEL):
             # Built by us and tagged under the public name by an older version: it is
             # not the public image, and pulling over it would overwrite it.
             raise PublicImageUnavailable(
@@ -597,7 +597,7 @@ class DockerBackend(BakingBackend):
         if rewrite or declared:
             dockerfile = self.cache_dir / "dockerfiles" / f"{key}.Dockerfile"
             dockerfile.parent.mkdir(parents=True, exist_ok=True)
-            _replace_if_changed(dockerfile, text.encode())
+            replace_if_changed(dockerfile, text.encode())
         tag = self._tag(recipe, key)
         self._build(recipe, dockerfile, tag, build_args, progress, deadline, bool(declared))
         image = self.find(key, recipe)
@@ -689,8 +689,8 @@ class DockerBackend(BakingBackend):
                 if stale.name not in wanted:
                     stale.unlink()
             # Other workers may be reading these: replace them whole, and only on change.
-            _replace_if_changed(stage / "ca.crt", self.ca_bundle.read_bytes() if self.ca_bundle else b"")
-            _replace_if_changed(context / "Dockerfile", (recipe_path / "Dockerfile").read_bytes())
+            replace_if_changed(stage / "ca.crt", self.ca_bundle.read_bytes() if self.ca_bundle else b"")
+            replace_if_changed(context / "Dockerfile", (recipe_path / "Dockerfile").read_bytes())
         return recipe
 
     @property
@@ -778,10 +778,10 @@ class DockerBackend(BakingBackend):
 
     def _egress(self, hosts: Sequence[str], labels: Mapping[str, str]) -> EgressGate:
         errors = _docker().errors
-        if SYSTEM_IMAGE not in self._parents:
-            self._parents[SYSTEM_IMAGE] = self.system_layer(lambda _: None, time.monotonic() + 3600,
-                                                            build=True)
-        system = self._parents[SYSTEM_IMAGE]
+        known = (SYSTEM_IMAGE, None)
+        if known not in self._parents:
+            self._parents[known] = self.system_layer(lambda _: None, time.monotonic() + 3600, build=True)
+        system = self._parents[known]
         name = f"reactbench-egress-{uuid.uuid4().hex[:12]}"
         network = self.client.networks.create(name, driver="bridge", internal=True, labels=dict(labels))
         try:

@@ -1,17 +1,17 @@
 """Tasks: the Harbor-format directories, read into typed models."""
 
+from pytest_reactbench.tasks.grade import CONTRACT, GradeDetails, GraderProgress
 from pytest_reactbench.tasks.load import Task, TaskError, find_tasks, load_task
 from pytest_reactbench.tasks.models import (
     Artifact,
     EnvironmentConfig,
-    GradeDetails,
-    GraderProgress,
     Reward,
     TaskConfig,
     TestsConfig,
 )
 
 __all__ = [
+    "CONTRACT",
     "Artifact",
     "EnvironmentConfig",
     "GradeDetails",

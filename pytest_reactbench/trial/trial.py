@@ -50,6 +50,7 @@ from pytest_reactbench.verifier import (
     grade,
     parse_index,
 )
+from pytest_reactbench.verifier.layer import grader_layer, uses_grader
 
 Role = Literal["agent", "verifier"]
 
@@ -107,10 +108,13 @@ class Stages:
         self.labels = dict(labels)
 
     def recipe(self, task: Task, role: Role) -> ImageRecipe:
+        """The image of `role`; a verifier that runs our grader gets it as a layer on
+        its base."""
         folder = task.environment_dir if role == "agent" else task.tests_dir
         env = task.config.environment if role == "agent" else task.config.verifier_environment
+        layer = grader_layer() if role == "verifier" and uses_grader(folder) else None
         return ImageRecipe(name=f"{task.id}/{folder.name}", dockerfile=folder / "Dockerfile",
-                           context=folder, timeout=env.build_timeout_sec)
+                           context=folder, timeout=env.build_timeout_sec, layer=layer)
 
     def bake(self, task: Task, role: Role) -> Image:
         """The agent's image (environment/) or the verifier's (tests/)."""

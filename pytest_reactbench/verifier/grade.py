@@ -19,7 +19,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from pytest_reactbench.sandbox.base import ExecResult, Sandbox, SandboxError
-from pytest_reactbench.tasks import GradeDetails, GraderProgress, Reward
+from pytest_reactbench.tasks import CONTRACT, GradeDetails, GraderProgress, Reward
 from pytest_reactbench.tasks.load import describe_validation
 from pytest_reactbench.verifier.artifacts import Transfer, deliver
 from pytest_reactbench.verifier.failures import (
@@ -40,11 +40,11 @@ DETAILS_FILE = "grade.json"
 #: How far our verifier got; its presence says the grader is ours.
 PROGRESS_FILE = "progress.json"
 #: Our verifier's exit code for an error of the harness (harness-error.txt says which).
-HARNESS_ERROR_EXIT = 3
+HARNESS_ERROR_EXIT = CONTRACT.harness_error_exit
 M = TypeVar("M", bound=BaseModel)
 
 #: Phases of our verifier before the submission is touched.
-BEFORE_SUBMISSION = ("config",)
+BEFORE_SUBMISSION = CONTRACT.before_submission
 
 
 @dataclass

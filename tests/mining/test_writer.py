@@ -19,9 +19,10 @@ from pytest_reactbench.mining.runners import (
     source_roots,
 )
 from pytest_reactbench.mining.writer import TaskPlan, tolerance, write_task
-from pytest_reactbench.tasks import load_task
+from pytest_reactbench.tasks import CONTRACT, load_task
+from pytest_reactbench.tasks.grade import DoctorFinding
 from pytest_reactbench.tasks.load import parse_json
-from pytest_reactbench.tasks.models import DoctorFinding, TestsConfig
+from pytest_reactbench.tasks.models import TestsConfig
 from tests.mining.history import commit, run_git
 
 LONG = "".join(f"export const v{i} = {i};\n" for i in range(30))
@@ -183,23 +184,31 @@ def test_playwright_specs_bake_on_the_playwright_verifier(tmp_path: Path) -> Non
     assert config.test.e2e_specs == "e2e"
 
 
-def test_expected_tests_come_from_the_reports_of_a_grading(tmp_path: Path) -> None:
+def test_expected_tests_are_the_passed_specs_of_a_grading(tmp_path: Path) -> None:
     verifier = tmp_path / "record" / "verifier"
     verifier.mkdir(parents=True)
-    (verifier / "vitest.json").write_text(json.dumps({"testResults": [
-        {"name": "/app/src/cart.test.ts", "assertionResults": [
-            {"ancestorTitles": ["Cart"], "title": "adds", "status": "passed"},
-            {"ancestorTitles": ["Cart", "totals"], "title": "sums", "status": "passed"},
-            {"ancestorTitles": [], "title": "skipped one", "status": "skipped"}]}]}))
-    (verifier / "playwright.json").write_text(json.dumps({"config": {"rootDir": "/app/e2e"}, "suites": [
-        {"title": "home.spec.ts", "file": "home.spec.ts", "specs": [], "suites": [
-            {"title": "Home", "file": "home.spec.ts", "specs": [
-                {"title": "shows the cart", "file": "home.spec.ts",
-                 "tests": [{"results": [{"status": "passed"}]}]}]}]}]}))
+
+    def spec(file: str, name: str, status: str) -> dict[str, str]:
+        return {"file": file, "name": name, "status": status}
+
+    (verifier / "grade.json").write_text(json.dumps({
+        "version": CONTRACT.grade_version, "reward": 0,
+        "tests": {"ok": False, "specs": [
+            spec("src/cart.test.ts", "Cart > adds", "passed"),
+            spec("src/cart.test.ts", "Cart > totals > sums", "passed"),
+            spec("src/cart.test.ts", "skipped one", "skipped"),
+            spec("src/cart.test.ts", "Cart > adds", "passed"),
+            spec("e2e/home.spec.ts", "Home > shows the cart", "passed"),
+            spec("src/broken.test.ts", "(file)", "failed: SyntaxError"),
+            spec("../outside.test.ts", "escapes", "passed")]},
+        "react_doctor": {"ok": True}}))
     assert expected_tests(tmp_path / "record") == {
         "src/cart.test.ts": ["Cart > adds", "Cart > totals > sums"],
         "e2e/home.spec.ts": ["Home > shows the cart"],
     }
+    # A grading without a grade.json this harness reads: nothing is expected.
+    (verifier / "grade.json").write_text('{"version": 1}')
+    assert expected_tests(tmp_path / "record") == {}
 
 
 def test_a_clone_missing_some_blobs_is_laid_out_without_its_docs_only(tmp_path: Path) -> None:

@@ -50,7 +50,8 @@ def pytest_reactbench_agents():
 """
 
 # What our verifier leaves in /logs/verifier when a spec fails and React Doctor finds
-# something new: reward.json, its progress, grade.json and Vitest's JSON report.
+# something new: reward.json, its progress, grade.json (with the spec's message, read
+# from the runner's report) and Vitest's JSON report.
 GRADES = r"""#!/bin/bash
 if [ "$(cat /app/out.txt 2>/dev/null)" = hello ]; then
   echo '{"reward": 1, "tests": 1, "react_doctor": 1}' > /logs/verifier/reward.json
@@ -61,7 +62,9 @@ echo '{"reward": 0, "tests": 0, "react_doctor": 0}' > /logs/verifier/reward.json
 echo '{"grader": "reactbench-verifier", "version": 2, "phase": "done"}' > /logs/verifier/progress.json
 cat > /logs/verifier/grade.json <<'JSON'
 {"version": 2, "reward": 0,
- "tests": {"ok": false, "exit_code": 1, "failing": ["src/App.test.tsx > counter resets"]},
+ "tests": {"ok": false, "exit_code": 1, "failing": ["src/App.test.tsx > counter > resets (failed)"],
+           "specs": [{"file": "src/App.test.tsx", "name": "counter > resets", "status": "failed",
+                      "message": "AssertionError: expected 3 to be 0\n    at App.test.tsx:9:20"}]},
  "react_doctor": {"ok": false, "new": [{"rule": "no-array-index-key", "file": "src/App.tsx",
                                         "line": 12, "title": "Array index used as a key"}]}}
 JSON
@@ -150,7 +153,7 @@ def test_report_says_why_and_travels_as_a_folder(suite: pytest.Pytester, tmp_pat
     assert "Failed (reward 0): failed gates tests, react_doctor" in failed
     assert "The agent's ending: timeout" in failed
     # The failing spec with its message, the finding as rule and file:line.
-    assert "src/App.test.tsx > counter resets AssertionError: expected 3 to be 0" in failed
+    assert "src/App.test.tsx > counter > resets (failed) AssertionError: expected 3 to be 0" in failed
     assert "no-array-index-key src/App.tsx:12 Array index used as a key" in failed
     assert "Instruction Write hello to /app/out.txt" in failed
     assert "The agent's diff (1 files, +1 -1)" in failed

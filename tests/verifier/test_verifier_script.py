@@ -1,5 +1,5 @@
-"""Our verifier script (images/react-bench-verifier-base/verifier/verifier.mjs): its
-pure parts through Node, and a real grading where the scan runs beside the tests."""
+"""Our verifier script (pytest_reactbench/verifier/grader/verifier.mjs): its pure
+parts through Node, and a real grading where the scan runs beside the tests."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from pytest_reactbench.results.load import junit_testcases
 
 ROOT = Path(__file__).resolve().parents[2]
-VERIFIER = ROOT / "images" / "react-bench-verifier-base" / "verifier" / "verifier.mjs"
+VERIFIER = ROOT / "pytest_reactbench" / "verifier" / "grader" / "verifier.mjs"
 
 needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="needs Node")
 
@@ -126,12 +126,14 @@ def test_the_room_loads_its_commands_from_a_compile_cache_it_cannot_change() -> 
     from pytest_reactbench.sandbox.base import ImageRecipe, Limits
     from pytest_reactbench.sandbox.docker import DockerBackend
     from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle
+    from pytest_reactbench.verifier.layer import grader_layer
 
     backend = DockerBackend(SandboxOptions(cache=Path.home() / ".cache" / "reactbench",
                                            ca_bundle=default_ca_bundle()))
     tests = ROOT / "tasks" / "counter-reset" / "tests"
     try:
-        image = backend.bake(ImageRecipe("counter-reset/tests", tests / "Dockerfile", tests, timeout=1800),
+        image = backend.bake(ImageRecipe("counter-reset/tests", tests / "Dockerfile", tests, timeout=1800,
+                                         layer=grader_layer()),
                              lambda _: None)
         box = backend.boot(image, network=False, limits=Limits(), labels={})
         try:

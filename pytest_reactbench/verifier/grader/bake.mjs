@@ -1,0 +1,113 @@
+// `verifier.mjs bake` and `keep-deps`, at image build (tests/Dockerfile): the base
+// commit recorded, the pristine dependencies kept apart, the React Doctor baseline,
+// the e2e specs compiled and Node's compile cache filled for the gradings.
+import fs from "node:fs";
+import path from "node:path";
+
+import { APP, COMPILE_CACHE, ROOM, ROOM_GID, ROOM_UID, STATE, TESTS, readConfig } from "./config.mjs";
+import { linkDependencies } from "./clean-room.mjs";
+import { SCAN_DIR, checkScan, copyForScan, matchesTarget, startScan } from "./doctor.mjs";
+import { HarnessError } from "./errors.mjs";
+import { git, log, run } from "./process.mjs";
+import { chromiumVersion, compileE2eSpecs, e2ePort, withE2eConfig, writeE2eConfig } from "./specs.mjs";
+import { openRoom, runInRoom, sweepRoom } from "./test-room.mjs";
+
+/**
+ * @import { Config } from "./config.mjs"
+ */
+
+/**
+ * Pristine dependencies live outside /app: the submission replaces /app, and a link
+ * puts them back in no time. Run in the step that installed them, the move is a
+ * rename; from a layer below, a copy of every file. So an image may keep them there
+ * at install time (`keep-deps`), and bake later.
+ */
+export function keepDependencies() {
+  fs.mkdirSync(path.join(STATE, "deps"), { recursive: true });
+  const modules = path.join(APP, "node_modules");
+  if (fs.existsSync(modules) && !fs.lstatSync(modules).isSymbolicLink()) {
+    const moved = run("mv", [modules, path.join(STATE, "deps", "node_modules")], { cwd: "/" });
+    if (moved.code !== 0) throw new HarnessError(`cannot keep pristine dependencies: ${moved.stderr}`);
+  }
+}
+
+export async function bake() {
+  const config = readConfig();
+  keepDependencies();
+  if (!fs.existsSync(path.join(STATE, "deps", "node_modules"))) {
+    throw new HarnessError(`${APP}/node_modules is missing: the base image installs the dependencies`);
+  }
+  fs.rmSync(path.join(APP, ".git"), { recursive: true, force: true });
+  git("init", "-q");
+  git("add", "-A");
+  git("-c", "user.email=base@reactbench", "-c", "user.name=base", "-c", "gc.auto=0", "commit", "-qm", "base");
+  fs.writeFileSync(path.join(STATE, "base-sha"), git("rev-parse", "HEAD").trim() + "\n");
+  fs.rmSync(path.join(STATE, "base-git"), { recursive: true, force: true });
+  fs.cpSync(path.join(APP, ".git"), path.join(STATE, "base-git"), { recursive: true });
+  linkDependencies();
+  if (!fs.existsSync(path.join(TESTS, "specs"))) throw new HarnessError(`${TESTS}/specs is missing: no hidden specs`);
+  for (const file of Object.keys(config.test.expected)) {
+    if (!fs.existsSync(path.join(TESTS, "specs", file)) && !fs.existsSync(path.join(APP, file))) {
+      throw new HarnessError(`${TESTS}/config.json: test.expected names ${file}, which is neither in ${TESTS}/specs nor in the base app`);
+    }
+  }
+  // The test room needs these; a missing one is the image's fault, found here.
+  for (const tool of ["setpriv", "timeout", "find"]) {
+    if (run("which", [tool]).code !== 0) throw new HarnessError(`${tool} is missing from the verifier image`);
+  }
+  const caching = Number(process.versions.node.split(".")[0]) >= 22;
+  fs.rmSync(COMPILE_CACHE, { recursive: true, force: true });
+  if (caching) fs.mkdirSync(COMPILE_CACHE, { mode: 0o755 });
+  // Read where the submission's scan reads, so that its lint cache serves that one.
+  const baseline = checkScan(config, await startScan(config, { root: copyForScan() }).finished);
+  fs.rmSync(SCAN_DIR, { recursive: true, force: true });
+  fs.writeFileSync(path.join(STATE, "rd-baseline.json"), JSON.stringify(baseline));
+  const chromium = chromiumVersion();
+  if (chromium) fs.writeFileSync(path.join(STATE, "chromium-version"), `${chromium}\n`);
+  compileE2eSpecs(config);
+  if (caching) await warmCompileCache(config);
+  const targets = config.rd.targets;
+  const absent = targets.filter((t) => !(baseline.diagnostics ?? []).some((d) => matchesTarget(t, d)));
+  if (config.rd.mode === "health" && absent.length) {
+    throw new HarnessError(`health-mode targets not found in the base commit: ${absent.join(", ")}`);
+  }
+  log(`baseline: ${(baseline.diagnostics ?? []).length} React Doctor findings`);
+}
+
+/**
+ * The room's commands run once at bake time, as the room's user, on a copy of the
+ * base app with every hidden spec in it: what they load fills the room's folder of
+ * the compile cache. Their results do not matter (the base usually fails them). The
+ * cache is root's afterwards: a room reads it and cannot change it.
+ * @param {Config} config
+ */
+async function warmCompileCache(config) {
+  openRoom();
+  const app = path.join(ROOM, "app");
+  try {
+    const skipped = new Set([path.join(APP, ".git"), path.join(APP, "node_modules")]);
+    fs.cpSync(APP, app, { recursive: true, filter: (src) => !skipped.has(src) });
+    fs.symlinkSync(path.join(STATE, "deps", "node_modules"), path.join(app, "node_modules"));
+    fs.cpSync(path.join(TESTS, "specs"), app, { recursive: true });
+    writeE2eConfig(app);
+    for (const owned of [app, COMPILE_CACHE]) run("chown", ["-R", "-h", `${ROOM_UID}:${ROOM_GID}`, owned], { cwd: "/" });
+    const cwd = path.join(app, path.relative(APP, config.test.cwd ?? APP));
+    const started = performance.now();
+    const commands = /** @type {string[]} */ (
+      [config.test.cmd, config.test.e2e_cmd && withE2eConfig(config.test.e2e_cmd)].filter(Boolean));
+    for (const cmd of commands) {
+      const result = await runInRoom(cmd, {
+        cwd,
+        budget: 120,
+        env: { REACTBENCH_E2E_PORT: e2ePort(), REACTBENCH_E2E_OUTPUT: path.join(ROOM, "e2e-output", "results") },
+      });
+      log(`compile cache: \`${cmd.slice(0, 60)}\` exited ${result.code} on the base in ${result.seconds.toFixed(1)} s`);
+    }
+    log(`compile cache filled by the test commands in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  } finally {
+    sweepRoom();
+    run("chown", ["-R", "0:0", COMPILE_CACHE], { cwd: "/" });
+    // Node writes its entries for its user alone.
+    run("chmod", ["-R", "a+rX,go-w", COMPILE_CACHE], { cwd: "/" });
+  }
+}

@@ -1,0 +1,165 @@
+// What the grader works on: its folders (each can be moved by an environment
+// variable, for tests outside an image), the task's tests/config.json, and the rules
+// of what a submission may contribute (admission.json, beside this file; the miner
+// reads them too). Read once, when the grader is loaded.
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+import { HarnessError } from "./errors.mjs";
+
+export const APP = process.env.REACTBENCH_APP ?? "/app";
+export const TESTS = process.env.REACTBENCH_TESTS ?? "/tests";
+export const LOGS = process.env.REACTBENCH_LOGS ?? "/logs/verifier";
+export const STATE = process.env.REACTBENCH_STATE ?? "/opt/reactbench/state";
+// The grader's own folder: this file's, every module of the grader's is in it.
+export const VERIFIER_DIR = path.dirname(fileURLToPath(import.meta.url));
+
+/**
+ * What the grader and the harness agree on (contract.json, which the harness reads
+ * too: pytest_reactbench/tasks/grade.py).
+ * @typedef {object} Contract
+ * @property {string} grader  progress.json's `grader`
+ * @property {number} grade_version  grade.json's format; the harness refuses another
+ * @property {number} harness_error_exit  the exit code of a harness error
+ * @property {string[]} before_submission  the phases before the submission is in play
+ * @property {string} react_doctor  the React Doctor the gate is pinned to
+ * @property {string} home  where the grader is in the image
+ */
+/** @type {Contract} */
+export const CONTRACT = JSON.parse(fs.readFileSync(path.join(VERIFIER_DIR, "contract.json"), "utf8"));
+export const GRADE_VERSION = CONTRACT.grade_version;
+
+// The test room's user: nobody exists in every Debian image and on the host the
+// local backend borrows /etc from; nothing of the grader's belongs to it.
+export const ROOM_UID = 65534;
+export const ROOM_GID = 65534;
+// The room's own folder (its home, its /tmp, the reports its commands write) and the
+// folder of those reports.
+export const ROOM = "/tmp/reactbench-room";
+export const ROOM_REPORTS = path.join(ROOM, "reports");
+
+// Node's compile cache: the V8 code of every module a command loads (React Doctor,
+// the test runners, the bundler, Playwright), made at bake time and only read by the
+// gradings, which would otherwise compile the same megabytes of JavaScript each time.
+// Node keeps one folder per user in it: the scan's (root) and the room's. Node 22
+// and later; older ones ignore the variable.
+export const COMPILE_CACHE = path.join(STATE, "compile-cache");
+/** @returns {{ NODE_COMPILE_CACHE?: string }} */
+export const compileCache = () => (fs.existsSync(COMPILE_CACHE) ? { NODE_COMPILE_CACHE: COMPILE_CACHE } : {});
+
+// ------------------------------------------------------------------ admission
+
+// What a submission may contribute: source files under the task's source roots. The
+// rules are data the miner reads too (admission.json; patterns case-insensitive).
+const ADMISSION = JSON.parse(fs.readFileSync(path.join(VERIFIER_DIR, "admission.json"), "utf8"));
+/** @type {Set<string>} */
+export const SOURCE_EXTENSIONS = new Set(ADMISSION.source_extensions);
+// React Doctor slows down sharply on very large files and skips some: a source
+// file past this size is refused rather than left unscanned.
+/** @type {number} */
+export const MAX_SOURCE_BYTES = ADMISSION.max_source_bytes;
+// React Doctor drops minified-looking files and never looks in these folders.
+/** @type {number} */
+export const MAX_LINE_CHARS = ADMISSION.max_line_chars;
+/** @type {Set<string>} */
+export const SCAN_SKIPPED_DIRS = new Set(ADMISSION.scan_skipped_dirs);
+/** @type {Set<string>} */
+export const CODE_EXTENSIONS = new Set(ADMISSION.code_extensions);
+// What the bundler tries, in Vite's default order: a new `App.js` beside `App.tsx`
+// would be imported instead of it.
+export const RESOLVED_EXTENSIONS = [".mjs", ".js", ".mts", ".ts", ".jsx", ".tsx", ".json"];
+// Test infrastructure belongs to the verifier: spec files, the hidden specs' folder,
+// test setup files (they run before every spec) and module mocks.
+export const SPEC_PATH =
+  /(^|\/)(__verifier__|__mocks__|__tests__)(\/|$)|\.(test|spec)\.[cm]?[jt]sx?$|(^|\/)(setupTests|setup-tests|test-setup|vitest\.setup|jest\.setup)\.[cm]?[jt]sx?$/;
+// Names and folders React Doctor treats as tests, stories, fixtures or tooling: it
+// scans them with most rules off yet counts them as analysed. Under a source root
+// they are refused unless the task declares them (config.json `test_like_allowed`).
+/** @type {Set<string>} */
+export const TEST_LIKE_DIRS = new Set(ADMISSION.test_like_dirs);
+export const TEST_LIKE_NAME = new RegExp(ADMISSION.test_like_name, "i");
+// Files that configure the bundler, TypeScript or the package manager for the
+// folder they sit in, and type declarations (they can loosen the type check): never
+// a source, wherever they are. Dotfiles (`.babelrc`, `.npmrc`) are refused as such.
+export const CONFIG_NAME = new RegExp(ADMISSION.config_name, "i");
+
+// -------------------------------------------------------------- config.json
+
+/**
+ * A new React Doctor finding the task tolerates (as the public grader names it).
+ * @typedef {object} IgnoredFootgun
+ * @property {string} rule
+ * @property {string} filePath  the file, or a suffix of its path
+ * @property {string} title
+ */
+
+/**
+ * The test gate: the hidden specs' commands and what they must pass.
+ * @typedef {object} TestConfig
+ * @property {string} cmd  the unit tests' command
+ * @property {string} [e2e_cmd]  the end-to-end tests' command (Playwright), if any
+ * @property {string} e2e_specs  the folder of /tests/specs the e2e command runs
+ * @property {string} [cwd]  where the commands run (default: /app)
+ * @property {Record<string, string[]>} expected  spec file -> the tests that must pass
+ * @property {boolean} [allow_skipped]  a test skipped on purpose is not a failure
+ * @property {number} [timeout_sec]  for all the test commands together
+ */
+
+/**
+ * The React Doctor gate.
+ * @typedef {object} DoctorConfig
+ * @property {string} scan_root
+ * @property {string} mode  "gate", or "health": the targets must be in the base
+ * @property {string[]} targets  `rule` or `rule@file`: findings the change must fix
+ * @property {IgnoredFootgun[]} ignored_new_footguns
+ * @property {number} timeout_sec
+ */
+
+/**
+ * tests/config.json, checked and with its defaults.
+ * @typedef {object} Config
+ * @property {TestConfig} test
+ * @property {DoctorConfig} rd
+ * @property {string[]} sources  the source roots: where a submission may write
+ * @property {string[]} test_like_allowed  test-like paths under them the task admits
+ * @property {number} [verifier_timeout_sec]
+ */
+
+/** @returns {Config} */
+export function readConfig() {
+  const file = path.join(TESTS, "config.json");
+  let config;
+  try {
+    config = JSON.parse(fs.readFileSync(file, "utf8"));
+  } catch (error) {
+    throw new HarnessError(`${file}: ${/** @type {Error} */ (error).message}`);
+  }
+  if (!config.test?.cmd) throw new HarnessError(`${file}: test.cmd is missing`);
+  const expected = config.test.expected ?? {};
+  for (const [file_, names] of Object.entries(expected)) {
+    if (!Array.isArray(names) || !names.length || names.some((n) => typeof n !== "string")) {
+      throw new HarnessError(`${file}: test.expected["${file_}"] must be a non-empty list of test names`);
+    }
+  }
+  if (config.test.allow_skipped !== undefined && typeof config.test.allow_skipped !== "boolean") {
+    throw new HarnessError(`${file}: test.allow_skipped must be true or false`);
+  }
+  for (const [i, ignored] of (config.rd?.ignored_new_footguns ?? []).entries()) {
+    if (!["rule", "filePath", "title"].every((k) => typeof ignored?.[k] === "string" && ignored[k])) {
+      throw new HarnessError(`${file}: rd.ignored_new_footguns[${i}] must have rule, filePath and title`);
+    }
+  }
+  const scanRoot = path.resolve(APP, config.rd?.scan_root ?? APP);
+  if (path.relative(APP, scanRoot).startsWith("..")) {
+    // The scan reads a copy of /app: a root elsewhere would not be the graded tree.
+    throw new HarnessError(`${file}: rd.scan_root must be ${APP} or a folder under it, not ${config.rd.scan_root}`);
+  }
+  return {
+    ...config,
+    test: { e2e_specs: "e2e", ...config.test, expected },
+    rd: { scan_root: APP, mode: "gate", targets: [], ignored_new_footguns: [], timeout_sec: 120, ...config.rd },
+    sources: config.sources ?? ["src"],
+    test_like_allowed: config.test_like_allowed ?? [],
+  };
+}

@@ -1,0 +1,416 @@
+// The React Doctor gate: the scan (the baseline at bake time, the submission's at
+// grading), the check of its report, and the comparison of the two: a finding the
+// change adds fails the gate, a target it was to fix must be gone.
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+
+import { APP, CODE_EXTENSIONS, CONTRACT, LOGS, SPEC_PATH, STATE, compileCache } from "./config.mjs";
+import { HarnessError, SubmissionFailure } from "./errors.mjs";
+import { exitCode, log, run } from "./process.mjs";
+
+/**
+ * @import { Config, IgnoredFootgun } from "./config.mjs"
+ */
+
+/**
+ * A finding of React Doctor's, as its JSON report gives it.
+ * @typedef {object} Diagnostic
+ * @property {string} rule
+ * @property {string} filePath
+ * @property {number} [line]
+ * @property {string} [title]
+ * @property {string} [message]
+ * @property {string} [category]
+ */
+
+/**
+ * One project of a React Doctor report.
+ * @typedef {object} DoctorProject
+ * @property {string} [directory]
+ * @property {string[]} [analyzedFiles]
+ * @property {{ sourceFileCount?: number }} [project]
+ * @property {string[]} [skippedChecks]
+ * @property {Record<string, string>} [skippedCheckReasons]
+ * @property {boolean} [complete]
+ */
+
+/**
+ * React Doctor's JSON report (the parts the gate reads).
+ * @typedef {object} DoctorReport
+ * @property {string} [version]
+ * @property {DoctorProject[]} [projects]
+ * @property {Diagnostic[]} [diagnostics]
+ * @property {boolean} [reactDetected]
+ * @property {boolean} [ok]
+ * @property {unknown} [error]
+ */
+
+/**
+ * A finding as grade.json reports it.
+ * @typedef {object} Finding
+ * @property {string} rule
+ * @property {string} file
+ * @property {number | null} line
+ * @property {string} title
+ * @property {string} message
+ * @property {string} category
+ * @property {string} count  the findings of its rule in its file: "before -> after"
+ */
+
+/**
+ * The gate's verdict (grade.json's react_doctor).
+ * @typedef {object} DoctorVerdict
+ * @property {boolean} ok
+ * @property {Finding[]} new  new findings that fail the gate
+ * @property {Finding[]} ignored  new findings the task tolerates
+ * @property {string[]} fixed_targets
+ * @property {string[]} remaining_targets
+ * @property {string[]} [unscanned]  changed code files the scan did not analyse
+ * @property {boolean} [alongside_tests]  whether the scan ran beside the test commands
+ */
+
+/**
+ * A finished scan: its exit and output, or why it could not start.
+ * @typedef {object} ScanResult
+ * @property {number} [code]
+ * @property {Error} [error]
+ * @property {number} seconds
+ * @property {string} limit  its time limit (seconds)
+ * @property {string} stdout
+ * @property {string} stderr
+ */
+
+/**
+ * A running scan.
+ * @typedef {object} Scan
+ * @property {Promise<ScanResult>} finished  resolves when it ends; never rejects
+ * @property {() => void} stop  kills it with everything it started
+ */
+
+// The pinned React Doctor (contract.json; the verifier layer installs it).
+const RD_VERSION = CONTRACT.react_doctor;
+// The same flags for the baseline and the result. Inline disable comments are not
+// honoured: an agent must not be able to silence a finding with a comment.
+const RD_FLAGS = [
+  "--no-score",
+  "--no-telemetry",
+  "--no-dead-code",
+  "--no-supply-chain",
+  "--no-respect-inline-disables",
+  "--json",
+  "--json-compact",
+];
+// Rules about style, preference or micro-optimisation rather than behaviour: a
+// change that trips them is not less healthy in a way users notice, so they do not
+// gate (docs/writing-tasks.md lists them and says why). Everything else (bugs,
+// accessibility, security, state and effect footguns) gates.
+export const STYLE_ONLY_RULES = new Set([
+  "button-has-type",
+  "no-console",
+  "no-usememo-simple-expression",
+  "only-export-components",
+  "prefer-use-effect-event",
+  "prefer-useReducer",
+  "react-compiler-no-manual-memoization",
+  "rendering-hoist-jsx",
+]);
+// Families of the same kind: JavaScript micro-optimisations, and preferences of
+// other platforms (React Native, Preact) that a web React app does not target.
+const STYLE_ONLY_PREFIXES = ["js-", "rn-", "preact-"];
+/** @param {string} rule */
+export const isStyleOnly = (rule) =>
+  STYLE_ONLY_RULES.has(rule) || STYLE_ONLY_PREFIXES.some((prefix) => rule.startsWith(prefix));
+
+// The submission's scan reads a copy of the graded tree, so that it can run beside
+// the test commands: the hidden specs they add to /app, and whatever the test room
+// writes there, are never in it. Its temporary files stay out of the shared /tmp.
+export const SCAN_DIR = path.join(STATE, "scan");
+const SCAN_TMP = path.join(SCAN_DIR, "tmp");
+
+/**
+ * A running scan: `finished` resolves with its exit, output and seconds (never
+ * rejects), `stop` kills it with everything it started.
+ * @param {Config} config
+ * @param {{ afterSubmission?: boolean, root?: string }} [options]
+ * @returns {Scan}
+ */
+export function startScan(config, { afterSubmission = false, root = APP } = {}) {
+  // timeout(1) kills the whole process group: React Doctor and its linters. The
+  // baseline at bake time has the bake's own limit.
+  const limit = String(afterSubmission ? config.rd.timeout_sec : 1800);
+  const budget = String(Math.round(Number(limit) * 1000));
+  const scanRoot = path.join(root, path.relative(APP, config.rd.scan_root));
+  fs.mkdirSync(SCAN_DIR, { recursive: true, mode: 0o700 });
+  fs.rmSync(SCAN_TMP, { recursive: true, force: true });
+  fs.mkdirSync(SCAN_TMP, { recursive: true, mode: 0o700 });
+  // Files, not pipes: the grader may be busy with the test room while it prints.
+  const outFile = path.join(SCAN_DIR, "report.json");
+  const errFile = path.join(SCAN_DIR, "stderr.txt");
+  const out = fs.openSync(outFile, "w", 0o600);
+  const err = fs.openSync(errFile, "w", 0o600);
+  const started = performance.now();
+  /** @type {import("node:child_process").ChildProcess} */
+  let child;
+  try {
+    // --verbose: timeout(1) says when it is the one that killed the scan.
+    child = spawn("timeout", ["--verbose", "-s", "KILL", limit, "react-doctor", ...RD_FLAGS, scanRoot], {
+      cwd: scanRoot,
+      // The lint cache is keyed by file content: the one baked with the baseline
+      // makes the after-scan of unchanged files free.
+      env: {
+        ...process.env,
+        ...compileCache(),
+        DO_NOT_TRACK: "1",
+        REACT_DOCTOR_CACHE_DIR: path.join(STATE, "rd-cache"),
+        // React Doctor skips a phase that outlasts its own budget (lint: 300 s), and a
+        // partial scan grades nothing: on a large repository and a loaded machine the
+        // baseline failed so. The limit above is the only one.
+        REACT_DOCTOR_LINT_PHASE_TIMEOUT_MS: budget,
+        REACT_DOCTOR_DEAD_CODE_PHASE_TIMEOUT_MS: budget,
+        REACT_DOCTOR_SCAN_DEADLINE_MS: budget,
+        TMPDIR: SCAN_TMP,
+      },
+      stdio: ["ignore", out, err],
+    });
+  } finally {
+    fs.closeSync(out);
+    fs.closeSync(err);
+  }
+  /** @type {Promise<ScanResult>} */
+  const finished = new Promise((resolve) => {
+    /** @param {{ code?: number, error?: Error }} result */
+    const end = (result) => resolve({
+      ...result,
+      seconds: (performance.now() - started) / 1000,
+      limit,
+      stdout: result.error ? "" : fs.readFileSync(outFile, "utf8"),
+      stderr: result.error ? "" : fs.readFileSync(errFile, "utf8"),
+    });
+    child.on("error", (error) => end({ error }));
+    child.on("exit", (code, signal) => end({ code: exitCode(code, signal) }));
+  });
+  const stop = () => {
+    try {
+      // timeout(1) leads its own process group, once it has started.
+      process.kill(-(/** @type {number} */ (child.pid)), "SIGKILL");
+    } catch {
+      child.kill("SIGKILL");
+    }
+  };
+  return { finished, stop };
+}
+
+/**
+ * The report of a finished scan, checked. After the submission, whatever breaks the
+ * scan came from its files: the agent's.
+ * @param {Config} config
+ * @param {ScanResult} scan
+ * @param {{ afterSubmission?: boolean }} [options]
+ * @returns {DoctorReport}
+ */
+export function checkScan(config, { code, error, stdout, stderr, limit }, { afterSubmission = false } = {}) {
+  const Failure = afterSubmission ? SubmissionFailure : HarnessError;
+  if (error) throw new HarnessError(`cannot run react-doctor: ${error.message}`);
+  if (code === 137 || code === 124) {
+    const outlasted = /timeout: sending signal/.test(stderr);
+    throw new Failure(outlasted
+      ? `the React Doctor scan did not finish within rd.timeout_sec = ${limit} s`
+      : `the React Doctor scan was killed (exit ${code})`);
+  }
+  /** @type {DoctorReport} */
+  let report;
+  try {
+    report = JSON.parse(stdout);
+  } catch {
+    throw new Failure(
+      `react-doctor printed no JSON report (exit ${code}): ${stderr.slice(-800)}`,
+    );
+  }
+  if (report.version !== RD_VERSION) {
+    throw new HarnessError(`react-doctor is ${report.version}, the gate is pinned to ${RD_VERSION}`);
+  }
+  const projects = report.projects ?? [];
+  const files = projects.reduce((sum, p) => sum + (p.project?.sourceFileCount ?? 0), 0);
+  if (!files) {
+    // The baseline was sound (the bake checks it): an after-scan with nothing left
+    // to analyse means the submission deleted the app's source. That is the agent's.
+    if (afterSubmission) throw new Failure("the submission leaves no source file to analyse");
+    throw new HarnessError(`react-doctor analysed 0 files under ${config.rd.scan_root}`);
+  }
+  if (!report.reactDetected) throw new Failure(`react-doctor found no React under ${config.rd.scan_root}`);
+  for (const project of projects) {
+    const reasons = Object.entries(project.skippedCheckReasons ?? {}).map(([k, v]) => `${k}: ${v}`);
+    const skipped = [...(project.skippedChecks ?? []), ...reasons];
+    if (skipped.length || project.complete === false) {
+      throw new Failure(`react-doctor scan was partial: ${skipped.join("; ") || "incomplete"}`);
+    }
+  }
+  if (report.ok === false || report.error) {
+    throw new Failure(`react-doctor failed: ${JSON.stringify(report.error)}`);
+  }
+  return report;
+}
+
+/**
+ * The graded tree as the scan reads it: /app without the test room in it.
+ * @returns {string} the copy
+ */
+export function copyForScan() {
+  const root = path.join(SCAN_DIR, "app");
+  fs.mkdirSync(SCAN_DIR, { recursive: true, mode: 0o700 });
+  fs.rmSync(root, { recursive: true, force: true });
+  // -a: links (node_modules, the pristine dependencies) stay links, never followed.
+  const copied = run("cp", ["-a", `${APP}/.`, root], { cwd: "/" });
+  if (copied.code !== 0) throw new Error(`cannot copy the graded tree for the scan: ${copied.stderr}`);
+  return root;
+}
+
+/** @param {Diagnostic} d */
+const findingKey = (d) => `${d.rule}\u0000${d.filePath}`;
+
+/**
+ * The findings that gate, by rule and file.
+ * @param {DoctorReport} report
+ * @returns {Map<string, Diagnostic[]>}
+ */
+function byKey(report) {
+  /** @type {Map<string, Diagnostic[]>} */
+  const groups = new Map();
+  for (const d of report.diagnostics ?? []) {
+    if (isStyleOnly(d.rule)) continue;
+    const key = findingKey(d);
+    if (!groups.has(key)) groups.set(key, []);
+    /** @type {Diagnostic[]} */ (groups.get(key)).push(d);
+  }
+  return groups;
+}
+
+/**
+ * @param {Diagnostic} d
+ * @param {number} before
+ * @param {number} after
+ * @returns {Finding}
+ */
+function describeFinding(d, before, after) {
+  return {
+    rule: d.rule,
+    file: d.filePath,
+    line: d.line ?? null,
+    title: d.title ?? "",
+    message: d.message ?? "",
+    category: d.category ?? "",
+    count: `${before} -> ${after}`,
+  };
+}
+
+/**
+ * Whether a finding is the target `rule` or `rule@file`.
+ * @param {string} target
+ * @param {Diagnostic} d
+ */
+export const matchesTarget = (target, d) => {
+  const [rule, file] = target.split("@");
+  return d.rule === rule && (!file || d.filePath === file);
+};
+
+/**
+ * New findings the task tolerates (`rd.ignored_new_footguns`, as the public grader
+ * names them: rule, title and file, the file also as a path suffix). Each entry
+ * tolerates one: a rule's findings in a file may grow past the base by as many entries
+ * as match them (a mined task lists the findings the team's own change added), no more.
+ * @param {IgnoredFootgun} entry
+ * @param {Diagnostic} d
+ */
+export const matchesIgnored = (entry, d) =>
+  d.rule === entry.rule && (d.title ?? "") === entry.title &&
+  (d.filePath === entry.filePath || d.filePath.endsWith(`/${entry.filePath}`));
+
+/**
+ * The gate's verdict on the scan after the submission against the baseline.
+ * @param {DoctorReport} before
+ * @param {DoctorReport} after
+ * @param {string[]} [targets]
+ * @param {IgnoredFootgun[]} [ignored]
+ * @returns {DoctorVerdict}
+ */
+export function compareReports(before, after, targets = [], ignored = []) {
+  const beforeGroups = byKey(before);
+  /** @type {Finding[]} */
+  const fresh = [];
+  /** @type {Finding[]} */
+  const tolerated = [];
+  for (const [key, found] of byKey(after)) {
+    const had = beforeGroups.get(key)?.length ?? 0;
+    if (found.length <= had) continue;
+    const allowance = ignored.filter((entry) => found.some((d) => matchesIgnored(entry, d))).length;
+    const into = found.length <= had + allowance ? tolerated : fresh;
+    into.push(...found.map((d) => describeFinding(d, had, found.length)));
+  }
+  const afterAll = after.diagnostics ?? [];
+  const remaining = targets.filter((t) => afterAll.some((d) => matchesTarget(t, d)));
+  const fixed = targets.filter((t) => !remaining.includes(t));
+  return {
+    ok: fresh.length === 0 && remaining.length === 0,
+    new: fresh,
+    ignored: tolerated,
+    fixed_targets: fixed,
+    remaining_targets: remaining,
+  };
+}
+
+/**
+ * Changed code files the after-scan did not analyse: a gate that did not look at
+ * the change cannot pass it.
+ * @param {DoctorReport} report
+ * @param {string[]} changed  paths relative to /app
+ * @param {string} [root]  the tree the scan read (/app, or its copy)
+ * @returns {string[]}
+ */
+export function unscanned(report, changed, root = APP) {
+  const analysed = new Set();
+  for (const project of report.projects ?? []) {
+    for (const file of project.analyzedFiles ?? []) {
+      analysed.add(path.relative(root, path.resolve(project.directory ?? root, file)));
+    }
+  }
+  return changed.filter(
+    (file) =>
+      CODE_EXTENSIONS.has(path.extname(file)) && !SPEC_PATH.test(file) &&
+      fs.existsSync(path.join(root, file)) && !analysed.has(file),
+  );
+}
+
+/**
+ * The React Doctor gate from a scan started earlier (none: the tree is the base
+ * commit, whose scan is the baked baseline).
+ * @param {Config} config
+ * @param {DoctorReport} before  the baseline
+ * @param {{ root: string, run: Scan } | null} scanning
+ * @param {{ changed: string[] }} submission
+ * @param {Record<string, number>} timings  gets the scan's seconds
+ * @returns {Promise<DoctorVerdict>}
+ */
+export async function doctorGate(config, before, scanning, submission, timings) {
+  let after = before;
+  if (scanning) {
+    const finished = await scanning.run.finished;
+    timings.scan = finished.seconds;
+    after = checkScan(config, finished, { afterSubmission: true });
+  } else {
+    timings.scan = 0;
+  }
+  fs.writeFileSync(path.join(LOGS, "rd-after.json"), JSON.stringify(after));
+  const doctor = compareReports(before, after, config.rd.targets, config.rd.ignored_new_footguns);
+  doctor.unscanned = unscanned(after, submission.changed, scanning?.root);
+  if (doctor.unscanned.length) doctor.ok = false;
+  return doctor;
+}
+
+/** @param {DoctorVerdict} doctor */
+export function logDoctor(doctor) {
+  log(`react doctor: ${doctor.ok ? "pass" : "FAIL"} (${doctor.new.length} new, ${doctor.remaining_targets.length} targets left)`);
+  for (const f of doctor.new) log(`  new ${f.rule} ${f.file}:${f.line ?? ""} ${f.title}`);
+  for (const f of doctor.ignored ?? []) log(`  new but tolerated by the task: ${f.rule} ${f.file}:${f.line ?? ""} ${f.title}`);
+  for (const f of doctor.unscanned ?? []) log(`  changed but not scanned: ${f}`);
+}

@@ -1,0 +1,405 @@
+// The test room. The test commands import the submission's code, so they run as an
+// unprivileged user, in their own process namespace where the sandbox allows one,
+// with /tests, the grader and /logs/verifier out of reach. Their reports land in the
+// room's own folder; the grader reads them without following links (reports.mjs)
+// and checks that every hidden test it expects ran and passed.
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+
+import {
+  APP, LOGS, ROOM, ROOM_GID, ROOM_REPORTS, ROOM_UID, STATE, TESTS, VERIFIER_DIR, compileCache,
+} from "./config.mjs";
+import { SubmissionFailure } from "./errors.mjs";
+import { exitCode, run } from "./process.mjs";
+import { judgeTests, playwrightResults, readReport, specResults, vitestResults } from "./reports.mjs";
+import { E2E_CONFIG, applySpecs, e2ePort, e2eTransforms, userAgent, withE2eConfig, writeE2eConfig } from "./specs.mjs";
+
+/**
+ * @import { Config } from "./config.mjs"
+ */
+
+/**
+ * A command of the room's, finished.
+ * @typedef {object} RoomResult
+ * @property {number} code
+ * @property {string} output  what it printed, both streams
+ * @property {boolean} timedOut
+ * @property {number} seconds
+ */
+
+/**
+ * One step of the test gate: a room of its own, with these specs in /app.
+ * @typedef {object} TestStep
+ * @property {"unit" | "e2e"} name
+ * @property {string} cmd  the command, with our Playwright config for the e2e step
+ * @property {string[]} parts  the entries of /tests/specs copied into /app for it
+ */
+
+/**
+ * What the test gate runs: its steps in order, in `cwd`, all within `total` seconds.
+ * @typedef {object} TestPlan
+ * @property {number} total
+ * @property {string} cwd
+ * @property {TestStep[]} steps
+ */
+
+/**
+ * A step as it ran.
+ * @typedef {object} TestPhase
+ * @property {string} name
+ * @property {number} exit_code
+ * @property {boolean} timed_out
+ * @property {number} seconds
+ */
+
+/**
+ * The test gate's verdict (grade.json's tests).
+ * @typedef {object} TestVerdict
+ * @property {boolean} ok
+ * @property {number | null} exit_code  the last step's
+ * @property {boolean} timed_out
+ * @property {number} expected  how many tests the task names
+ * @property {TestPhase[]} phases
+ * @property {string[]} failing
+ * @property {import("./reports.mjs").SpecResult[]} specs  every test the runners reported
+ * @property {{ uid: number, pid_namespace: boolean }} room
+ */
+
+/**
+ * Root owns the tree the room reads; /app itself stays open for new entries (the
+ * sticky bit keeps the room from replacing what it does not own), because the
+ * bundler writes its config bundle and dist/ there.
+ */
+export function lockDown() {
+  const chown = run("chown", ["-R", "-h", "0:0", APP, TESTS, LOGS]);
+  const chmod = run("chmod", ["-R", "u+rwX,go-w,a-st", APP]);
+  if (chown.code !== 0 || chmod.code !== 0) throw new Error(`cannot hand /app to root: ${chown.stderr}${chmod.stderr}`);
+  fs.chmodSync(APP, 0o1777);
+  fs.chmodSync(TESTS, 0o700);
+  fs.chmodSync(LOGS, 0o700);
+  fs.chmodSync(VERIFIER_DIR, 0o700);
+  fs.chmodSync(STATE, 0o711);
+  // The room reads the pristine dependencies and the compile cache; nothing else.
+  for (const entry of fs.readdirSync(STATE)) {
+    if (entry !== "deps" && entry !== "compile-cache") fs.chmodSync(path.join(STATE, entry), 0o700);
+  }
+}
+
+/**
+ * Whatever the room left that a later room or the grader could trip on: its
+ * processes, its files in /app, /tmp and /dev/shm. Root's files stay.
+ */
+export function sweepRoom() {
+  killRoom();
+  run("find", [APP, "/tmp", "/dev/shm", "-mindepth", "1", "-xdev", "-user", String(ROOM_UID),
+    "-prune", "-exec", "rm", "-rf", "{}", "+"], { cwd: "/" });
+  fs.rmSync(ROOM, { recursive: true, force: true });
+}
+
+/** A new room: swept, with its own home, /tmp, reports and the pnpm of pnpmExec. */
+export function openRoom() {
+  sweepRoom();
+  fs.mkdirSync(ROOM, { mode: 0o700 });
+  for (const sub of ["home", "tmp", "reports", "e2e-output"]) {
+    fs.mkdirSync(path.join(ROOM, sub), { mode: 0o700 });
+    fs.chownSync(path.join(ROOM, sub), ROOM_UID, ROOM_GID);
+  }
+  // Root's, like the room itself: the room runs it and cannot change it.
+  fs.mkdirSync(path.join(ROOM, "bin"), { mode: 0o755 });
+  const pnpm = realPnpm();
+  if (pnpm) fs.writeFileSync(path.join(ROOM, "bin", "pnpm"), pnpmExec(pnpm), { mode: 0o755 });
+  fs.chmodSync(ROOM, 0o755);
+}
+
+/** @type {string | null | undefined} */
+let pnpmPath;
+/** @returns {string | null} the image's pnpm (null: none) */
+function realPnpm() {
+  if (pnpmPath === undefined) {
+    const found = run("sh", ["-c", "command -v pnpm"], { cwd: "/" });
+    pnpmPath = found.code === 0 ? found.stdout.trim() : null;
+  }
+  return pnpmPath;
+}
+
+/**
+ * `pnpm exec NAME ...` of a binary in ./node_modules/.bin runs it directly: the very
+ * command pnpm would start, with that folder first on the PATH as pnpm puts it,
+ * without the half second of CPU pnpm takes to start. Anything else is pnpm's.
+ * @param {string} pnpm  the real pnpm
+ * @returns {string} the room's pnpm, a shell script
+ */
+export function pnpmExec(pnpm) {
+  return `#!/bin/sh
+if [ "$1" = exec ]; then
+  case "$2" in
+    ""|-*|*/*|.*) ;;
+    *)
+      if [ -f "node_modules/.bin/$2" ] && [ -x "node_modules/.bin/$2" ]; then
+        name=$2
+        shift 2
+        PATH="$PWD/node_modules/.bin:$PATH"
+        export PATH
+        exec "$PWD/node_modules/.bin/$name" "$@"
+      fi ;;
+  esac
+fi
+exec '${pnpm.replaceAll("'", "'\\''")}' "$@"
+`;
+}
+
+// Where the sandbox lets the grader make one, the room gets its own process
+// namespace (the docker backend's default capabilities do not allow it; the uid
+// alone keeps the room from signalling the grader there).
+/** @type {boolean | null} */
+let pidNamespace = null;
+/** @returns {string[]} what a room's command runs under */
+function roomPrefix() {
+  if (pidNamespace === null) {
+    pidNamespace = run("unshare", ["--pid", "--fork", "--kill-child", "--mount-proc", "true"], { cwd: "/" }).code === 0;
+  }
+  const drop = ["setpriv", `--reuid=${ROOM_UID}`, `--regid=${ROOM_GID}`, "--clear-groups",
+    "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"];
+  return pidNamespace ? ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", ...drop] : drop;
+}
+
+/**
+ * The environment of a room's command: the grader's without its REACTBENCH_
+ * variables, the room's own folders, and `extra`.
+ * @param {Record<string, string>} extra
+ * @returns {NodeJS.ProcessEnv}
+ */
+export function roomEnv(extra) {
+  /** @type {NodeJS.ProcessEnv} */
+  const env = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (!key.startsWith("REACTBENCH_")) env[key] = value;
+  }
+  return {
+    ...env,
+    PATH: `${path.join(ROOM, "bin")}:${process.env.PATH ?? "/usr/bin:/bin"}`,
+    HOME: path.join(ROOM, "home"),
+    TMPDIR: path.join(ROOM, "tmp"),
+    XDG_CACHE_HOME: path.join(ROOM, "home", ".cache"),
+    CI: "1",
+    NO_COLOR: "1",
+    FORCE_COLOR: "0",
+    // pnpm would try to reinstall the root-owned dependencies before running.
+    npm_config_verify_deps_before_run: "false",
+    pnpm_config_verify_deps_before_run: "false",
+    REACTBENCH_REPORTS: ROOM_REPORTS,
+    PLAYWRIGHT_JSON_OUTPUT_NAME: path.join(ROOM_REPORTS, "playwright.json"),
+    ...compileCache(),
+    ...extra,
+  };
+}
+
+/**
+ * Reports written by configs made before the room existed name /logs/verifier.
+ * @param {string} cmd
+ */
+export const inRoom = (cmd) => cmd.replaceAll(`${LOGS}/`, `${ROOM_REPORTS}/`);
+
+// Output a room command may print before it is killed, as spawnSync's maxBuffer was.
+const MAX_ROOM_OUTPUT = 256 * 1024 * 1024;
+
+/**
+ * A command in the room, killed past its budget. Asynchronous, so that a scan
+ * running beside it is seen to finish when it does.
+ * @param {string} cmd
+ * @param {{ cwd: string, budget: number, env?: Record<string, string> }} options  budget: seconds
+ * @returns {Promise<RoomResult>}
+ */
+export function runInRoom(cmd, { cwd, budget, env = {} }) {
+  const started = performance.now();
+  const [command, ...args] = [...roomPrefix(), "bash", "-c", inRoom(cmd)];
+  const child = spawn(command, args, { cwd, env: roomEnv(env), stdio: ["ignore", "pipe", "pipe"] });
+  /** @type {Buffer[]} */
+  const chunks = [];
+  let size = 0;
+  let timedOut = false;
+  /** @param {Buffer} chunk */
+  const collect = (chunk) => {
+    size += chunk.length;
+    if (size > MAX_ROOM_OUTPUT) child.kill("SIGKILL");
+    else chunks.push(chunk);
+  };
+  child.stdout.on("data", collect);
+  child.stderr.on("data", collect);
+  const timer = setTimeout(() => {
+    timedOut = true;
+    child.kill("SIGKILL");
+  }, Math.ceil(budget * 1000));
+  return new Promise((resolve) => {
+    /** @type {{ code: number, error?: Error, seconds: number } | null} */
+    let exit = null;
+    const done = () => {
+      clearTimeout(timer);
+      const { code, error, seconds } = /** @type {{ code: number, error?: Error, seconds: number }} */ (exit);
+      resolve({
+        code,
+        output: Buffer.concat(chunks).toString() + (error ? `${error.message}\n` : ""),
+        timedOut,
+        seconds,
+      });
+    };
+    child.on("error", (error) => {
+      exit = { code: 127, error, seconds: (performance.now() - started) / 1000 };
+      done();
+    });
+    child.on("exit", (code, signal) => {
+      exit = { code: exitCode(code, signal), seconds: (performance.now() - started) / 1000 };
+      clearTimeout(timer);
+      // What the room left running goes now, a daemon holding its output open
+      // included; the output is complete once both pipes close.
+      killRoom();
+      const late = setTimeout(() => {
+        child.stdout.destroy();
+        child.stderr.destroy();
+        done();
+      }, 5000);
+      child.on("close", () => {
+        clearTimeout(late);
+        done();
+      });
+    });
+  });
+}
+
+/** Every process of the room's user, wherever it hid (a detached daemon included). */
+export function killRoom() {
+  for (const pid of fs.readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
+    try {
+      if (fs.statSync(`/proc/${pid}`).uid === ROOM_UID) process.kill(Number(pid), "SIGKILL");
+    } catch {}
+  }
+}
+
+/**
+ * What the test gate runs. Unit specs first; the e2e specs are copied in only after
+ * every process of that room is gone, from /tests, which the room never had. Without
+ * an e2e command, the e2e folder is one more part of the unit step's.
+ * @param {Config} config
+ * @param {string[]} specEntries  the entries of /tests/specs
+ * @returns {TestPlan}
+ */
+export function testPlan(config, specEntries) {
+  const total = config.test.timeout_sec ?? (config.verifier_timeout_sec ?? 300) * 0.7;
+  const e2eDir = config.test.e2e_specs;
+  const specParts = specEntries.filter((p) => p !== e2eDir);
+  const e2eCmd = config.test.e2e_cmd;
+  /** @type {TestStep[]} */
+  const steps = [{ name: "unit", cmd: config.test.cmd, parts: specParts }];
+  if (e2eCmd) steps.push({ name: "e2e", cmd: withE2eConfig(e2eCmd), parts: [e2eDir] });
+  else specParts.push(e2eDir);
+  return { total, cwd: config.test.cwd ?? APP, steps };
+}
+
+/**
+ * The budget of a step that starts `elapsed` seconds into the test gate: what is left
+ * of the total, and never less than a second.
+ * @param {number} total
+ * @param {number} elapsed
+ */
+export const stepBudget = (total, elapsed) => Math.max(1, total - elapsed);
+
+/**
+ * The test gate: each step of the plan in a room of its own, its reports judged.
+ * @param {Config} config
+ * @param {(phase: string) => void} setPhase
+ * @returns {Promise<TestVerdict>}
+ */
+export async function testGate(config, setPhase) {
+  const started = performance.now();
+  const plan = testPlan(config, fs.readdirSync(path.join(TESTS, "specs")));
+  const { total, steps } = plan;
+  const remaining = () => stepBudget(total, (performance.now() - started) / 1000);
+  /** @type {import("./reports.mjs").TestResults} */
+  const results = new Map();
+  /** @type {import("./reports.mjs").TestMessages} */
+  const messages = new Map();
+  /** @type {TestPhase[]} */
+  const phases = [];
+  // A report the room spoiled (a daemon killed mid-write leaves it empty) loses that
+  // runner's results, not the grading: its tests did not run, and the reason is said.
+  /** @type {string[]} */
+  const spoiled = [];
+  /**
+   * @param {string} name
+   * @param {string} phase
+   */
+  const report = (name, phase) => {
+    try {
+      return readReport(name);
+    } catch (error) {
+      if (!(error instanceof SubmissionFailure)) throw error;
+      spoiled.push(`${error.message}, after the ${phase} tests`);
+      return null;
+    }
+  };
+  let output = "";
+  try {
+    for (const step of steps) {
+      setPhase(`tests:${step.name}`);
+      openRoom();
+      fs.rmSync(path.join(APP, E2E_CONFIG), { force: true });
+      applySpecs(step.parts);
+      /** @type {Record<string, string>} */
+      let env = {};
+      if (step.name === "e2e") {
+        writeE2eConfig();
+        env = {
+          ...e2eTransforms(),
+          REACTBENCH_E2E_PORT: e2ePort(),
+          REACTBENCH_E2E_OUTPUT: path.join(ROOM, "e2e-output", "results"),
+          REACTBENCH_E2E_USER_AGENT: userAgent(),
+        };
+      }
+      const result = await runInRoom(step.cmd, { cwd: plan.cwd, budget: remaining(), env });
+      output += result.output;
+      console.log(result.output.split("\n").slice(-40).join("\n"));
+      vitestResults(report("vitest.json", step.name), results, messages);
+      playwrightResults(report("playwright.json", step.name), results, messages);
+      phases.push({ name: step.name, exit_code: result.code, timed_out: result.timedOut, seconds: result.seconds });
+      sweepRoom();
+      if (result.code !== 0 || result.timedOut) break;
+    }
+  } finally {
+    // Whatever ended the tests, what they printed is kept.
+    fs.writeFileSync(path.join(LOGS, "test.log"), output);
+  }
+  return testVerdict(config, plan, { phases, results, messages, spoiled },
+    { uid: ROOM_UID, pid_namespace: Boolean(pidNamespace) });
+}
+
+/**
+ * The test gate's verdict from what its steps left: every expected test ran and
+ * passed, every step ran, none timed out or exited non-zero, no report was spoiled.
+ * @param {Config} config
+ * @param {TestPlan} plan
+ * @param {{ phases: TestPhase[], results: import("./reports.mjs").TestResults,
+ *   messages: import("./reports.mjs").TestMessages, spoiled: string[] }} ran
+ * @param {{ uid: number, pid_namespace: boolean }} room
+ * @returns {TestVerdict}
+ */
+export function testVerdict(config, plan, { phases, results, messages, spoiled }, room) {
+  const failing = [...judgeTests(config.test.expected, results, config.test.allow_skipped === true), ...spoiled];
+  for (const phase of phases) {
+    if (phase.timed_out) failing.push(`the ${phase.name} tests did not finish within ${Math.round(plan.total)} s`);
+    else if (phase.exit_code !== 0) failing.push(`the ${phase.name} test command exited ${phase.exit_code}`);
+  }
+  const next = plan.steps[phases.length];
+  if (next) failing.push(`the ${next.name} tests never ran`);
+  const expected = Object.values(config.test.expected).reduce((n, names) => n + names.length, 0);
+  return {
+    ok: failing.length === 0,
+    exit_code: phases.at(-1)?.exit_code ?? null,
+    timed_out: phases.some((p) => p.timed_out),
+    expected,
+    phases,
+    failing,
+    specs: specResults(results, messages),
+    room,
+  };
+}

@@ -1,0 +1,45 @@
+"""Our grader as a layer of its own: the Node program under `grader/` (the clean room,
+the test room, the React Doctor scan, grade.json) reaches a verifier image as a layer
+baked on top of whatever base the task's `tests/Dockerfile` names, public image or
+stand-in, before the task's own steps run. Its key hashes the grader's files, so a
+change of the grader rebakes every verifier built on it.
+
+A task uses our grader when its `tests/Dockerfile` or `tests/test.sh` runs it from
+`contract.json`'s `home`; a task of the public suite, with its own `grader.mjs`, gets
+no layer and bakes exactly as written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_reactbench.sandbox.base import Layer
+from pytest_reactbench.tasks import CONTRACT
+from pytest_reactbench.tasks.grade import GRADER_FILES
+
+#: The grader's files: all of them, and nothing else, are copied to `CONTRACT.home`.
+GRADER_DIR = GRADER_FILES
+
+
+def uses_grader(tests_dir: Path) -> bool:
+    """Whether the task's verifier runs our grader (its Dockerfile or test.sh name it)."""
+    home = CONTRACT.home + "/"
+    for name in ("Dockerfile", "test.sh"):
+        try:
+            if home in (tests_dir / name).read_text(errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def grader_layer() -> Layer:
+    """The grader and the React Doctor it pins, on a verifier base. The public bases
+    carry neither (their tasks install React Doctor in their own bake), so the layer
+    installs it, before the grader's files: a change of the grader alone reuses the
+    install."""
+    return Layer(
+        name="grader",
+        steps=(f"RUN npm install -g --no-fund --no-audit react-doctor@{CONTRACT.react_doctor}\n"
+               f"COPY . {CONTRACT.home}/\n"),
+        context=GRADER_DIR,
+    )

@@ -1,0 +1,161 @@
+"""The shipped tasks on images laid out like the public ones, as a user whose engine
+reaches ghcr.io has them: no grader of ours and no React Doctor in the verifier base,
+nothing under /opt/reactbench, no label of our bakes. They come through a registry
+(Debian's `docker-registry` on loopback: pushed there, pulled back with the
+registry's digests) and sit on the engine under the public names while the run lasts,
+as a pull would leave them. `--reactbench-images=public` then never uses a stand-in:
+the controls must hold (oracle 1, nop 0) with our grader baked on the public base,
+for the shipped tasks and for a task `reactbench mine` wrote, and every base in the
+results must say public."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from pytest_reactbench.cli import main
+from pytest_reactbench.results.load import junit_testcases
+from pytest_reactbench.sandbox.base import ImageRecipe
+from pytest_reactbench.sandbox.docker import RECIPE_LABEL, DockerBackend
+from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle, default_cache
+from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP, images_dir
+from pytest_reactbench.tasks import find_tasks
+from tests.mining.history import build_history
+from tests.sandbox.helpers import loopback_registry
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = sorted(p.name for p in find_tasks(ROOT / "tasks"))
+PUBLIC = {f"{name}:latest": recipe for name, recipe in DEFAULT_IMAGE_MAP.items()}
+
+#: What makes a stand-in look like the public image: our files and our bake label go.
+#: (Docker cannot drop an inherited label; an empty one is not a bake's.)
+PUBLIC_LAYOUT = """FROM {stand_in}
+RUN rm -rf /opt/reactbench
+ENV NODE_OPTIONS=
+LABEL {label}=
+"""
+
+
+def test_public_layout_has_none_of_ours(public_images: dict[str, str]) -> None:
+    client = docker.from_env()
+    try:
+        for name in PUBLIC:
+            image = client.images.get(name)
+            assert not (image.labels or {}).get(RECIPE_LABEL), name
+            listed = client.containers.run(name, ["sh", "-c", "ls /opt; command -v react-doctor; true"],
+                                           remove=True, entrypoint=[]).decode()
+            assert "reactbench" not in listed, (name, listed)
+            assert "react-doctor" not in listed, (name, listed)
+    finally:
+        client.close()
+
+
+def test_shipped_tasks_on_the_public_layout(tmp_path: Path, public_images: dict[str, str]) -> None:
+    xml = tmp_path / "r.xml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
+         "--reactbench-agent=oracle,nop", "--reactbench-sandbox=docker", "--reactbench-images=public",
+         f"--reactbench-records={tmp_path / 'records'}", f"--junitxml={xml}", "tasks"],
+        cwd=ROOT, capture_output=True, text=True, timeout=2400,
+    )
+    assert xml.exists(), proc.stdout[-4000:] + proc.stderr[-4000:]
+    verdicts = {(props["reactbench.task"], props["reactbench.agent"]): props
+                for _, props in junit_testcases(xml)}
+    assert set(verdicts) == {(t, a) for t in SHIPPED for a in ("oracle", "nop")}, proc.stdout[-4000:]
+    for task in SHIPPED:
+        oracle, nop = verdicts[(task, "oracle")], verdicts[(task, "nop")]
+        assert oracle["reactbench.verdict"] == "passed", (task, proc.stdout[-6000:])
+        assert nop["reactbench.verdict"] == "failed", (task, proc.stdout[-6000:])
+        assert nop["reactbench.gate.tests"] == "0"
+        for props in (oracle, nop):
+            bases = props["reactbench.bases"]
+            assert "(stand-in)" not in bases, bases
+            # The verifier's base as the registry has it, by its digest.
+            assert any(f"{name}@{digest} (public)" in bases for name, digest in public_images.items()), bases
+            assert props["reactbench.formal"] == "1", props
+    assert proc.returncode == 1  # the nop items fail, as they must
+
+
+def test_a_mined_task_on_the_public_layout(tmp_path: Path, public_images: dict[str, str],
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    history = build_history(tmp_path / "counter")
+    task = tmp_path / "tasks" / "counter-decrement"
+    # Mined as a user mines (its controls on the default backend)...
+    code = main(["mine", "--repo", str(history.repo), "--merge", history.feature, "--out", str(task)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    # ... and run where the public images are.
+    xml = tmp_path / "r.xml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--reactbench-agent=oracle,nop",
+         "--reactbench-sandbox=docker", "--reactbench-images=public",
+         f"--reactbench-records={tmp_path / 'records'}", f"--junitxml={xml}", f"--rootdir={tmp_path}",
+         str(task)], cwd=tmp_path, capture_output=True, text=True, timeout=1800)
+    verdicts = {props["reactbench.agent"]: props for _, props in junit_testcases(xml)} if xml.exists() else {}
+    assert set(verdicts) == {"oracle", "nop"}, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert verdicts["oracle"]["reactbench.verdict"] == "passed", proc.stdout[-6000:]
+    assert verdicts["nop"]["reactbench.verdict"] == "failed", proc.stdout[-6000:]
+    for props in verdicts.values():
+        assert "(stand-in)" not in props["reactbench.bases"], props["reactbench.bases"]
+
+
+@pytest.fixture(scope="module")
+def public_images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The four public names on the engine, laid out like the public images and pulled
+    from a loopback registry; yields name -> the registry's digest. Every name and
+    image made here is removed afterwards."""
+    client = docker.from_env()
+    root = tmp_path_factory.mktemp("public-layout")
+    made: list[str] = []
+    try:
+        for name in PUBLIC:
+            try:
+                client.images.get(name)
+            except docker.errors.ImageNotFound:
+                continue
+            pytest.fail(f"the engine has {name} already; this test would shadow it (docker rmi {name})")
+        # As a run would bake them (its cache, CA bundle and download cache): reused.
+        cache = default_cache()
+        backend = DockerBackend(SandboxOptions(cache=cache, download_cache=cache / "downloads",
+                                               ca_bundle=default_ca_bundle(), images="stand-in"))
+        try:
+            stand_ins = {name: backend.bake(_recipe(recipe), print).ref for name, recipe in PUBLIC.items()}
+        finally:
+            backend.close()
+        digests: dict[str, str] = {}
+        with loopback_registry(root / "registry") as port:
+            for name, stand_in in stand_ins.items():
+                context = root / PUBLIC[name]
+                context.mkdir()
+                layout = PUBLIC_LAYOUT.format(stand_in=stand_in, label=RECIPE_LABEL)
+                (context / "Dockerfile").write_text(layout)
+                pushed_as = f"127.0.0.1:{port}/{name.removeprefix('ghcr.io/')}"
+                client.images.build(path=str(context), tag=pushed_as, rm=True)
+                made.append(pushed_as)
+                pushed = [line for line in client.images.push(pushed_as, stream=True, decode=True)
+                          if "aux" in line or "error" in line]
+                assert pushed and "aux" in pushed[-1], pushed
+                digests[name] = pushed[-1]["aux"]["Digest"]
+                client.images.remove(pushed_as)
+                client.images.pull(pushed_as)
+                client.images.get(pushed_as).tag(name)
+                made.append(name)
+            yield digests
+    finally:
+        for ref in reversed(made):
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                client.images.remove(ref)
+        client.close()
+
+
+def _recipe(name: str) -> ImageRecipe:
+    directory = images_dir() / name
+    return ImageRecipe(name, directory / "Dockerfile", directory, timeout=3600)

@@ -1,0 +1,127 @@
+// The test room's plan (which commands run, with which specs and budgets), the
+// environment and command its processes get, and the pnpm it runs.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { describe, test } from "node:test";
+
+import { APP, LOGS, ROOM, ROOM_REPORTS } from "../../../pytest_reactbench/verifier/grader/config.mjs";
+import { inRoom, pnpmExec, roomEnv, stepBudget, testPlan } from "../../../pytest_reactbench/verifier/grader/test-room.mjs";
+
+/**
+ * @import { Config, TestConfig } from "../../../pytest_reactbench/verifier/grader/config.mjs"
+ */
+
+/**
+ * @param {Partial<TestConfig>} [tests]
+ * @param {Partial<Config>} [more]
+ * @returns {Config}
+ */
+const config = (tests = {}, more = {}) => ({
+  test: { cmd: "pnpm exec vitest run", e2e_specs: "e2e", expected: {}, ...tests },
+  rd: { scan_root: APP, mode: "gate", targets: [], ignored_new_footguns: [], timeout_sec: 120 },
+  sources: ["src"],
+  test_like_allowed: [],
+  ...more,
+});
+
+describe("testPlan", () => {
+  test("unit specs first, then the e2e specs in a room of their own with our Playwright config", () => {
+    const entries = ["src", "e2e", "lib"];
+    const plan = testPlan(config({ e2e_cmd: "pnpm exec playwright test --config=playwright.config.ts --project chromium" }), entries);
+    assert.deepEqual(plan.steps, [
+      { name: "unit", cmd: "pnpm exec vitest run", parts: ["src", "lib"] },
+      { name: "e2e", cmd: "pnpm exec playwright test -c reactbench.e2e.config.ts --project chromium", parts: ["e2e"] },
+    ]);
+    assert.deepEqual(entries, ["src", "e2e", "lib"]);  // the listing is not changed
+    assert.equal(plan.cwd, APP);
+  });
+
+  test("without an e2e command, one step with every spec, the e2e folder among them", () => {
+    const plan = testPlan(config({ e2e_specs: "browser" }), ["src", "browser"]);
+    assert.deepEqual(plan.steps, [{ name: "unit", cmd: "pnpm exec vitest run", parts: ["src", "browser"] }]);
+    // Named even when /tests/specs has no such folder (copying it is then nothing).
+    assert.deepEqual(testPlan(config(), ["src"]).steps[0]?.parts, ["src", "e2e"]);
+  });
+
+  test("the budget: test.timeout_sec, else 70% of the verifier's, else 70% of 300 s", () => {
+    assert.equal(testPlan(config({ timeout_sec: 45 }, { verifier_timeout_sec: 600 }), []).total, 45);
+    assert.equal(testPlan(config({}, { verifier_timeout_sec: 600 }), []).total, 420);
+    assert.equal(testPlan(config(), []).total, 210);
+  });
+
+  test("where the commands run", () => {
+    assert.equal(testPlan(config({ cwd: `${APP}/packages/web` }), []).cwd, `${APP}/packages/web`);
+  });
+
+  test("each step gets what is left of the total, never less than a second", () => {
+    assert.equal(stepBudget(210, 0), 210);
+    assert.equal(stepBudget(210, 200.5), 9.5);
+    assert.equal(stepBudget(210, 209.9), 1);
+    assert.equal(stepBudget(210, 500), 1);
+  });
+});
+
+describe("the room's commands", () => {
+  test("reports a config names in /logs/verifier land in the room's folder", () => {
+    assert.equal(inRoom(`vitest run --outputFile=${LOGS}/vitest.json && cp ${LOGS}/a ${LOGS}/b`),
+      `vitest run --outputFile=${ROOM_REPORTS}/vitest.json && cp ${ROOM_REPORTS}/a ${ROOM_REPORTS}/b`);
+    assert.equal(inRoom(`ls ${LOGS}`), `ls ${LOGS}`);
+  });
+
+  test("the environment: none of the grader's REACTBENCH_ variables, the room's own folders", () => {
+    process.env.REACTBENCH_SECRET_FOR_THE_TEST = "grader only";
+    try {
+      const env = roomEnv({ EXTRA: "1", CI: "yes" });
+      assert.equal(env.REACTBENCH_SECRET_FOR_THE_TEST, undefined);
+      assert.ok(!Object.keys(env).some((k) => k.startsWith("REACTBENCH_") && k !== "REACTBENCH_REPORTS"));
+      assert.equal(env.REACTBENCH_REPORTS, ROOM_REPORTS);
+      assert.equal(env.PLAYWRIGHT_JSON_OUTPUT_NAME, path.join(ROOM_REPORTS, "playwright.json"));
+      assert.equal(env.PATH?.split(":")[0], path.join(ROOM, "bin"));
+      assert.deepEqual([env.HOME, env.TMPDIR], [path.join(ROOM, "home"), path.join(ROOM, "tmp")]);
+      assert.deepEqual([env.EXTRA, env.CI, env.NO_COLOR], ["1", "yes", "1"]);  // extra comes last
+      assert.equal(env.pnpm_config_verify_deps_before_run, "false");
+    } finally {
+      delete process.env.REACTBENCH_SECRET_FOR_THE_TEST;
+    }
+  });
+});
+
+describe("pnpmExec", () => {
+  /** @param {string} file @param {string} text */
+  const executable = (file, text) => {
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, text, { mode: 0o755 });
+  };
+
+  test("`pnpm exec` of a binary of ./node_modules/.bin runs it; anything else goes to pnpm, quoted", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "grader-pnpm-"));
+    try {
+      // The real pnpm's path has what a shell would expand or split on.
+      const real = path.join(dir, "it's $HOME; pnpm", "pnpm");
+      executable(real, '#!/bin/sh\nprintf "pnpm"; printf " [%s]" "$@"; echo\n');
+      const wrapper = path.join(dir, "bin", "pnpm");
+      executable(wrapper, pnpmExec(real));
+      const app = path.join(dir, "app");
+      executable(path.join(app, "node_modules", ".bin", "vitest"),
+        '#!/bin/sh\nprintf "vitest"; printf " [%s]" "$@"; echo; echo "${PATH%%:*}"\n');
+      fs.writeFileSync(path.join(app, "node_modules", ".bin", "plain"), "");
+      fs.mkdirSync(path.join(app, "node_modules", ".bin", "folder"));
+      /** @param {string[]} args */
+      const pnpm = (...args) => {
+        const result = spawnSync(wrapper, args, { cwd: app, encoding: "utf8" });
+        assert.equal(result.status, 0, result.stderr);
+        return result.stdout.trimEnd().split("\n");
+      };
+      assert.deepEqual(pnpm("exec", "vitest", "run", "a b.test.ts"), ["vitest [run] [a b.test.ts]", `${app}/node_modules/.bin`]);
+      for (const args of [["exec", "missing"], ["exec", "plain"], ["exec", "folder"], ["exec", "-r", "vitest"],
+        ["exec", "./node_modules/.bin/vitest"], ["exec", ".bin"], ["exec"], ["install", "--frozen-lockfile"], ["vitest", "run"]]) {
+        assert.deepEqual(pnpm(...args), [`pnpm${args.map((a) => ` [${a}]`).join("")}`], args.join(" "));
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
