@@ -237,7 +237,7 @@ def _compare(args: argparse.Namespace) -> int:
     print(comparison.summary())
     if comparison.only_new:
         print("  only in the new run: " + ", ".join(f"{t} [{a}]" for t, a in comparison.only_new))
-    return 1 if comparison.failed else 0
+    return comparison.exit_code
 
 
 def _replay(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 
 from pytest_reactbench.agents.base import (
     Agent,
+    AgentAPIError,
     AgentAuthError,
     AgentConfigError,
     AgentContext,
@@ -22,6 +23,7 @@ from pytest_reactbench.agents.tools import (
 
 __all__ = [
     "Agent",
+    "AgentAPIError",
     "AgentAuthError",
     "AgentConfigError",
     "AgentContext",

@@ -24,6 +24,13 @@ class AgentAuthError(Exception):
     (no score, never retried), not a fail."""
 
 
+class AgentAPIError(Exception):
+    """The agent's model API failed it: refused the connection, answered 5xx or 429
+    past the CLI's own retries, or sent a stream that could not be read. Not the
+    agent's work: no score, retried like any error, and a baseline gate calls a run
+    with such errors inconclusive, not a regression."""
+
+
 @dataclass(frozen=True)
 class Install:
     """What an agent adds to a task's image: Dockerfile steps baked as a layer on top of
@@ -73,6 +80,8 @@ class AgentOutcome:
     usage: Usage | None = None
     #: The model API refused the agent's credentials: the trial is an error, not a fail.
     auth_failure: str = ""
+    #: The model API failed the agent (what its CLI or SDK said): an error, not a fail.
+    api_failure: str = ""
 
 
 class Agent(ABC):

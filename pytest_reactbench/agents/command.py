@@ -159,4 +159,5 @@ class CommandAgent(Agent):
         reading = read_output(self.spec.output, result.text, result.error_text)
         outcome.usage = reading.usage
         outcome.auth_failure = reading.auth_failure
+        outcome.api_failure = reading.api_failure
         return outcome

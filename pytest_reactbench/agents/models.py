@@ -90,7 +90,7 @@ class ModelToolAgent(ToolAgent):
         # Item ids and record folders take the name: no slashes or colons in it.
         self.name = "tools-" + re.sub(r"[^A-Za-z0-9._-]+", "-", f"{provider}-{model}")
         self.usage = Usage()
-        self.auth_failure = ""
+        self.auth_failure = self.api_failure = ""
 
     @property
     def version(self) -> str:
@@ -112,10 +112,11 @@ class ModelToolAgent(ToolAgent):
             raise AgentConfigError(f"agent {self.name!r}: {' or '.join(keys)} is not set in the environment")
 
     def run(self, ctx: AgentContext) -> AgentOutcome:
-        self.usage, self.auth_failure = Usage(), ""
+        self.usage, self.auth_failure, self.api_failure = Usage(), "", ""
         outcome = super().run(ctx)
         outcome.usage = self.usage
         outcome.auth_failure = self.auth_failure
+        outcome.api_failure = self.api_failure
         return outcome
 
     def _add(self, tokens_in: int, tokens_out: int) -> None:
@@ -128,6 +129,10 @@ class ModelToolAgent(ToolAgent):
             turn(module, instruction, tools)
         except module.AuthenticationError as exc:
             self.auth_failure = f"{self.provider}: {exc}"
+        except (module.APIConnectionError, module.InternalServerError, module.RateLimitError,
+                module.APIResponseValidationError) as exc:
+            # The SDK has retried (max_retries) by then; a timeout is a connection error.
+            self.api_failure = f"the model API failed: {self.provider}: {type(exc).__name__}: {exc}"
 
     def _deadline_left(self, tools: Tools) -> float:
         left = tools.deadline - time.monotonic()

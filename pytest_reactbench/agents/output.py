@@ -1,15 +1,23 @@
-"""Reading a coding-agent CLI's own output: the tokens and cost it reports, and whether
-its model API refused its credentials (an error of its own class, never a fail).
+"""Reading a coding-agent CLI's own output: the tokens and cost it reports, whether its
+model API refused its credentials, and whether the model API failed it (refused the
+connection, answered 5xx or 429 past the CLI's own retries, sent a stream it could not
+read). Both are errors of their own class, never the agent's fail, and both are read
+from what the CLI itself reports, never guessed from the model's text.
 
 Each preset names its reader (`output` in presets.toml):
 
 - `claude-stream-json`: Claude Code's `--output-format stream-json` lines; the last
   `{"type": "result"}` carries `usage` and `total_cost_usd`; an `api_retry` event with
-  status 401 is a refused key (it goes on retrying it).
+  status 401 is a refused key (it goes on retrying it); a result with `is_error` and
+  `terminal_reason: "api_error"` (or an `api_error_status`) is a failed model API, and
+  so is a run that ended (killed at its time limit) while it was still retrying one.
 - `codex-jsonl`: `codex exec --json` events; each `turn.completed` carries `usage`
-  (Codex reports no cost).
+  (Codex reports no cost); a `turn.failed` is a failed model API (Codex has retried
+  the request and the stream by then), and so is a run that ended while it was
+  still "Reconnecting..." (against a server that refuses connections it waits for
+  one until its time limit).
 - `aider-text`: Aider's `Tokens: 1.2k sent, 45 received. Cost: $0.01 message, $0.02
-  session.` lines.
+  session.` lines; LiteLLM's own error lines (`litellm.InternalServerError: ...`).
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ class Reading:
     usage: Usage | None = None
     #: The line that says the credentials were refused ("" when they were not).
     auth_failure: str = ""
+    #: What the CLI said of a model API that failed it ("" when none did).
+    api_failure: str = ""
 
 
 def _json_lines(text: str) -> Iterator[dict[str, Any]]:
@@ -55,6 +65,9 @@ def _int(value: object) -> int:
 
 #: Aider echoes the model's text: only LiteLLM's own error line counts there.
 _AIDER_REFUSED = re.compile(r"^litellm\.AuthenticationError\b", re.M)
+_AIDER_API_FAILED = re.compile(
+    r"^litellm\.(?:InternalServerError|ServiceUnavailableError|APIConnectionError|RateLimitError|"
+    r"APIError|Timeout|BadGatewayError)\b", re.M)
 
 
 def _refused(text: str, pattern: re.Pattern[str] = _AUTH_REFUSED) -> str:
@@ -66,19 +79,31 @@ def _refused(text: str, pattern: re.Pattern[str] = _AUTH_REFUSED) -> str:
     return text[start:end if end >= 0 else None].strip()[:500]
 
 
+def _first_line(text: object, limit: int = 300) -> str:
+    return str(text or "").strip().split("\n", 1)[0][:limit]
+
+
 def claude_stream_json(stdout: str, stderr: str) -> Reading:
     result: dict[str, Any] | None = None
     retried = ""
+    last_retry: dict[str, Any] | None = None
     for event in _json_lines(stdout):
         if event.get("type") == "result":
             result = event
-        elif (event.get("subtype") == "api_retry" and not retried
-              and (event.get("error_status") == 401 or event.get("error") == "authentication_failed")):
-            # Claude Code retries a refused key for minutes; the first refusal says it all.
-            retried = ("the model API refused the key "
-                       f"(HTTP {event.get('error_status')}: {event.get('error')})")
+        elif event.get("subtype") == "api_retry":
+            last_retry = event
+            if not retried and (event.get("error_status") == 401
+                                or event.get("error") == "authentication_failed"):
+                # Claude Code retries a refused key for minutes; the first refusal says it all.
+                retried = ("the model API refused the key "
+                           f"(HTTP {event.get('error_status')}: {event.get('error')})")
     if result is None:
-        return Reading(None, retried or _refused(stderr))
+        # Ended (its time limit, say) while it was still retrying the model API.
+        failed = "" if retried or last_retry is None else (
+            f"the model API was still failing when the CLI ended (HTTP "
+            f"{last_retry.get('error_status') or 'none'}: {last_retry.get('error')}, "
+            f"retry {last_retry.get('attempt')} of {last_retry.get('max_retries')})")
+        return Reading(None, retried or _refused(stderr), failed)
     usage = result.get("usage") if isinstance(result.get("usage"), dict) else {}
     assert isinstance(usage, dict)
     tokens_in = sum(_int(usage.get(k)) for k in
@@ -87,17 +112,25 @@ def claude_stream_json(stdout: str, stderr: str) -> Reading:
     reading = Usage(tokens_in, _int(usage.get("output_tokens")),
                     float(cost) if isinstance(cost, int | float) else None)
     refused = retried
+    failed = ""
     if result.get("is_error"):
         refused = refused or _refused(str(result.get("result", "")))
-    return Reading(reading, refused)
+        status = result.get("api_error_status")
+        if not refused and (result.get("terminal_reason") == "api_error" or isinstance(status, int)):
+            failed = f"the model API failed: {_first_line(result.get('result')) or f'HTTP {status}'}"
+    return Reading(reading, refused, failed)
 
 
 def codex_jsonl(stdout: str, stderr: str) -> Reading:
     tokens_in = tokens_out = 0
     seen = False
-    refused = ""
+    refused = failed = reconnecting = ""
     for event in _json_lines(stdout):
         kind = event.get("type")
+        # Still reconnecting when it ended: a server that refuses connections makes
+        # Codex wait "for network" until its time limit.
+        message_of = str(event.get("message") or "")
+        reconnecting = message_of if kind == "error" and message_of.startswith("Reconnecting") else ""
         if kind == "turn.completed" and isinstance(event.get("usage"), dict):
             seen = True
             tokens_in += _int(event["usage"].get("input_tokens"))
@@ -106,7 +139,14 @@ def codex_jsonl(stdout: str, stderr: str) -> Reading:
             error = event.get("error")
             message = error.get("message") if isinstance(error, dict) else event.get("message")
             refused = refused or _refused(str(message or ""))
-    return Reading(Usage(tokens_in, tokens_out, None) if seen else None, refused or _refused(stderr))
+            if kind == "turn.failed":
+                # Codex has retried the request and the stream before it gives up a turn.
+                failed = f"the model API failed: {_first_line(message) or 'the turn failed'}"
+    refused = refused or _refused(stderr)
+    if reconnecting and not failed:
+        failed = f"the model API was still failing when the CLI ended: {_first_line(reconnecting)}"
+    return Reading(Usage(tokens_in, tokens_out, None) if seen else None, refused,
+                   "" if refused else failed)
 
 
 _AIDER_TOKENS = re.compile(r"Tokens: ([\d.]+)(k?) sent(?:, [\d.]+k? cache \w+)*, ([\d.]+)(k?) received\."
@@ -127,8 +167,10 @@ def aider_text(stdout: str, stderr: str) -> Reading:
         tokens_out += _count(match.group(3), match.group(4))
         if match.group(6):
             session_cost = float(match.group(6))
-    return Reading(Usage(tokens_in, tokens_out, session_cost) if seen else None,
-                   _refused(stdout + "\n" + stderr, _AIDER_REFUSED))
+    refused = _refused(stdout + "\n" + stderr, _AIDER_REFUSED)
+    failed = "" if refused else _refused(stdout + "\n" + stderr, _AIDER_API_FAILED)
+    return Reading(Usage(tokens_in, tokens_out, session_cost) if seen else None, refused,
+                   f"the model API failed: {failed}" if failed else "")
 
 
 READERS: dict[str, Callable[[str, str], Reading]] = {

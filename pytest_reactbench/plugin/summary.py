@@ -141,4 +141,5 @@ class ResultsSummary:
             tr.line(f"reactbench baseline: {self.baseline_error}", red=True)
         elif self.comparison is not None:
             tr.line(self.comparison.summary(), red=self.comparison.failed,
-                    green=not self.comparison.failed)
+                    yellow=self.comparison.inconclusive,
+                    green=not (self.comparison.failed or self.comparison.inconclusive))

@@ -9,6 +9,12 @@ strongest evidence it can give (every pass became a fail) is p = 1/20 exactly, s
 strict p < 0.05 would never gate the README's `--reactbench-attempts=3`. For the
 suite, a paired sign-flip permutation test on the per-task mean rewards says whether
 the mean moved beyond noise.
+
+An item scored in the baseline whose trials in the new run all ended in errors (a model
+API that failed, an engine that went away) has no verdict: the gate is inconclusive
+for it, neither a pass nor a regression. `reactbench compare` exits 0 (no
+regression), 1 (a regression, or a baseline item missing from the new run) or 3
+(inconclusive: no regression, but items without a verdict; run them again).
 """
 
 from __future__ import annotations
@@ -16,11 +22,13 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from pytest_reactbench.results.trial_result import TrialResult
+from pytest_reactbench.results.trial_result import TrialResult, Verdict
 
 ALPHA = 0.05
+#: The exit code of a comparison that found no regression but items without a verdict.
+INCONCLUSIVE_EXIT = 3
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,8 @@ class Comparison:
     only_base: list[tuple[str, str]]
     only_new: list[tuple[str, str]]
     allow_missing: bool = False
+    #: Of `only_base`, those the new run attempted and only errored on (no verdict).
+    errored: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def regressions(self) -> list[TaskChange]:
@@ -73,12 +83,21 @@ class Comparison:
 
     @property
     def missing(self) -> list[tuple[str, str]]:
-        return [] if self.allow_missing else self.only_base
+        return [] if self.allow_missing else [k for k in self.only_base if k not in self.errored]
 
     @property
     def failed(self) -> bool:
         """What the gate says: a regression, or a baseline item missing from the new run."""
         return bool(self.regressions or self.missing)
+
+    @property
+    def inconclusive(self) -> bool:
+        """No regression, but baseline items the new run has no verdict on (errors)."""
+        return not self.failed and bool(self.errored)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed else INCONCLUSIVE_EXIT if self.inconclusive else 0
 
     def summary(self) -> str:
         lines = []
@@ -91,6 +110,10 @@ class Comparison:
                 + (f" (paired permutation test p={self.suite_p:.3f})" if self.suite_p is not None else ""))
         verdict = (f"{len(self.regressions)} regression(s)" if self.regressions
                    else "no regression")
+        if self.errored:
+            verdict += (f", {len(self.errored)} item(s) without a verdict in the new run (errors: "
+                        "run them again)" + ("; inconclusive" if self.inconclusive else ""))
+            lines += [f"  {task} [{agent}]: no verdict (errors)" for task, agent in self.errored]
         if self.missing:
             verdict += (f", {len(self.missing)} baseline item(s) missing from the new run "
                         "(--allow-missing to accept)")
@@ -159,6 +182,7 @@ def compare(base: list[TrialResult], new: list[TrialResult], alpha: float = ALPH
             if b[1] / b[0] > a[1] / a[0] and a[0] == 1 and a[1] == 0 and b[1] == b[0]:
                 regression = True  # it always passed and now fails
         changes.append(TaskChange(key[0], key[1], b, a, p, regression))
+    attempted = {(o.task, o.agent) for o in new}
     shared = sorted(set(before) & set(after))
     diffs = [after[k][1] / after[k][0] - before[k][1] / before[k][0] for k in shared]
     return Comparison(
@@ -169,6 +193,8 @@ def compare(base: list[TrialResult], new: list[TrialResult], alpha: float = ALPH
         only_base=sorted(set(before) - set(after)),
         only_new=sorted(set(after) - set(before)),
         allow_missing=allow_missing,
+        errored=sorted(k for k in set(before) - set(after) if k in attempted and all(
+            o.verdict is Verdict.ERROR for o in new if (o.task, o.agent) == k)),
     )
 
 

@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from pytest_reactbench.agents import Agent, AgentAuthError, AgentContext, AgentOutcome
+from pytest_reactbench.agents import Agent, AgentAPIError, AgentAuthError, AgentContext, AgentOutcome
 from pytest_reactbench.results import (
     BaseImage,
     DiffStat,
@@ -386,6 +386,9 @@ class Trial:
             if outcome.auth_failure:
                 # Nothing the agent left is its work: no score, and a retry would be refused too.
                 return finish(Verdict.ERROR, AgentAuthError.__name__, outcome.auth_failure)
+            if outcome.api_failure:
+                # The model API's fault, not the agent's work: no score; a retry may get through.
+                return finish(Verdict.ERROR, AgentAPIError.__name__, outcome.api_failure)
             diff = agent_box.exec(DIFF_COMMAND, cwd="/", timeout=120).stdout
             if len(diff) > MAX_RECORDED_DIFF:
                 diff = diff[:MAX_RECORDED_DIFF] + b"\n[diff truncated at 10 MiB by the run record]\n"

@@ -7,6 +7,11 @@ the shell tool the request offers to write them, then (once a tool result is in 
 conversation) ends with text, or with `submit` where that tool is offered. Asked
 without tools (Aider, and a CLI's side questions), it answers with the files in
 Aider's whole-file format. Every request is kept, for the tests to read.
+
+A script may make the server fail as real gateways do (`Script.fault`): answer 500,
+503 or 429 (with Retry-After), a 200 with an HTML page, or a stream cut after its
+first event. A server that is not there at all is a port where nothing listens
+(`free_port`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ class Script:
     #: The key the server accepts; any other is refused with 401.
     key: str = "sk-reactbench-test"
     final: str = "Done: the change is made."
+    #: How every model request fails ("" for not at all): "500", "503", "429", "html", "cut".
+    fault: str = ""
 
     def files_for(self, request: str) -> dict[str, str]:
         for marker, files in self.answers.items():
@@ -138,6 +145,9 @@ class ModelServer:
                 if key != server.script.key:
                     self._refuse(api)
                     return
+                if server.script.fault and api in ("messages", "responses", "chat"):
+                    self._fail(server.script.fault)
+                    return
                 if api == "messages":
                     self._messages(body)
                 elif api == "count_tokens":
@@ -171,6 +181,34 @@ class ModelServer:
                     self.wfile.write(chunk.encode())
                     self.wfile.flush()
                 self.close_connection = True
+
+            def _fail(self, fault: str) -> None:
+                if fault in ("500", "503", "429"):
+                    kind = {"500": "api_error", "503": "overloaded_error", "429": "rate_limit_error"}[fault]
+                    data = json.dumps({"type": "error", "error": {"type": kind, "message": kind}}).encode()
+                    self.send_response(int(fault))
+                    self.send_header("Content-Type", "application/json")
+                    if fault != "500":
+                        self.send_header("Retry-After", "1")
+                elif fault == "html":
+                    data = b"<html><body><h1>Sign in to the gateway</h1></body></html>"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                elif fault == "cut":
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(b'event: message_start\ndata: {"type": "message_start", "message": '
+                                     b'{"id": "msg_cut", "type": "message", "role": "assistant", '
+                                     b'"content": [], "usage": {"input_tokens": 5, "output_tokens": 1}}}\n\n')
+                    self.close_connection = True
+                    return
+                else:
+                    raise ValueError(f"unknown fault {fault!r}")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def _refuse(self, api: str) -> None:
                 if api in ("messages", "count_tokens"):

@@ -1,7 +1,12 @@
-"""Reading each CLI's own output for tokens, cost and refused credentials (the shapes
-the pinned CLIs print, as seen against the scripted model server)."""
+"""Reading each CLI's own output for tokens, cost, refused credentials and a model API
+that failed (the shapes the pinned CLIs print, as seen against the scripted model
+server; faults/ holds what Claude Code 2.1.332 and Codex 0.171.0 printed against a
+server that answered 500, 503, 429, an HTML page, a cut stream, or was not there)."""
 
 import json
+from pathlib import Path
+
+import pytest
 
 from pytest_reactbench.agents import Usage
 from pytest_reactbench.agents.output import read_output
@@ -63,3 +68,56 @@ def test_aider_token_lines() -> None:
 
 def test_unknown_reader_reads_nothing() -> None:
     assert read_output("", "Tokens: 1 sent, 1 received.", "").usage is None
+
+
+FAULTS = Path(__file__).with_name("faults")
+#: What each fault's sample (the pinned CLI's own output against a server that
+#: failed that way) must be read as: the start of the failure the trial reports.
+FAULT_READINGS = {
+    ("claude", "500"): "the model API failed: API Error: 500",
+    ("claude", "503"): "the model API failed: API Error: 503 Overloaded",
+    ("claude", "429"): "the model API failed: API Error: Request rejected (429)",
+    ("claude", "html"): "the model API failed: API Error: API returned an empty or malformed response",
+    ("claude", "cut"): "the model API failed: API Error: API returned an empty or malformed response",
+    ("claude", "refused"): "the model API failed: API Error: Connection refused",
+    ("codex", "500"): "the model API failed: ",
+    ("codex", "503"): "the model API failed: unexpected status 503",
+    ("codex", "429"): "the model API failed: exceeded retry limit, last status: 429",
+    ("codex", "html"): "the model API failed: stream disconnected before completion",
+    ("codex", "cut"): "the model API failed: stream disconnected before completion",
+    ("codex", "refused"): "the model API was still failing when the CLI ended: Reconnecting",
+}
+READERS = {"claude": "claude-stream-json", "codex": "codex-jsonl"}
+
+
+@pytest.mark.parametrize(("cli", "fault"), sorted(FAULT_READINGS),
+                         ids=[f"{c}-{f}" for c, f in sorted(FAULT_READINGS)])
+def test_a_model_api_that_failed_is_read_from_the_cli_as_an_api_failure(cli: str, fault: str) -> None:
+    reading = read_output(READERS[cli], (FAULTS / f"{cli}-{fault}.jsonl").read_text(), "")
+    assert reading.api_failure.startswith(FAULT_READINGS[(cli, fault)]), reading.api_failure
+    assert len(reading.api_failure) > len(FAULT_READINGS[(cli, fault)])
+    assert reading.auth_failure == ""
+
+
+def test_claude_code_ended_while_retrying_the_api_is_an_api_failure() -> None:
+    # Killed at its time limit in the middle of its retries: no result line.
+    retry = json.dumps({"type": "system", "subtype": "api_retry", "attempt": 4, "max_retries": 10,
+                        "error_status": 503, "error": "server_error"})
+    reading = read_output("claude-stream-json", "\n".join([retry] * 4), "")
+    assert reading.api_failure == ("the model API was still failing when the CLI ended "
+                                   "(HTTP 503: server_error, retry 4 of 10)")
+    # A run that recovered from a retry and ended well has no failure.
+    done = json.dumps({"type": "result", "is_error": False, "result": "Done",
+                       "usage": {"input_tokens": 10, "output_tokens": 5}})
+    assert read_output("claude-stream-json", f"{retry}\n{done}", "").api_failure == ""
+    # Nor does an agent that ended with an error of its own (its turns ran out).
+    own = done.replace('"is_error": false', '"is_error": true').replace("Done", "Reached max turns")
+    assert read_output("claude-stream-json", own, "").api_failure == ""
+
+
+def test_aider_and_litellm_errors() -> None:
+    out = "Tokens: 1k sent, 10 received.\nlitellm.InternalServerError: OpenAIException - 500 boom\n"
+    assert read_output("aider-text", out, "").api_failure == (
+        "the model API failed: litellm.InternalServerError: OpenAIException - 500 boom")
+    # The model's own text mentioning an error is not LiteLLM's.
+    assert read_output("aider-text", "I fixed the InternalServerError handling\n", "").api_failure == ""

@@ -57,16 +57,34 @@ def test_single_attempt_flip_is_a_regression() -> None:
 
 
 def test_a_baseline_item_missing_from_the_new_run_fails_the_gate_unless_allowed() -> None:
-    base = [o("a", "x", "passed"), o("b", "x", "passed"), o("c", "x", "passed")]
-    # b was renamed away; c only errored now: neither was scored in the new run.
-    new = [o("a", "x", "passed"), o("c", "x", "error"), o("b", "renamed", "passed")]
+    base = [o("a", "x", "passed"), o("b", "x", "passed")]
+    # b was renamed away: it was not scored in the new run.
+    new = [o("a", "x", "passed"), o("b", "renamed", "passed")]
     result = compare(base, new)
-    assert result.regressions == [] and result.failed
-    assert result.missing == [("b", "x"), ("c", "x")]
-    assert "2 baseline item(s) missing from the new run" in result.summary()
+    assert result.regressions == [] and result.failed and result.exit_code == 1
+    assert result.missing == [("b", "x")]
+    assert "1 baseline item(s) missing from the new run" in result.summary()
     assert "  b [x]: missing (scored in the baseline, not now)" in result.summary().splitlines()
     allowed = compare(base, new, allow_missing=True)
-    assert not allowed.failed and "no regression;" in allowed.summary()
+    assert not allowed.failed and allowed.exit_code == 0 and "no regression;" in allowed.summary()
+
+
+def test_items_that_only_errored_now_make_the_gate_inconclusive_not_a_regression() -> None:
+    base = [o("a", "x", "passed"), o("c", "x", "passed"), o("d", "x", "passed", 1), o("d", "x", "passed", 2)]
+    # c's model API failed (every trial an error); d kept one scored attempt of two.
+    new = [o("a", "x", "passed"), o("c", "x", "error"), o("c", "x", "error", 2),
+           o("d", "x", "error", 1), o("d", "x", "passed", 2)]
+    result = compare(base, new)
+    assert result.regressions == [] and result.missing == [] and not result.failed
+    assert result.errored == [("c", "x")]
+    assert result.inconclusive and result.exit_code == 3
+    assert "  c [x]: no verdict (errors)" in result.summary().splitlines()
+    assert "1 item(s) without a verdict in the new run" in result.summary()
+    assert "inconclusive" in result.summary()
+    # A regression beside them is a regression (exit 1), the errored items still named.
+    worse = compare(base, [*new[:-1], o("a", "x", "failed", 1)][1:])
+    assert worse.failed and worse.exit_code == 1 and not worse.inconclusive
+    assert "  c [x]: no verdict (errors)" in worse.summary().splitlines()
 
 
 def test_noise_is_not_flagged_but_a_clear_drop_is() -> None:

@@ -39,12 +39,14 @@ export function applySpecs(parts) {
 }
 
 /**
- * Every file under `dir` (a folder of /tests/specs), as `prefix/...`.
+ * Every file under `dir` (a folder of /tests/specs), as `prefix/...`; a spec at the
+ * top of /tests/specs (a root-level spec of a mined task) is itself, as `prefix`.
  * @param {string} dir
  * @param {string} prefix
  * @returns {string[]}
  */
 export function walkSpecs(dir, prefix) {
+  if (!fs.lstatSync(dir).isDirectory()) return [prefix];
   /** @type {string[]} */
   const out = [];
   for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {

@@ -52,6 +52,9 @@ describe("walkSpecs and e2ePort", () => {
       }
       assert.deepEqual(walkSpecs(path.join(dir, "src"), "src").sort(),
         ["src/__verifier__/c.ts", "src/a.test.ts", "src/deep/b.test.ts"]);
+      // A spec at the top of the specs folder is a part of its own.
+      fs.writeFileSync(path.join(dir, "root.test.ts"), "x");
+      assert.deepEqual(walkSpecs(path.join(dir, "root.test.ts"), "root.test.ts"), ["root.test.ts"]);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
