@@ -783,7 +783,13 @@ class DockerBackend(BakingBackend):
             self._parents[known] = self.system_layer(lambda _: None, time.monotonic() + 3600, build=True)
         system = self._parents[known]
         name = f"reactbench-egress-{uuid.uuid4().hex[:12]}"
-        network = self.client.networks.create(name, driver="bridge", internal=True, labels=dict(labels))
+        # Internal: the engine routes nothing out of it. And without an address of the
+        # host's on its bridge: an agent that ignores the proxy variables cannot reach
+        # the host itself either (its bridge addresses, a gateway listening on them),
+        # only the proxy, its one peer.
+        network = self.client.networks.create(
+            name, driver="bridge", internal=True, labels=dict(labels),
+            options={"com.docker.network.bridge.inhibit_ipv4": "true"})
         try:
             proxy = self.client.containers.create(
                 system.use, ["node", "/egress.cjs", "proxy", str(EGRESS_PORT), ",".join(hosts)],

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import http.server
+import ipaddress
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,6 +50,29 @@ def server() -> Iterator[int]:
     httpd.shutdown()
 
 
+@pytest.fixture(scope="module")
+def host_server() -> Iterator[int]:
+    """A server on every address of this host (as a gateway a user runs beside the
+    engine may be): what an agent that ignores the proxy would reach."""
+    httpd = http.server.ThreadingHTTPServer(("0.0.0.0", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield httpd.server_address[1]
+    httpd.shutdown()
+
+
+def direct(box, url: str) -> str:  # type: ignore[no-untyped-def]
+    """A request that ignores every proxy variable: curl's HTTP status, 000 for none."""
+    return box.exec(["curl", "--noproxy", "*", "-sS", "-m", "5", "-o", "/dev/null", "-w", "%{http_code}",
+                     url], timeout=30).stdout.decode().strip()
+
+
+def _gateway(network: dict[str, Any]) -> str:
+    """A Docker network's gateway address (the engine leaves it out of some configs:
+    then the first address of the subnet, which is the one it uses)."""
+    config = network["IPAM"]["Config"][0]
+    return str(config.get("Gateway") or next(ipaddress.ip_network(config["Subnet"]).hosts()))
+
+
 def fetch(box, url: str) -> str:  # type: ignore[no-untyped-def]
     return box.exec(["node", "-e", CLIENT, url], timeout=30).text.strip()
 
@@ -72,7 +97,8 @@ def test_local_egress_reaches_only_the_declared_hosts(tmp_path: Path, bake_cache
 
 
 @pytest.mark.docker
-def test_docker_egress_reaches_only_the_declared_hosts(tmp_path: Path, bake_cache: Path) -> None:
+def test_docker_egress_reaches_only_the_declared_hosts(tmp_path: Path, bake_cache: Path,
+                                                       host_server: int) -> None:
     backend = DockerBackend(SandboxOptions(cache=bake_cache,
                                            ca_bundle=Path("/etc/ssl/certs/ca-certificates.crt")))
     image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=1800), lambda _: None)
@@ -98,6 +124,19 @@ def test_docker_egress_reaches_only_the_declared_hosts(tmp_path: Path, bake_cach
         assert gate.network.attrs["Internal"] is True
         attached = backend.api.inspect_container(box.container.id)["NetworkSettings"]["Networks"]
         assert list(attached) == [gate.network.name]
+        # Around the proxy, nothing answers: not the host (on the default bridge's
+        # address, or the agent network's own gateway), not the internet.
+        import docker
+
+        client = docker.from_env()
+        bridge = _gateway(client.networks.get("bridge").attrs)
+        own = _gateway(gate.network.attrs)
+        client.close()
+        assert direct(box, f"http://{bridge}:{host_server}/") == "000"
+        assert direct(box, f"http://{own}:{host_server}/") == "000"
+        assert direct(box, "http://1.1.1.1/") == "000"
+        # The proxy, its one peer, still answers.
+        assert direct(box, f"http://egress:{EGRESS_PORT}/") != "000"
     finally:
         box.close()
         backend.close()
