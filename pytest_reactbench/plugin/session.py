@@ -144,6 +144,14 @@ class ReactbenchSession:
         say = progress_printer(self.config, self.once)
         for name, task in first_tasks.items():
             agent = self.agents[name]
+            loopback = [h for h in agent.model_hosts if h in LOOPBACK_HOSTS]
+            if loopback and not self.backend().reaches_host_loopback:
+                raise UsageError(
+                    f"--reactbench-agent: agent {name!r}: its model host {loopback[0]} is this host's "
+                    f"loopback, which a {self.backend().name} sandbox cannot reach (its egress proxy "
+                    "runs in a container); bind the gateway to the Docker bridge's address "
+                    "(`docker network inspect bridge`, usually 172.17.0.1) and name that address "
+                    "in the base URL (docs/agents.md)")
             if agent.install is None or not agent.install.version_command:
                 continue
             stages = Stages(self.backend(), say, self.trial_options.labels)  # made only when needed
@@ -174,5 +182,8 @@ class ReactbenchSession:
         if self._backend is not None:
             self._backend.close()
 
+
+#: Names of a host's own loopback, as a base URL may give them.
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"})
 
 SESSION_KEY = pytest.StashKey[ReactbenchSession]()

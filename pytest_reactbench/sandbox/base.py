@@ -277,6 +277,9 @@ class Backend(ABC):
     name: str
     #: Whether verdicts from this backend count as formal results.
     formal: bool
+    #: Whether an agent's egress reaches the host's own loopback (a model gateway on
+    #: 127.0.0.1): the local backend's proxy runs on the host; a container's does not.
+    reaches_host_loopback: bool = False
 
     @abstractmethod
     def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:

@@ -340,6 +340,7 @@ class LocalSandbox(Sandbox):
 class LocalBackend(BakingBackend):
     name = "local"
     formal = False
+    reaches_host_loopback = True
     recipe_version = "2"
     runs_public_images = False
 
