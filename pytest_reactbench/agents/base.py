@@ -82,6 +82,8 @@ class AgentOutcome:
     auth_failure: str = ""
     #: The model API failed the agent (what its CLI or SDK said): an error, not a fail.
     api_failure: str = ""
+    #: The agent's last word as its CLI reports it (its result text), if it says one.
+    said: str = ""
 
 
 class Agent(ABC):

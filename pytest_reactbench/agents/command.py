@@ -22,6 +22,7 @@ from pytest_reactbench.agents.base import (
     shell_outcome,
 )
 from pytest_reactbench.agents.output import read_output
+from pytest_reactbench.agents.tools import MAX_SHOWN_OUTPUT, shown_args
 from pytest_reactbench.tasks import Task
 
 INSTRUCTION_FILE = "/logs/agent/input/instruction.md"
@@ -150,14 +151,27 @@ class CommandAgent(Agent):
                   version=self.spec.version)  # names only, never values
         result = ctx.sandbox.exec(command, cwd="/app", env=env, timeout=ctx.timeout,
                                   user=self.spec.user or None)
-        log = result.text + result.error_text
-        for key in self.passed_env:
-            secret = self.environ.get(key)
-            if secret and len(secret) >= 6:
-                log = log.replace(secret, f"${key}")
-        outcome = shell_outcome(result.exit_code, result.timed_out, log)
-        reading = read_output(self.spec.output, result.text, result.error_text)
+        stdout, stderr = self._redacted(result.text), self._redacted(result.error_text)
+        outcome = shell_outcome(result.exit_code, result.timed_out, stdout + stderr)
+        reading = read_output(self.spec.output, stdout, stderr)
         outcome.usage = reading.usage
         outcome.auth_failure = reading.auth_failure
         outcome.api_failure = reading.api_failure
+        outcome.said = reading.said
+        # The CLI's conversation, as the tools agents record theirs.
+        for turn in reading.turns:
+            if turn.tool:
+                ctx.event("tool", tool=turn.tool, args=shown_args(turn.args),
+                          result_bytes=len(turn.output.encode()), output=turn.output[:MAX_SHOWN_OUTPUT],
+                          **({"error": turn.error} if turn.error else {}))
+            else:
+                ctx.event("message", role="assistant", text=turn.text[:MAX_SHOWN_OUTPUT])
         return outcome
+
+    def _redacted(self, text: str) -> str:
+        """`text` with the values of the variables passed to the CLI replaced by names."""
+        for key in self.passed_env:
+            secret = self.environ.get(key)
+            if secret and len(secret) >= 6:
+                text = text.replace(secret, f"${key}")
+        return text

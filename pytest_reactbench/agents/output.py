@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_reactbench.agents.base import Usage
@@ -39,12 +39,28 @@ _AUTH_REFUSED = re.compile(
 
 
 @dataclass(frozen=True)
+class Turn:
+    """One step of the agent's conversation as its CLI streamed it: an assistant
+    message (`tool` empty), or a tool call with its input, output and error."""
+
+    text: str = ""
+    tool: str = ""
+    args: dict[str, Any] = field(default_factory=dict)
+    output: str = ""
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class Reading:
     usage: Usage | None = None
     #: The line that says the credentials were refused ("" when they were not).
     auth_failure: str = ""
     #: What the CLI said of a model API that failed it ("" when none did).
     api_failure: str = ""
+    #: The conversation, in order (CLIs whose stream carries it).
+    turns: tuple[Turn, ...] = ()
+    #: The CLI's last word: its result text, or the agent's last message.
+    said: str = ""
 
 
 def _json_lines(text: str) -> Iterator[dict[str, Any]]:
@@ -173,6 +189,79 @@ def aider_text(stdout: str, stderr: str) -> Reading:
                    f"the model API failed: {failed}" if failed else "")
 
 
+#: The most of a tool's output a transcript keeps.
+MAX_TOOL_OUTPUT = 4000
+
+
+def _text_of(content: object) -> str:
+    """A tool result's or message's text (a string, or a list of text blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return ""
+
+
+def claude_turns(stdout: str) -> tuple[tuple[Turn, ...], str]:
+    """Claude Code's stream: assistant text and tool_use blocks, each tool_use paired
+    with the tool_result the next user message carries; the result line's text."""
+    turns: list[Turn] = []
+    pending: dict[str, int] = {}
+    said = ""
+    for event in _json_lines(stdout):
+        message = event.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        blocks: list[Any] = content if isinstance(content, list) else []
+        if event.get("type") == "assistant":
+            for block in blocks:
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "text" and str(block.get("text", "")).strip():
+                    turns.append(Turn(text=str(block["text"])))
+                elif block.get("type") == "tool_use":
+                    given = block.get("input")
+                    args: dict[str, Any] = given if isinstance(given, dict) else {}
+                    pending[str(block.get("id"))] = len(turns)
+                    turns.append(Turn(tool=str(block.get("name", "?")), args=args))
+        elif event.get("type") == "user":
+            for block in blocks:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    at = pending.pop(str(block.get("tool_use_id")), None)
+                    if at is not None:
+                        output = _text_of(block.get("content"))[:MAX_TOOL_OUTPUT]
+                        turns[at] = replace(turns[at], output=output,
+                                            error=output[:300] if block.get("is_error") else None)
+        elif event.get("type") == "result":
+            said = str(event.get("result") or "")
+    return tuple(turns), said
+
+
+def codex_turns(stdout: str) -> tuple[tuple[Turn, ...], str]:
+    """Codex's events: each completed command (its output and exit code), file change
+    and agent message, in order."""
+    turns: list[Turn] = []
+    said = ""
+    for event in _json_lines(stdout):
+        item = event.get("item") if isinstance(event.get("item"), dict) else None
+        if event.get("type") != "item.completed" or item is None:
+            if event.get("type") == "turn.failed" and isinstance(event.get("error"), dict):
+                said = str(event["error"].get("message") or said)
+            continue
+        kind = item.get("type")
+        if kind == "agent_message":
+            said = str(item.get("text") or "")
+            turns.append(Turn(text=said))
+        elif kind == "command_execution":
+            code = item.get("exit_code")
+            turns.append(Turn(tool="command", args={"command": str(item.get("command", ""))},
+                              output=str(item.get("aggregated_output") or "")[:MAX_TOOL_OUTPUT],
+                              error=None if code in (0, None) else f"exit code {code}"))
+        elif kind == "file_change":
+            changes = item.get("changes") if isinstance(item.get("changes"), list) else []
+            turns.append(Turn(tool="file_change", args={"changes": changes}))
+    return tuple(turns), said
+
+
 READERS: dict[str, Callable[[str, str], Reading]] = {
     "claude-stream-json": claude_stream_json,
     "codex-jsonl": codex_jsonl,
@@ -180,6 +269,17 @@ READERS: dict[str, Callable[[str, str], Reading]] = {
 }
 
 
+TRANSCRIPTS: dict[str, Callable[[str], tuple[tuple[Turn, ...], str]]] = {
+    "claude-stream-json": claude_turns,
+    "codex-jsonl": codex_turns,
+}
+
+
 def read_output(kind: str, stdout: str, stderr: str) -> Reading:
     reader = READERS.get(kind)
-    return reader(stdout, stderr) if reader else Reading()
+    reading = reader(stdout, stderr) if reader else Reading()
+    transcript = TRANSCRIPTS.get(kind)
+    if transcript is None:
+        return reading
+    turns, said = transcript(stdout)
+    return replace(reading, turns=turns, said=said)

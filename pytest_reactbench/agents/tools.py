@@ -28,6 +28,14 @@ from pytest_reactbench.agents.base import Agent, AgentConfigError, AgentContext,
 from pytest_reactbench.sandbox.base import Sandbox
 
 MAX_ARG_CHARS = 200
+#: The most of a tool's output (or a message) an event keeps.
+MAX_SHOWN_OUTPUT = 2000
+
+
+def shown_args(args: dict[str, Any]) -> dict[str, Any]:
+    """A tool call's arguments as an event keeps them: long strings cut."""
+    return {k: (v[:MAX_ARG_CHARS] + "…" if isinstance(v, str) and len(v) > MAX_ARG_CHARS else v)
+            for k, v in args.items()}
 
 
 class ToolError(Exception):
@@ -74,9 +82,8 @@ class Tools:
 
     def _record(self, tool: str, args: dict[str, Any], started: float, result: str,
                 error: str | None = None) -> None:
-        shown = {k: (v[:MAX_ARG_CHARS] + "…" if isinstance(v, str) and len(v) > MAX_ARG_CHARS else v)
-                 for k, v in args.items()}
-        self._event("tool", tool=tool, args=shown, result_bytes=len(result.encode()),
+        self._event("tool", tool=tool, args=shown_args(args), result_bytes=len(result.encode()),
+                    output=result[:MAX_SHOWN_OUTPUT],
                     seconds=round(time.monotonic() - started, 3), **({"error": error} if error else {}))
 
     def _read(self, path: str) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_reactbench.results import Gate, TrialResult, Verdict
+from pytest_reactbench.results import AGENT_SAID, Gate, TrialResult, Verdict
 
 MAX_LISTED = 20
 
@@ -24,7 +24,9 @@ def describe_failure(result: TrialResult) -> str:
             lines.append(f"  gate {gate}: {'pass' if ok else 'FAIL' if ok is False else 'n/a'}")
     if result.agent_ending and result.agent_ending != "completed":
         lines.append(f"The agent ended: {result.agent_ending}.")
-        if result.agent_log_tail:
+        if result.agent_log_tail.startswith(AGENT_SAID):
+            lines.append(result.agent_log_tail)  # its CLI's own last word, not its raw stream
+        elif result.agent_log_tail:
             lines += ["Tail of the agent's log:"] + ["  " + x for x in result.agent_log_tail.splitlines()]
     lines += _listing("Failing specs:", result.failing_specs)
     lines += _listing("New React Doctor findings (rule, file:line, message):",

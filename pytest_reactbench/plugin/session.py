@@ -152,6 +152,12 @@ class ReactbenchSession:
                     "runs in a container); bind the gateway to the Docker bridge's address "
                     "(`docker network inspect bridge`, usually 172.17.0.1) and name that address "
                     "in the base URL (docs/agents.md)")
+            if agent.install is not None and agent.install.user and not self.backend().adds_users:
+                raise UsageError(
+                    f"--reactbench-agent: agent {name!r} runs its CLI as the user "
+                    f"{agent.install.user!r}, which its layer adds to the image; the "
+                    f"{self.backend().name} backend cannot add users (its /etc is the host's): "
+                    "use --reactbench-sandbox=docker")
             if agent.install is None or not agent.install.version_command:
                 continue
             stages = Stages(self.backend(), say, self.trial_options.labels)  # made only when needed

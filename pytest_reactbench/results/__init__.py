@@ -2,6 +2,7 @@
 
 from pytest_reactbench.results.records import RunRecords, TrialRecord, new_run_id, pid_alive
 from pytest_reactbench.results.trial_result import (
+    AGENT_SAID,
     BaseImage,
     DiffStat,
     Finding,
@@ -13,6 +14,7 @@ from pytest_reactbench.results.trial_result import (
 )
 
 __all__ = [
+    "AGENT_SAID",
     "BaseImage",
     "DiffStat",
     "Finding",

@@ -24,11 +24,16 @@ LINKED_DIRS = ("verifier",)
 
 @dataclass
 class ToolCall:
+    """One step of the agent's transcript: a tool call, or (tool "assistant") what the
+    agent said between them."""
+
     tool: str
     args: dict[str, Any]
     seconds: float | None
     error: str | None
     result_bytes: int | None
+    #: The start of the tool's output, or the assistant's text.
+    output: str = ""
 
 
 @dataclass
@@ -100,7 +105,10 @@ def _tool_calls_and_cost(events: Path) -> tuple[list[ToolCall], float | None, di
         if event.get("event") == "tool":
             args = event.get("args")
             calls.append(ToolCall(str(event.get("tool", "?")), args if isinstance(args, dict) else {},
-                                  event.get("seconds"), event.get("error"), event.get("result_bytes")))
+                                  event.get("seconds"), event.get("error"), event.get("result_bytes"),
+                                  str(event.get("output") or "")))
+        elif event.get("event") == "message" and event.get("text"):
+            calls.append(ToolCall("assistant", {}, None, None, None, str(event["text"])))
         if isinstance(event.get("cost_usd"), int | float):
             cost = (cost or 0.0) + float(event["cost_usd"])
         for key in ("input_tokens", "output_tokens"):

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
-from pytest_reactbench.results.evidence import Evidence, gather
+from pytest_reactbench.results.evidence import Evidence, ToolCall, gather
 from pytest_reactbench.results.load import ResultsError, read_record
 from pytest_reactbench.results.render import (
     BOARD_COLUMNS,
@@ -267,12 +267,19 @@ def _trial_page(result: TrialResult, evidence: Evidence, slug: str, site: _Site)
         body.append(f"<section id=agent-log><h2>The agent's log (tail)</h2><pre>{_e(evidence.agent_log_tail)}"
                     "</pre></section>")
     if evidence.tool_calls:
+        def said(c: ToolCall) -> str:
+            if c.tool == "assistant":
+                return f"<pre class=said>{_e(c.output[:2000])}</pre>"
+            shown = f"<code>{_e(json.dumps(c.args)[:400])}</code>"
+            return shown + (f"<pre class=output>{_e(c.output[:1000])}</pre>" if c.output.strip() else "")
+
         rows = "".join(
-            f"<tr><td>{n}</td><td>{_e(c.tool)}</td><td><code>{_e(json.dumps(c.args)[:400])}</code></td>"
+            f"<tr><td>{n}</td><td>{_e(c.tool)}</td><td>{said(c)}</td>"
             f"<td>{'' if c.seconds is None else f'{c.seconds:.2f} s'}</td>"
             f"<td>{_e(c.error) if c.error else '' if c.result_bytes is None else f'{c.result_bytes} bytes'}"
             "</td></tr>" for n, c in enumerate(evidence.tool_calls, 1))
-        body.append(f"<section id=transcript><h2>Tool calls ({len(evidence.tool_calls)})</h2><table>"
+        calls = sum(c.tool != "assistant" for c in evidence.tool_calls)
+        body.append(f"<section id=transcript><h2>Transcript ({calls} tool call(s))</h2><table>"
                     f"<tr><th>#</th><th>tool</th><th>arguments</th><th>time</th><th>result</th></tr>{rows}"
                     "</table></section>")
     if result.test_log_tail:

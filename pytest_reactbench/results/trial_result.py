@@ -25,6 +25,10 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text)
 
 
+#: How a result's agent log tail starts when it is the CLI's own last word.
+AGENT_SAID = "The agent said: "
+
+
 class Verdict(StrEnum):
     PASSED = "passed"
     FAILED = "failed"
@@ -173,6 +177,8 @@ class TrialResult(BaseModel):
     unscanned: list[str] = Field(default_factory=list)
     refused: list[Refusal] = Field(default_factory=list)
     test_log_tail: str = ""
+    #: The tail of the agent's log, or (from a CLI that reports one) `AGENT_SAID` and
+    #: its last word.
     agent_log_tail: str = ""
 
     @field_validator("message", "test_log_tail", "agent_log_tail")

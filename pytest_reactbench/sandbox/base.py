@@ -280,6 +280,9 @@ class Backend(ABC):
     #: Whether an agent's egress reaches the host's own loopback (a model gateway on
     #: 127.0.0.1): the local backend's proxy runs on the host; a container's does not.
     reaches_host_loopback: bool = False
+    #: Whether a bake can add a user to the image (an agent's layer that runs its CLI as
+    #: one): the local backend's /etc is the host's, read-only.
+    adds_users: bool = True
 
     @abstractmethod
     def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:

@@ -341,6 +341,7 @@ class LocalBackend(BakingBackend):
     name = "local"
     formal = False
     reaches_host_loopback = True
+    adds_users = False
     recipe_version = "2"
     runs_public_images = False
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pytest_reactbench.agents import Agent, AgentAPIError, AgentAuthError, AgentContext, AgentOutcome
 from pytest_reactbench.results import (
+    AGENT_SAID,
     BaseImage,
     DiffStat,
     Finding,
@@ -366,7 +367,10 @@ class Trial:
 
         def finish(verdict: Verdict, failure: str, message: str, **more: Any) -> TrialResult:
             ending: dict[str, Any] = (
-                {"agent_ending": outcome.ending, "agent_log_tail": _tail(outcome.log)} if outcome else {})
+                {"agent_ending": outcome.ending,
+                 # What the CLI said in the end, rather than the tail of its raw stream.
+                 "agent_log_tail": AGENT_SAID + outcome.said if outcome.said else _tail(outcome.log)}
+                if outcome else {})
             if outcome and outcome.usage:
                 ending.update(input_tokens=outcome.usage.input_tokens,
                               output_tokens=outcome.usage.output_tokens, cost_usd=outcome.usage.cost_usd)

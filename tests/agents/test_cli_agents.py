@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from pytest_reactbench.agents.command import load_presets
 from pytest_reactbench.results.load import junit_testcases
 from tests.agents.model_server import INPUT_TOKENS, ModelServer, Script
 from tests.conftest import write_task
+from tests.results.test_report import _browser, _text
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "tasks" / "counter-reset"
@@ -121,6 +123,20 @@ def test_cli_solves_a_shipped_task_and_fails_a_wrong_answer(
     status = json.loads(next((suite.path / "records").glob(f"*/counter-reset__{name}__1/status.json"))
                         .read_text())
     assert status["agent_version"] == shipped["reactbench.agent_version"]
+    if cli == "aider":
+        return  # Aider's output is its chat, not a stream of tool calls
+    # Its transcript: the scripted shell call that wrote the change, in the record and
+    # on the trial's page as a browser shows it.
+    record = next((suite.path / "records").glob(f"*/counter-reset__{name}__1"))
+    events = [json.loads(line) for line in (record / "events.jsonl").read_text().splitlines()]
+    tools = [e for e in events if e["event"] == "tool"]
+    assert any("cat > /app/src/Counter.tsx" in json.dumps(e["args"]) for e in tools), tools
+    page = record.parent / "trials" / f"counter-reset__{name}__1.html"
+    profile = suite.path / "chromium" / "profile"
+    profile.mkdir(parents=True)
+    shown = _text(_browser(page, profile, "--dump-dom"))
+    assert re.search(r"Transcript \(\d+ tool call\(s\)\)", shown), shown[-3000:]
+    assert "cat > /app/src/Counter.tsx" in shown, shown[-3000:]
 
 
 def test_the_model_server_is_the_only_host_an_agent_reaches(

@@ -126,3 +126,15 @@ def test_a_gateway_on_the_host_loopback_is_a_usage_error_on_docker(
                                  "which a docker sandbox cannot reach*172.17.0.1*"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert not list((suite.path / "records").glob("*/alpha__*"))
+
+
+def test_a_cli_that_runs_as_its_own_user_is_a_usage_error_on_local(
+        suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_task(suite.path / "tasks", "alpha")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    result = suite.runpytest("--reactbench-agent=claude-code", "--reactbench-sandbox=local")
+    result.stderr.fnmatch_lines(["*agent 'claude-code' runs its CLI as the user 'agent', which its layer "
+                                 "adds to the image; the local backend cannot add users*"
+                                 "--reactbench-sandbox=docker*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert not list((suite.path / "records").glob("*/alpha__*"))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_reactbench.agents import Usage
-from pytest_reactbench.agents.output import read_output
+from pytest_reactbench.agents.output import Turn, read_output
 
 
 def test_claude_code_result_line_gives_tokens_and_cost() -> None:
@@ -121,3 +121,49 @@ def test_aider_and_litellm_errors() -> None:
         "the model API failed: litellm.InternalServerError: OpenAIException - 500 boom")
     # The model's own text mentioning an error is not LiteLLM's.
     assert read_output("aider-text", "I fixed the InternalServerError handling\n", "").api_failure == ""
+
+
+TRANSCRIPTS = Path(__file__).with_name("transcripts")
+
+
+def test_claude_code_stream_becomes_its_transcript() -> None:
+    # What 2.1.332 streamed solving counter-reset against the scripted server.
+    reading = read_output("claude-stream-json", (TRANSCRIPTS / "claude-code.jsonl").read_text(), "")
+    bash, done = reading.turns
+    assert bash.tool == "Bash"
+    assert bash.args["command"].startswith("mkdir -p /app/src && cat > /app/src/Counter.tsx")
+    assert bash.output == "(Bash completed with no output)" and bash.error is None
+    assert done == Turn(text="Done: the change is made.")
+    assert reading.said == "Done: the change is made."
+    assert reading.usage is not None and reading.usage.input_tokens == 2400
+
+
+def test_a_failed_tool_call_keeps_its_error() -> None:
+    lines = [
+        {"type": "assistant", "message": {"content": [
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/app/x.ts"}}]}},
+        {"type": "user", "message": {"content": [
+            {"type": "tool_result", "tool_use_id": "t1", "is_error": True,
+             "content": [{"type": "text", "text": "File does not exist."}]}]}},
+        {"type": "result", "is_error": True, "result": "I could not find x.ts", "usage": {}},
+    ]
+    reading = read_output("claude-stream-json", "\n".join(json.dumps(x) for x in lines), "")
+    assert reading.turns == (Turn(text="Let me look."),
+                             Turn(tool="Read", args={"file_path": "/app/x.ts"}, output="File does not exist.",
+                                  error="File does not exist."))
+    assert reading.said == "I could not find x.ts"
+
+
+def test_codex_events_become_its_transcript() -> None:
+    # What 0.171.0 printed solving counter-reset against the scripted server.
+    reading = read_output("codex-jsonl", (TRANSCRIPTS / "codex.jsonl").read_text(), "")
+    command, done = reading.turns
+    assert command.tool == "command" and "cat > /app/src/Counter.tsx" in command.args["command"]
+    assert command.error is None
+    assert done == Turn(text="Done: the change is made.") and reading.said == done.text
+    failed = json.dumps({"type": "item.completed", "item": {
+        "type": "command_execution", "command": "pnpm test", "aggregated_output": "1 failed",
+        "exit_code": 1}})
+    (turn,) = read_output("codex-jsonl", failed, "").turns
+    assert turn.error == "exit code 1" and turn.output == "1 failed"

@@ -159,7 +159,7 @@ def test_report_says_why_and_travels_as_a_folder(suite: pytest.Pytester, tmp_pat
     assert "The agent's diff (1 files, +1 -1)" in failed
     assert "-hello +wrong" in failed
     assert "thinking about the counter wrote out.txt" in failed
-    assert "Tool calls (2)" in failed
+    assert "Transcript (2 tool call(s))" in failed
     assert '1 write_file {"path": "out.txt", "content": "wrong"} 0.25 s 6 bytes' in failed
     assert "missing.txt does not exist" in failed
     assert "cost $0.0123" in failed and "input tokens 1000" in failed
