@@ -88,9 +88,15 @@ def test_local_egress_reaches_only_the_declared_hosts(tmp_path: Path, bake_cache
         assert fetch(box, "http://not-allowed.example/") == (
             "403 egress to not-allowed.example is not allowed")
         # No way around the proxy: the sandbox's own loopback has nothing on that port.
-        direct = box.exec(["node", "-e", f"require('http').get('http://127.0.0.1:{server}/')"
+        around = box.exec(["node", "-e", f"require('http').get('http://127.0.0.1:{server}/')"
                            ".on('error', e => console.log(e.code))"], timeout=30)
-        assert direct.text.strip() == "ECONNREFUSED"
+        assert around.text.strip() == "ECONNREFUSED"
+        # And it has no other network: not the host's other addresses, not the internet,
+        # not a name.
+        assert direct(box, "http://172.17.0.1/") == "000"
+        assert direct(box, "http://1.1.1.1/") == "000"
+        resolved = box.exec("getent hosts example.com || echo unresolved", timeout=30).text.strip()
+        assert resolved == "unresolved", resolved
     finally:
         box.close()
     assert box.egress is not None and box.egress.poll() is not None
@@ -135,6 +141,14 @@ def test_docker_egress_reaches_only_the_declared_hosts(tmp_path: Path, bake_cach
         assert direct(box, f"http://{bridge}:{host_server}/") == "000"
         assert direct(box, f"http://{own}:{host_server}/") == "000"
         assert direct(box, "http://1.1.1.1/") == "000"
+        # Nor another container on the default bridge (the proxy's own address there,
+        # a server listening on it), nor a name off the list.
+        networks = backend.api.inspect_container(gate.proxy.id)["NetworkSettings"]["Networks"]
+        gate.proxy.exec_run(["node", "-e", "require('http').createServer((q, r) => r.end('hi'))"
+                             ".listen(8081, '0.0.0.0')"], detach=True)
+        assert direct(box, f"http://{networks['bridge']['IPAddress']}:8081/") == "000"
+        resolved = box.exec("getent hosts example.com || echo unresolved", timeout=30).text.strip()
+        assert resolved == "unresolved", resolved
         # The proxy, its one peer, still answers.
         assert direct(box, f"http://egress:{EGRESS_PORT}/") != "000"
     finally:
