@@ -23,6 +23,7 @@ from pytest_reactbench.agents.base import (
 )
 from pytest_reactbench.agents.output import read_output
 from pytest_reactbench.agents.tools import MAX_SHOWN_OUTPUT, shown_args
+from pytest_reactbench.sandbox.relay import LOOPBACK_HOSTS
 from pytest_reactbench.tasks import Task
 
 INSTRUCTION_FILE = "/logs/agent/input/instruction.md"
@@ -94,13 +95,16 @@ def parse_commands(entries: Sequence[str], source: str) -> dict[str, CommandSpec
 def base_url_hosts(env: Mapping[str, str]) -> tuple[str, ...]:
     """Hosts of the model API base URLs the agent is given (`ANTHROPIC_BASE_URL`,
     `OPENAI_BASE_URL`, `OPENAI_API_BASE`...): then they, not the public APIs, are its
-    model hosts."""
+    model hosts. A loopback host is given with its port (`127.0.0.1:8080`)."""
     hosts = []
     for key, value in env.items():
         if key.endswith(("_BASE_URL", "_API_BASE")) and value:
-            host = urlsplit(value).hostname
-            if host:
-                hosts.append(host)
+            url = urlsplit(value)
+            if url.hostname in LOOPBACK_HOSTS:
+                # A gateway on this host's loopback: that port of it, and no other.
+                hosts.append(f"{url.hostname}:{url.port or (443 if url.scheme == 'https' else 80)}")
+            elif url.hostname:
+                hosts.append(url.hostname)
     return tuple(dict.fromkeys(hosts))
 
 

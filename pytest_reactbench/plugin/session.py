@@ -17,6 +17,7 @@ from pytest_reactbench.results.load import ResultsError
 from pytest_reactbench.results.resume import kept_trials
 from pytest_reactbench.sandbox.base import Backend, SandboxError
 from pytest_reactbench.sandbox.registry import BackendRegistryError, merge_backends
+from pytest_reactbench.sandbox.relay import loopback_port
 from pytest_reactbench.tasks import Task
 from pytest_reactbench.trial import AgentUnavailable, Stages, TrialOptions, preflight
 
@@ -144,14 +145,14 @@ class ReactbenchSession:
         say = progress_printer(self.config, self.once)
         for name, task in first_tasks.items():
             agent = self.agents[name]
-            loopback = [h for h in agent.model_hosts if h in LOOPBACK_HOSTS]
+            loopback = [h for h in agent.model_hosts if loopback_port(h) is not None]
             if loopback and not self.backend().reaches_host_loopback:
                 raise UsageError(
                     f"--reactbench-agent: agent {name!r}: its model host {loopback[0]} is this host's "
-                    f"loopback, which a {self.backend().name} sandbox cannot reach (its egress proxy "
-                    "runs in a container); bind the gateway to the Docker bridge's address "
-                    "(`docker network inspect bridge`, usually 172.17.0.1) and name that address "
-                    "in the base URL (docs/agents.md)")
+                    f"loopback, which this {self.backend().name} backend's sandboxes cannot reach "
+                    f"(its engine, {getattr(self.backend(), 'engine', 'remote')}, is not on this host); "
+                    "run the gateway where it can be reached, on an address the sandboxes reach, "
+                    "and name that address in the base URL (docs/agents.md)")
             if agent.install is not None and agent.install.user and not self.backend().adds_users:
                 raise UsageError(
                     f"--reactbench-agent: agent {name!r} runs its CLI as the user "
@@ -188,8 +189,5 @@ class ReactbenchSession:
         if self._backend is not None:
             self._backend.close()
 
-
-#: Names of a host's own loopback, as a base URL may give them.
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"})
 
 SESSION_KEY = pytest.StashKey[ReactbenchSession]()

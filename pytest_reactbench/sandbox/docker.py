@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import ipaddress
 import os
 import re
 import shutil
@@ -68,6 +69,7 @@ from pytest_reactbench.sandbox.recipes import (
     recipe_key,
     strip_tag,
 )
+from pytest_reactbench.sandbox.relay import LoopbackRelay, loopback_port
 
 ROOT_IMAGE = "reactbench/debian-root:bookworm"
 DEFAULT_ENGINE = "unix:///var/run/docker.sock"
@@ -158,9 +160,11 @@ class EgressGate:
     """An internal network with no route out, and the allowlisting proxy on it (alias
     `egress`) that is also on the default bridge: the agent's only way out."""
 
-    def __init__(self, network: Any, proxy: Any) -> None:
+    def __init__(self, network: Any, proxy: Any, relays: Sequence[LoopbackRelay] = ()) -> None:
         self.network = network
         self.proxy = proxy
+        #: Ports of this host's loopback the proxy reaches (a model gateway on 127.0.0.1).
+        self.relays = list(relays)
 
     def close(self) -> None:
         errors = _docker().errors
@@ -168,6 +172,8 @@ class EgressGate:
             self.proxy.remove(force=True)
         with contextlib.suppress(errors.NotFound):
             self.network.remove()
+        for relay in self.relays:
+            relay.close()
 
 
 class DockerSandbox(Sandbox):
@@ -787,22 +793,45 @@ class DockerBackend(BakingBackend):
         # host's on its bridge: an agent that ignores the proxy variables cannot reach
         # the host itself either (its bridge addresses, a gateway listening on them),
         # only the proxy, its one peer.
+        # A model host on this host's loopback (a gateway on 127.0.0.1:PORT): that port,
+        # relayed on the default bridge's address, which the proxy reaches.
+        relays = [LoopbackRelay(self._bridge_address(), port)
+                  for port in (loopback_port(h) for h in hosts) if port is not None]
+        rewrites = ",".join(f"{h.lower()}={r.address[0]}:{r.address[1]}"
+                            for h, r in zip([h for h in hosts if loopback_port(h) is not None], relays,
+                                            strict=True))
         network = self.client.networks.create(
             name, driver="bridge", internal=True, labels=dict(labels),
             options={"com.docker.network.bridge.inhibit_ipv4": "true"})
         try:
             proxy = self.client.containers.create(
-                system.use, ["node", "/egress.cjs", "proxy", str(EGRESS_PORT), ",".join(hosts)],
+                system.use, ["node", "/egress.cjs", "proxy", str(EGRESS_PORT), ",".join(hosts),
+                             *([rewrites] if rewrites else [])],
                 name=name, labels=dict(labels), network_mode="bridge", init=True)
-            gate = EgressGate(network, proxy)
+            gate = EgressGate(network, proxy, relays)
             proxy.put_archive("/", tar_of({"egress.cjs": EGRESS_SCRIPT.read_bytes()}))
             network.connect(proxy, aliases=["egress"])
             proxy.start()
         except errors.DockerException as exc:
             with contextlib.suppress(errors.DockerException):
                 network.remove()
+            for relay in relays:
+                relay.close()
             raise SandboxError(f"cannot start the egress proxy: {exc}") from None
         return gate
+
+    @property
+    def reaches_host_loopback(self) -> bool:  # type: ignore[override]
+        """An engine on this host: its bridge's address is this host's, where a relay
+        serves a loopback port to the proxy. A remote engine's is not."""
+        return not self.engine.startswith(("tcp://", "ssh://", "http://", "https://"))
+
+    def _bridge_address(self) -> str:
+        """This host's address on the engine's default bridge (where the proxy runs)."""
+        config = (self.client.networks.get("bridge").attrs.get("IPAM", {}).get("Config") or [{}])[0]
+        if config.get("Gateway"):
+            return str(config["Gateway"])
+        return str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
 
     def prune(self, unused_for: float, progress: Progress, now: float | None = None) -> Pruned:
         """Untag every image baked here (label `reactbench.recipe`) that no session

@@ -1,9 +1,15 @@
 // The egress gate of an agent that declares model hosts: the only network it gets.
 //
-//   node egress.cjs proxy LISTEN HOST[,HOST...]   an HTTP proxy (CONNECT and plain
+//   node egress.cjs proxy LISTEN HOST[,HOST...] [FROM=TO,...]
+//                                                 an HTTP proxy (CONNECT and plain
 //                                                 HTTP) that reaches the listed hosts
 //                                                 and their subdomains, and refuses
-//                                                 every other one with 403
+//                                                 every other one with 403; a HOST
+//                                                 written HOST:PORT is that port only.
+//                                                 FROM=TO (host:port each) connects to
+//                                                 TO for FROM (a host's loopback port,
+//                                                 relayed on an address this proxy
+//                                                 reaches)
 //   node egress.cjs forward PORT SOCKET READY     in a sandbox without network: serve
 //                                                 127.0.0.1:PORT by relaying to the
 //                                                 proxy's unix SOCKET; touch READY
@@ -14,13 +20,28 @@ const fs = require("node:fs");
 const http = require("node:http");
 const net = require("node:net");
 
-function allowed(hosts, host) {
-  const name = String(host || "").toLowerCase().replace(/\.$/, "");
-  return hosts.some((h) => name === h || name.endsWith(`.${h}`));
+// `host` (and its port) against the list: a name and its subdomains, any port; a
+// HOST:PORT entry, that port of that host only.
+function allowed(hosts, host, port) {
+  const name = String(host || "").toLowerCase().replace(/\.$/, "").replace(/^\[|\]$/g, "");
+  return hosts.some((h) => {
+    const at = h.lastIndexOf(":");
+    if (at > 0 && /^\d+$/.test(h.slice(at + 1))) return name === h.slice(0, at) && String(port) === h.slice(at + 1);
+    return name === h || name.endsWith(`.${h}`);
+  });
 }
 
-function proxy(listen, hostList) {
+// Where to connect for host:port: its rewrite, or itself.
+function target(rewrites, host, port) {
+  const to = rewrites.get(`${String(host).toLowerCase()}:${port}`);
+  if (!to) return { host, port: Number(port) };
+  const at = to.lastIndexOf(":");
+  return { host: to.slice(0, at), port: Number(to.slice(at + 1)) };
+}
+
+function proxy(listen, hostList, rewriteList = "") {
   const hosts = hostList.split(",").map((h) => h.trim().toLowerCase()).filter(Boolean);
+  const rewrites = new Map(rewriteList.split(",").filter(Boolean).map((r) => r.split("=")));
   const server = http.createServer((req, res) => {
     let url;
     try {
@@ -29,12 +50,15 @@ function proxy(listen, hostList) {
       res.writeHead(400).end("absolute URL expected\n");
       return;
     }
-    if (!allowed(hosts, url.hostname)) {
+    const port = Number(url.port) || 80;
+    if (!allowed(hosts, url.hostname, port)) {
       console.error(`egress: refused ${url.hostname}`);
       res.writeHead(403).end(`egress to ${url.hostname} is not allowed\n`);
       return;
     }
-    const upstream = http.request(url, { method: req.method, headers: req.headers }, (up) => {
+    const to = target(rewrites, url.hostname, port);
+    const upstream = http.request({ host: to.host, port: to.port, path: `${url.pathname}${url.search}`,
+      method: req.method, headers: req.headers }, (up) => {
       res.writeHead(up.statusCode || 502, up.headers);
       up.pipe(res);
     });
@@ -53,12 +77,13 @@ function proxy(listen, hostList) {
       socket.end("HTTP/1.1 400 Bad Request\r\n\r\n");
       return;
     }
-    if (!allowed(hosts, url.hostname)) {
+    if (!allowed(hosts, url.hostname, Number(url.port) || 80)) {
       console.error(`egress: refused ${url.hostname}`);
       socket.end(`HTTP/1.1 403 Forbidden\r\n\r\negress to ${url.hostname} is not allowed\n`);
       return;
     }
-    const upstream = net.connect(Number(url.port) || 80, url.hostname, () => {
+    const to = target(rewrites, url.hostname, Number(url.port) || 80);
+    const upstream = net.connect(to.port, to.host, () => {
       const lines = [`${req.method} ${url.pathname}${url.search} HTTP/1.1`];
       for (let i = 0; i < req.rawHeaders.length; i += 2) {
         lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
@@ -74,12 +99,13 @@ function proxy(listen, hostList) {
   server.on("connect", (req, socket, head) => {
     socket.on("error", () => {});
     const [host, port] = String(req.url).split(":");
-    if (!allowed(hosts, host)) {
+    if (!allowed(hosts, host, Number(port) || 443)) {
       console.error(`egress: refused ${host}`);
       socket.end(`HTTP/1.1 403 Forbidden\r\n\r\negress to ${host} is not allowed\n`);
       return;
     }
-    const upstream = net.connect(Number(port) || 443, host, () => {
+    const to = target(rewrites, host, Number(port) || 443);
+    const upstream = net.connect(to.port, to.host, () => {
       socket.write("HTTP/1.1 200 Connection Established\r\n\r\n");
       if (head && head.length) upstream.write(head);
       upstream.pipe(socket);
@@ -111,9 +137,9 @@ function forward(port, socketPath, ready) {
 }
 
 const [mode, ...args] = process.argv.slice(2);
-if (mode === "proxy" && args.length === 2) proxy(args[0], args[1]);
+if (mode === "proxy" && (args.length === 2 || args.length === 3)) proxy(args[0], args[1], args[2]);
 else if (mode === "forward" && args.length === 3) forward(args[0], args[1], args[2]);
 else {
-  console.error("usage: egress.cjs proxy LISTEN HOSTS | forward PORT SOCKET READY");
+  console.error("usage: egress.cjs proxy LISTEN HOSTS [REWRITES] | forward PORT SOCKET READY");
   process.exit(2);
 }

@@ -160,3 +160,23 @@ def test_the_model_server_is_the_only_host_an_agent_reaches(
     # (The log names a passed variable's value by its name.)
     assert "$ANTHROPIC_BASE_URL/v1/models -> HTTP/1.1 200 OK" in log and url not in log
     assert "http://example.com/ -> HTTP/1.1 403 Forbidden" in log
+
+
+def test_a_gateway_on_the_host_loopback_serves_claude_code_on_docker(
+        suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ANTHROPIC_BASE_URL=http://127.0.0.1:PORT`, the natural value for a gateway on
+    this host (LiteLLM, say): the proxy reaches that port, and only it."""
+    right = (SHIPPED / "solution" / "solve.sh").read_text()
+    counter = right.split("<<'TSX'\n", 1)[1].rsplit("TSX\n", 1)[0]
+    script = Script(answers={"Add a **Reset** button": {"src/Counter.tsx": counter}}, key=KEY)
+    with ModelServer(script, host="127.0.0.1") as server:
+        for name, value in CLI_ENV["claude-code"].items():
+            monkeypatch.setenv(name, value.format(url=server.url))
+        result = suite.runpytest_subprocess(
+            "--reactbench-agent=claude-code", "--reactbench-sandbox=docker", "-p", "no:cacheprovider",
+            f"--rootdir={suite.path}", f"--reactbench-records={suite.path / 'records'}",
+            "--junitxml=out.xml", str(SHIPPED))
+    print(result.stdout.str()[-4000:])
+    (props,) = [p for _, p in junit_testcases(suite.path / "out.xml")]
+    assert props["reactbench.verdict"] == "passed", props.get("reactbench.message")
+    assert "messages" in server.apis()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import ipaddress
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -159,3 +160,30 @@ def test_docker_egress_reaches_only_the_declared_hosts(tmp_path: Path, bake_cach
     client = docker.from_env()
     assert client.containers.list(all=True, filters={"name": gate.proxy.name}) == []
     assert client.networks.list(names=[gate.network.name]) == []
+
+
+@pytest.mark.docker
+def test_docker_egress_reaches_a_gateway_on_the_host_loopback_and_only_its_port(
+        tmp_path: Path, bake_cache: Path, server: int) -> None:
+    backend = DockerBackend(SandboxOptions(cache=bake_cache,
+                                           ca_bundle=Path("/etc/ssl/certs/ca-certificates.crt")))
+    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=1800), lambda _: None)
+    # `server` listens on this host's 127.0.0.1 only, as a local gateway does.
+    box = backend.boot(image, network=False, limits=Limits(), labels={"task": "egress"},
+                       egress=(f"127.0.0.1:{server}",))
+    try:
+        assert box.gate is not None and len(box.gate.relays) == 1
+        assert fetch(box, f"http://127.0.0.1:{server}/") == "200 model says hi"
+        # Another port of the host's loopback is not the gateway's.
+        assert fetch(box, f"http://127.0.0.1:{server + 1 if server < 65535 else server - 1}/").startswith(
+            "403 egress to 127.0.0.1")
+        # Around the proxy, not even the gateway answers.
+        assert direct(box, f"http://127.0.0.1:{server}/") == "000"
+    finally:
+        relay = box.gate.relays[0] if box.gate else None
+        box.close()
+        backend.close()
+    # The relay went with the sandbox.
+    assert relay is not None
+    with pytest.raises(OSError):
+        socket.create_connection(relay.address, timeout=2).close()

@@ -1,0 +1,86 @@
+"""One port of this host's loopback, served on another of its addresses: how a model
+gateway on 127.0.0.1 reaches the egress proxy of a container, whose own 127.0.0.1 is
+its own. Only that port: nothing else of the host's loopback is reachable through it."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+
+#: Names of a host's own loopback, as a base URL gives them.
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def loopback_port(host: str) -> int | None:
+    """The port of a model host that is a port of this host's loopback
+    (`127.0.0.1:8080`), else None."""
+    name, _, port = host.rpartition(":")
+    return int(port) if name.strip("[]") in LOOPBACK_HOSTS and port.isdigit() else None
+
+
+class LoopbackRelay:
+    """Listens on `bind` (an address of this host a container can reach, e.g. the
+    Docker bridge's) on a port of its choosing, and relays every connection to
+    127.0.0.1:`target`; `close()` stops it and every connection it holds."""
+
+    def __init__(self, bind: str, target: int, loopback: str = "127.0.0.1") -> None:
+        self.target = (loopback, target)
+        self._server = socket.create_server((bind, 0))
+        self.address: tuple[str, int] = (bind, self._server.getsockname()[1])
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        threading.Thread(target=self._accept, name=f"reactbench-relay-{target}", daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection(self.target, timeout=10)
+        except OSError:
+            client.close()
+            return
+        upstream.settimeout(None)
+        with self._lock:
+            if self._closed:
+                client.close()
+                upstream.close()
+                return
+            self._open.update((client, upstream))
+        pump = threading.Thread(target=self._pump, args=(upstream, client), daemon=True)
+        pump.start()
+        self._pump(client, upstream)
+        pump.join()
+        with self._lock:
+            self._open.difference_update((client, upstream))
+        client.close()
+        upstream.close()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while chunk := source.recv(65536):
+                sink.sendall(chunk)
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            held = list(self._open)
+        # A thread blocked in accept() keeps a closed socket listening: wake it first.
+        with contextlib.suppress(OSError):
+            self._server.shutdown(socket.SHUT_RDWR)
+        self._server.close()
+        for sock in held:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
