@@ -780,7 +780,28 @@ class DockerBackend(BakingBackend):
         self._holders[container.id] = holder
         box = DockerSandbox(container, self.api, self._remove_later, gate)
         box.engine = self.engine
+        if gate is not None and gate.relays:
+            try:
+                self._tunnel(box, [loopback_port(h) for h in egress if loopback_port(h) is not None])
+            except SandboxError:
+                box.close()
+                raise
         return box
+
+    def _tunnel(self, box: DockerSandbox, ports: Sequence[int | None]) -> None:
+        """In the agent's container, 127.0.0.1:PORT of each loopback gateway, tunnelled
+        through the proxy (a client that skips the proxy for 127.0.0.1 connects there)."""
+        box.container.put_archive("/", tar_of({"reactbench-egress.cjs": EGRESS_SCRIPT.read_bytes()}))
+        for port in ports:
+            ready = f"/reactbench-tunnel-{port}"
+            box.container.exec_run(["node", "/reactbench-egress.cjs", "tunnel", str(port), "egress",
+                                    str(EGRESS_PORT), f"127.0.0.1:{port}", ready], detach=True)
+            waited = box.exec(f"i=0; while [ ! -e {ready} ] && [ $i -lt 500 ]; do sleep 0.02; "
+                              f"i=$((i+1)); done; test -e {ready}", timeout=30)
+            if not waited.ok:
+                said = waited.text + waited.error_text
+                raise SandboxError(f"the tunnel to the gateway on this host's 127.0.0.1:{port} did "
+                                   f"not start in the agent's container: {said}")
 
     def _egress(self, hosts: Sequence[str], labels: Mapping[str, str]) -> EgressGate:
         errors = _docker().errors

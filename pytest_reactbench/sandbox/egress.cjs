@@ -13,6 +13,13 @@
 //   node egress.cjs forward PORT SOCKET READY     in a sandbox without network: serve
 //                                                 127.0.0.1:PORT by relaying to the
 //                                                 proxy's unix SOCKET; touch READY
+//   node egress.cjs tunnel PORT PROXY_HOST PROXY_PORT TARGET READY
+//                                                 in the sandbox: serve 127.0.0.1:PORT
+//                                                 by a CONNECT to TARGET through the
+//                                                 proxy (a model gateway on the host's
+//                                                 loopback, reached at the address a
+//                                                 client that skips the proxy for
+//                                                 127.0.0.1 uses); touch READY
 //
 // LISTEN is a TCP port or a unix socket path. Each refusal is logged to stderr.
 "use strict";
@@ -136,10 +143,42 @@ function forward(port, socketPath, ready) {
   server.listen(Number(port), "127.0.0.1", () => fs.writeFileSync(ready, ""));
 }
 
+function tunnel(port, proxyHost, proxyPort, target, ready) {
+  const server = net.createServer((client) => {
+    client.on("error", () => {});
+    client.pause();
+    const upstream = net.connect(Number(proxyPort), proxyHost, () => {
+      upstream.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n\r\n`);
+    });
+    let head = Buffer.alloc(0);
+    const answered = (chunk) => {
+      head = Buffer.concat([head, chunk]);
+      const end = head.indexOf("\r\n\r\n");
+      if (end < 0) return;
+      upstream.off("data", answered);
+      if (!/^HTTP\/1\.[01] 200/.test(head.toString("latin1", 0, end))) {
+        client.destroy();
+        upstream.destroy();
+        return;
+      }
+      if (head.length > end + 4) client.write(head.subarray(end + 4));
+      upstream.pipe(client);
+      client.pipe(upstream);
+      client.resume();
+    };
+    upstream.on("data", answered);
+    upstream.on("error", () => client.destroy());
+    client.on("close", () => upstream.destroy());
+  });
+  server.listen(Number(port), "127.0.0.1", () => fs.writeFileSync(ready, ""));
+}
+
 const [mode, ...args] = process.argv.slice(2);
 if (mode === "proxy" && (args.length === 2 || args.length === 3)) proxy(args[0], args[1], args[2]);
 else if (mode === "forward" && args.length === 3) forward(args[0], args[1], args[2]);
+else if (mode === "tunnel" && args.length === 5) tunnel(...args);
 else {
-  console.error("usage: egress.cjs proxy LISTEN HOSTS [REWRITES] | forward PORT SOCKET READY");
+  console.error("usage: egress.cjs proxy LISTEN HOSTS [REWRITES] | forward PORT SOCKET READY | "
+    + "tunnel PORT PROXY_HOST PROXY_PORT TARGET READY");
   process.exit(2);
 }

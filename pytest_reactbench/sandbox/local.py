@@ -55,6 +55,7 @@ from pytest_reactbench.sandbox.host import ca_env, file_lock, missing_tools, pid
 from pytest_reactbench.sandbox.mirrors import git_env, local_binds, relevant
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import SYSTEM_IMAGE, declare_arg
+from pytest_reactbench.sandbox.relay import loopback_port
 
 ROOTS = ("app", "opt", "tests", "logs", "tmp", "root", "solution")
 DEFAULT_ENV = {
@@ -79,6 +80,17 @@ EGRESS_WRAPPER = (
     'i=0; while [ ! -e /run/egress-ready ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; '
     'exec "$@"'
 )
+
+
+def egress_wrapper(loopback_ports: Sequence[int]) -> str:
+    """EGRESS_WRAPPER, with a tunnel through the proxy for each port of the host's
+    loopback the agent may reach (a client skips the proxy for 127.0.0.1)."""
+    tunnels = "".join(
+        f'node {EGRESS_MOUNT} tunnel {port} 127.0.0.1 {EGRESS_PORT} 127.0.0.1:{port} '
+        f'/run/tunnel-{port}-ready & '
+        f'i=0; while [ ! -e /run/tunnel-{port}-ready ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; '
+        for port in loopback_ports)
+    return EGRESS_WRAPPER.replace('exec "$@"', tunnels + 'exec "$@"')
 CA_MOUNT = "/run/reactbench/ca.crt"
 REQUIRED_TOOLS = ("bwrap", "unshare", "mount", "tar", "git", "node", "pnpm")
 USE_DOCKER = "use --reactbench-sandbox=docker"
@@ -172,8 +184,10 @@ class LocalSandbox(Sandbox):
         limits: Limits | None = None,
         group: ResourceGroup | None = None,
         tmp_holder: subprocess.Popen[bytes] | None = None,
+        loopback_ports: Sequence[int] = (),
     ) -> None:
         self.root = root
+        self._wrapper = egress_wrapper(loopback_ports)
         self.limits = limits
         self.group = group
         self.tmp_holder = tmp_holder
@@ -259,7 +273,7 @@ class LocalSandbox(Sandbox):
     ) -> ExecResult:
         argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         if self.egress is not None:
-            argv = ["sh", "-c", EGRESS_WRAPPER, "egress", *argv]
+            argv = ["sh", "-c", self._wrapper, "egress", *argv]
         return self._run(argv, cwd=cwd, env=env, timeout=timeout, user=user)
 
     def _run(
@@ -627,6 +641,7 @@ class LocalBackend(BakingBackend):
                 limits=limits,
                 group=group,
                 tmp_holder=holder,
+                loopback_ports=[port for port in map(loopback_port, egress) if port is not None],
             )
         except BaseException:
             for process in (proxy, holder):

@@ -177,8 +177,10 @@ def test_docker_egress_reaches_a_gateway_on_the_host_loopback_and_only_its_port(
         # Another port of the host's loopback is not the gateway's.
         assert fetch(box, f"http://127.0.0.1:{server + 1 if server < 65535 else server - 1}/").startswith(
             "403 egress to 127.0.0.1")
-        # Around the proxy, not even the gateway answers.
-        assert direct(box, f"http://127.0.0.1:{server}/") == "000"
+        # A client that skips the proxy for 127.0.0.1 (NO_PROXY) finds the gateway there
+        # too, tunnelled through the proxy; no other port of the host's loopback.
+        assert direct(box, f"http://127.0.0.1:{server}/") == "200"
+        assert direct(box, f"http://127.0.0.1:{server + 1 if server < 65535 else server - 1}/") == "000"
     finally:
         relay = box.gate.relays[0] if box.gate else None
         box.close()
@@ -187,3 +189,18 @@ def test_docker_egress_reaches_a_gateway_on_the_host_loopback_and_only_its_port(
     assert relay is not None
     with pytest.raises(OSError):
         socket.create_connection(relay.address, timeout=2).close()
+
+
+def test_local_egress_reaches_a_gateway_on_the_host_loopback_and_only_its_port(
+        tmp_path: Path, bake_cache: Path, server: int) -> None:
+    backend = LocalBackend(SandboxOptions(cache=bake_cache, image_map={}))
+    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
+    box = backend.boot(image, network=False, limits=Limits(), labels={}, egress=(f"127.0.0.1:{server}",))
+    try:
+        assert fetch(box, f"http://127.0.0.1:{server}/") == "200 model says hi"
+        assert direct(box, f"http://127.0.0.1:{server}/") == "200"
+        other = server + 1 if server < 65535 else server - 1
+        assert fetch(box, f"http://127.0.0.1:{other}/").startswith("403 egress to 127.0.0.1")
+        assert direct(box, f"http://127.0.0.1:{other}/") == "000"
+    finally:
+        box.close()
