@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -115,8 +116,11 @@ class ReactbenchSession:
             name, _, arg = spec.partition(":")
             factory = factories.get(name)
             if factory is None:
+                near = difflib.get_close_matches(name, list(factories), n=1)
                 raise UsageError(
-                    f"--reactbench-agent: unknown agent {name!r}; known: {', '.join(sorted(factories))}"
+                    f"--reactbench-agent: unknown agent {name!r}"
+                    + (f"; did you mean {near[0]!r}?" if near else "")
+                    + f" (known: {', '.join(sorted(factories))})"
                 )
             made = factory(arg, self.settings)  # type: ignore[operator]
             # A factory may make several agents (a predictions file of several models).

@@ -86,7 +86,9 @@ def test_task_roots_option_and_explicit_paths(suite: pytest.Pytester) -> None:
     ("args", "message"),
     [
         (["--reactbench-agent=wizard"],
-         "*unknown agent 'wizard'; known: aider, claude-code, codex, nop, oracle, patch, python, tools*"),
+         "*unknown agent 'wizard' (known: aider, claude-code, codex, nop, oracle, patch, python, tools)*"),
+        (["--reactbench-agent=orcale"],
+         "*unknown agent 'orcale'; did you mean 'oracle'? (known: aider, claude-code, codex, nop, oracle,*"),
         (["--reactbench-agent=nop", "--reactbench-sandbox=cloud"],
          "*unknown backend 'cloud'; known: *local*"),
         (["--reactbench-agent=nop", "--reactbench-image-map=ghcr.io/x"],
