@@ -24,6 +24,9 @@ def provenance(outcomes: Sequence[TrialResult]) -> str:
     if informal:
         why = sorted({"the local backend" if o.backend == "local" else "stand-in images" for o in informal})
         return text + f"; NOT formal ({len(informal)} scored trial(s) ran on {' and '.join(why)})"
+    if not any(o.valid for o in outcomes):
+        # Only errors (or nothing attempted): no verdict at all, formal or not.
+        return text + "; no results (no trial was scored)"
     return text + "; formal results"
 
 

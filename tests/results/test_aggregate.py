@@ -3,6 +3,7 @@ import pytest
 from pytest_reactbench.results import TrialResult, Verdict
 from pytest_reactbench.results.aggregate import bootstrap_ci, pass_at_k, score_agents
 from pytest_reactbench.results.compare import compare, fisher_one_sided, sign_flip_p
+from pytest_reactbench.results.render import provenance
 
 
 def o(task: str, agent: str, verdict: str, attempt: int = 1) -> TrialResult:
@@ -133,3 +134,16 @@ def test_an_agent_whose_trials_end_in_errors_is_unranked() -> None:
     assert [s.agent for s in score_agents(outcomes)] == ["y", "x"]
     assert by_agent["x"].ranked is False
     assert score_agents(outcomes, max_error_rate=1.0)[0].agent == "x"
+
+
+def test_formal_is_said_only_of_scored_runs() -> None:
+    def on(backend: str, verdict: str, formal: bool) -> TrialResult:
+        return o("a", "x", verdict).model_copy(update={"backend": backend, "formal": formal})
+
+    assert provenance([on("local", "error", False)]).endswith("; no results (no trial was scored)")
+    assert provenance([on("docker", "error", False), on("docker", "not-attempted", False)]).endswith(
+        "; no results (no trial was scored)")
+    assert provenance([on("local", "passed", False)]).endswith(
+        "; NOT formal (1 scored trial(s) ran on the local backend)")
+    scored = [on("docker", "failed", True), on("docker", "error", False)]
+    assert provenance(scored).endswith("; formal results")
