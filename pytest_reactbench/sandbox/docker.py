@@ -816,8 +816,16 @@ class DockerBackend(BakingBackend):
         # only the proxy, its one peer.
         # A model host on this host's loopback (a gateway on 127.0.0.1:PORT): that port,
         # relayed on the default bridge's address, which the proxy reaches.
-        relays = [LoopbackRelay(self._bridge_address(), port)
-                  for port in (loopback_port(h) for h in hosts) if port is not None]
+        relays: list[LoopbackRelay] = []
+        try:
+            for port in (loopback_port(h) for h in hosts):
+                if port is not None:
+                    relays.append(LoopbackRelay(self._bridge_address(), port))
+        except OSError as exc:
+            for relay in relays:
+                relay.close()
+            raise SandboxError(f"cannot serve a port of this host's loopback to the egress proxy "
+                               f"on the engine's bridge ({self.engine}): {exc}") from None
         rewrites = ",".join(f"{h.lower()}={r.address[0]}:{r.address[1]}"
                             for h, r in zip([h for h in hosts if loopback_port(h) is not None], relays,
                                             strict=True))
