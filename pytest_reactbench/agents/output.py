@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -267,6 +267,25 @@ READERS: dict[str, Callable[[str, str], Reading]] = {
     "codex-jsonl": codex_jsonl,
     "aider-text": aider_text,
 }
+
+
+def failed_by_egress(requests: Sequence[Mapping[str, Any]]) -> str:
+    """What the agent's egress proxy saw, when it says the model API failed the agent:
+    requests it let through, at least one of which failed (a 5xx, a 429, a connection
+    that could not be made) and none of which succeeded. For any CLI, a reader of its
+    own or not; over HTTPS the proxy sees the connections only, not the statuses."""
+    through = [r for r in requests if not r.get("refused")]
+    failed = [r for r in through if r.get("error") or r.get("status") == 429
+              or (isinstance(r.get("status"), int) and r["status"] >= 500)]
+    if not failed or any(isinstance(r.get("status"), int) and r["status"] < 400 for r in through):
+        return ""
+    counts: dict[str, int] = {}
+    for r in failed:
+        what = f"HTTP {r['status']}" if r.get("status") else str(r.get("error"))
+        counts[what] = counts.get(what, 0) + 1
+    hosts = sorted({f"{r.get('host')}:{r.get('port')}" for r in failed})
+    return (f"the model API failed: the egress proxy saw {len(failed)} request(s) to {', '.join(hosts)} "
+            f"fail ({', '.join(f'{k} x{n}' for k, n in counts.items())}) and none succeed")
 
 
 TRANSCRIPTS: dict[str, Callable[[str], tuple[tuple[Turn, ...], str]]] = {

@@ -18,7 +18,7 @@ LOG_TAIL_LINES = 80
 MESSAGE_LINES = 12
 #: Record files a report links to (the artifacts' tarballs stay in the record).
 LINKED = ("diff.patch", "agent.log", "events.jsonl", "status.json", "manifest.json", "audit.json",
-          "artifacts.json")
+          "artifacts.json", "egress.json")
 LINKED_DIRS = ("verifier",)
 
 

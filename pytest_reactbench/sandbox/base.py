@@ -6,7 +6,9 @@ A third backend (remote engines, Kubernetes) is one new module implementing
 
 from __future__ import annotations
 
+import contextlib
 import io
+import json
 import tarfile
 import threading
 import time
@@ -14,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 Progress = Callable[[str], None]
 
@@ -26,6 +28,18 @@ EGRESS_PORT = 3128
 def proxy_env(url: str) -> dict[str, str]:
     return {"HTTPS_PROXY": url, "HTTP_PROXY": url, "https_proxy": url, "http_proxy": url,
             "NO_PROXY": "localhost,127.0.0.1", "no_proxy": "localhost,127.0.0.1"}
+
+
+def egress_lines(text: str) -> list[dict[str, Any]]:
+    """The proxy's request records from its output (JSON lines among its other lines)."""
+    seen = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if isinstance(record, dict):
+                    seen.append(record)
+    return seen
 
 
 def tar_of(files: Mapping[str, bytes], mode: int = 0o644) -> bytes:
@@ -194,6 +208,12 @@ class Sandbox(ABC):
     def ready(self) -> float:
         """Block until the sandbox can run commands; the seconds it waited."""
         return 0.0
+
+    def egress_requests(self) -> list[dict[str, Any]]:
+        """Every request its egress proxy saw so far (host, port, method, and the
+        upstream's `status` or the `error` that stopped it; `refused` ones too), oldest
+        first; none for a sandbox without egress."""
+        return []
 
     def put_path(self, local: Path, dest: str) -> None:
         """Copy a host directory's contents (or one file) into the sandbox at `dest`."""

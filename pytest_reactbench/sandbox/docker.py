@@ -54,6 +54,7 @@ from pytest_reactbench.sandbox.base import (
     Progress,
     Sandbox,
     SandboxError,
+    egress_lines,
     proxy_env,
     tar_of,
 )
@@ -188,6 +189,15 @@ class DockerSandbox(Sandbox):
 
     def _errors(self) -> Any:
         return _docker().errors
+
+    def egress_requests(self) -> list[dict[str, Any]]:
+        if self.gate is None:
+            return []
+        try:
+            logs = self.gate.proxy.logs(stdout=True, stderr=False)
+        except _docker().errors.DockerException:
+            return []
+        return egress_lines(logs.decode("utf-8", "replace"))
 
     def exec(
         self,

@@ -21,7 +21,9 @@
 //                                                 client that skips the proxy for
 //                                                 127.0.0.1 uses); touch READY
 //
-// LISTEN is a TCP port or a unix socket path. Each refusal is logged to stderr.
+// LISTEN is a TCP port or a unix socket path. Each refusal is logged to stderr, and
+// every request the proxy saw is a JSON line on stdout (host, port, method, and the
+// upstream's status or the error that stopped it), for the trial's record.
 "use strict";
 const fs = require("node:fs");
 const http = require("node:http");
@@ -29,6 +31,10 @@ const net = require("node:net");
 
 // `host` (and its port) against the list: a name and its subdomains, any port; a
 // HOST:PORT entry, that port of that host only.
+function note(record) {
+  process.stdout.write(`${JSON.stringify({ t: Date.now(), ...record })}\n`);
+}
+
 function allowed(hosts, host, port) {
   const name = String(host || "").toLowerCase().replace(/\.$/, "").replace(/^\[|\]$/g, "");
   return hosts.some((h) => {
@@ -58,18 +64,24 @@ function proxy(listen, hostList, rewriteList = "") {
       return;
     }
     const port = Number(url.port) || 80;
+    const seen = { method: req.method, host: url.hostname, port };
     if (!allowed(hosts, url.hostname, port)) {
       console.error(`egress: refused ${url.hostname}`);
+      note({ ...seen, refused: true });
       res.writeHead(403).end(`egress to ${url.hostname} is not allowed\n`);
       return;
     }
     const to = target(rewrites, url.hostname, port);
     const upstream = http.request({ host: to.host, port: to.port, path: `${url.pathname}${url.search}`,
       method: req.method, headers: req.headers }, (up) => {
+      note({ ...seen, status: up.statusCode });
       res.writeHead(up.statusCode || 502, up.headers);
       up.pipe(res);
     });
-    upstream.on("error", () => res.writeHead(502).end());
+    upstream.on("error", (error) => {
+      note({ ...seen, error: error.code || error.message });
+      res.writeHead(502).end();
+    });
     req.pipe(upstream);
   });
   // A plain-HTTP request asking to upgrade (a ws:// WebSocket, as Codex opens first):
@@ -106,19 +118,27 @@ function proxy(listen, hostList, rewriteList = "") {
   server.on("connect", (req, socket, head) => {
     socket.on("error", () => {});
     const [host, port] = String(req.url).split(":");
+    const seen = { method: "CONNECT", host, port: Number(port) || 443 };
     if (!allowed(hosts, host, Number(port) || 443)) {
       console.error(`egress: refused ${host}`);
+      note({ ...seen, refused: true });
       socket.end(`HTTP/1.1 403 Forbidden\r\n\r\negress to ${host} is not allowed\n`);
       return;
     }
     const to = target(rewrites, host, Number(port) || 443);
+    let connected = false;
     const upstream = net.connect(to.port, to.host, () => {
+      connected = true;
+      note({ ...seen, status: 200 });
       socket.write("HTTP/1.1 200 Connection Established\r\n\r\n");
       if (head && head.length) upstream.write(head);
       upstream.pipe(socket);
       socket.pipe(upstream);
     });
-    upstream.on("error", () => socket.destroy());
+    upstream.on("error", (error) => {
+      if (!connected) note({ ...seen, error: error.code || error.message });
+      socket.destroy();
+    });
     socket.on("close", () => upstream.destroy());
   });
   server.on("clientError", (err, socket) => socket.destroy());

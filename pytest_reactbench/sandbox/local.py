@@ -33,6 +33,7 @@ import uuid
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from pytest_reactbench.sandbox import dockerfile as df
 from pytest_reactbench.sandbox.bake import BakingBackend, Parent, Pruned
@@ -48,6 +49,7 @@ from pytest_reactbench.sandbox.base import (
     Progress,
     Sandbox,
     SandboxError,
+    egress_lines,
     proxy_env,
 )
 from pytest_reactbench.sandbox.cgroups import ResourceGroup, UnenforcedLimits, group_of, stale_groups
@@ -261,6 +263,12 @@ class LocalSandbox(Sandbox):
         script = 'mount -t overlay overlay -o "$1" "$2" && shift 2 && exec "$@"'
         full = [*ns, "sh", "-c", script, "sandbox", options, str(merged), *bwrap, "--", *argv]
         return self.group.wrap(full) if self.group else full
+
+    def egress_requests(self) -> list[dict[str, Any]]:
+        try:
+            return egress_lines((self.root / "egress.log").read_text(errors="replace"))
+        except OSError:
+            return []
 
     def exec(
         self,

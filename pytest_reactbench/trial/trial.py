@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_reactbench.agents import Agent, AgentAPIError, AgentAuthError, AgentContext, AgentOutcome
+from pytest_reactbench.agents.output import failed_by_egress
 from pytest_reactbench.results import (
     AGENT_SAID,
     BaseImage,
@@ -387,6 +388,12 @@ class Trial:
                 outcome = _run_agent(agent, task, agent_box, record, self.agent_timeout)
             record.write_text("agent.log", outcome.log)
             record.event("agent-ended", ending=outcome.ending, exit_code=outcome.exit_code)
+            requests = agent_box.egress_requests()
+            if requests:
+                record.write_json("egress.json", requests)
+            if not outcome.auth_failure and not outcome.api_failure:
+                # A CLI that did not say so: what its proxy saw may.
+                outcome.api_failure = failed_by_egress(requests)
             if outcome.auth_failure:
                 # Nothing the agent left is its work: no score, and a retry would be refused too.
                 return finish(Verdict.ERROR, AgentAuthError.__name__, outcome.auth_failure)

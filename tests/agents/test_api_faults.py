@@ -6,6 +6,8 @@ baseline against the run says inconclusive (exit 3), not regression."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pytest_reactbench.cli import main
@@ -19,8 +21,11 @@ from tests.sandbox.helpers import free_port
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 #: One fault each, so that every reader and the SDK agent meet one: (agent, fault).
+#: `curler` is a command agent with no reader of its own: its egress proxy tells.
 CASES = [("claude-code", "500"), ("claude-code", "html"), ("codex", "503"),
-         ("tools:anthropic/scripted", "refused")]
+         ("tools:anthropic/scripted", "refused"), ("curler", "500")]
+CURLER = ("curler=curl -sS -X POST -H 'content-type: application/json' -H \"x-api-key: $ANTHROPIC_API_KEY\" "
+          "-d '{}' \"$ANTHROPIC_BASE_URL/v1/messages\"; true")
 
 
 @pytest.mark.parametrize(("cli", "fault"), CASES, ids=[f"{c}-{f}" for c, f in CASES])
@@ -33,11 +38,12 @@ def test_a_failing_model_api_is_an_error_retried_and_inconclusive(
     with ModelServer(script, host=bridge_gateway()) as server:
         # Nothing listens there: the connection is refused.
         url = f"http://{bridge_gateway()}:{free_port()}" if fault == "refused" else server.url
-        for name, value in CLI_ENV[cli].items():
+        for name, value in CLI_ENV.get(cli, CLI_ENV["claude-code"]).items():
             monkeypatch.setenv(name, value.format(url=url))
         result = suite.runpytest_subprocess(
             f"--reactbench-agent={cli}", "--reactbench-sandbox=docker", "--reactbench-retries=1",
-            "--reactbench-agent-env=CLAUDE_CODE_MAX_RETRIES",
+            "--reactbench-agent-env=CLAUDE_CODE_MAX_RETRIES", f"--reactbench-agent-command={CURLER}",
+            "--reactbench-agent-env=ANTHROPIC_BASE_URL", "--reactbench-agent-env=ANTHROPIC_API_KEY",
             "-p", "no:cacheprovider", f"--rootdir={suite.path}",
             f"--reactbench-records={suite.path / 'records'}", "--junitxml=out.xml", str(SHIPPED))
     out = result.stdout.str()
@@ -50,8 +56,12 @@ def test_a_failing_model_api_is_an_error_retried_and_inconclusive(
     if fault != "refused":
         assert any(seen.api != "other" for seen in server.requests)
     name = NAME.get(cli, cli)
-    # The trial and its retry, each recorded.
+    # The trial and its retry, each recorded, with what the proxy saw of the model API.
     assert len(list((suite.path / "records").glob(f"*/counter-reset__{name}__1*/status.json"))) == 2
+    seen = json.loads(next((suite.path / "records").glob(f"*/counter-reset__{name}__1/egress.json"))
+                      .read_text())
+    answers = {r.get("status") or r.get("error") for r in seen if not r.get("refused")}
+    assert {"500": 500, "503": 503, "html": 200, "refused": "ECONNREFUSED"}[fault] in answers, seen
 
     # Against a run where it passed, the gate has no verdict for it: inconclusive.
     base = _junit(suite.path / "base.xml", [TrialResult(task="counter-reset", agent=name, attempt=1,

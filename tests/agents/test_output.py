@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_reactbench.agents import Usage
-from pytest_reactbench.agents.output import Turn, read_output
+from pytest_reactbench.agents.output import Turn, failed_by_egress, read_output
 
 
 def test_claude_code_result_line_gives_tokens_and_cost() -> None:
@@ -167,3 +167,18 @@ def test_codex_events_become_its_transcript() -> None:
         "exit_code": 1}})
     (turn,) = read_output("codex-jsonl", failed, "").turns
     assert turn.error == "exit code 1" and turn.output == "1 failed"
+
+
+def test_what_the_egress_proxy_saw_says_whether_the_model_api_failed() -> None:
+    def seen(**fields: object) -> dict[str, object]:
+        return {"t": 1, "method": "POST", "host": "gw", "port": 8080, **fields}
+
+    assert failed_by_egress([seen(status=500), seen(status=503), seen(error="ECONNREFUSED")]) == (
+        "the model API failed: the egress proxy saw 3 request(s) to gw:8080 fail "
+        "(HTTP 500 x1, HTTP 503 x1, ECONNREFUSED x1) and none succeed")
+    assert failed_by_egress([seen(status=429)]).startswith("the model API failed:")
+    # One that got through: the API worked, whatever else failed.
+    assert failed_by_egress([seen(status=500), seen(status=200)]) == ""
+    # A refused host is the allowlist's doing, a 404 the client's: no API failure.
+    assert failed_by_egress([seen(refused=True), seen(status=404)]) == ""
+    assert failed_by_egress([]) == ""

@@ -181,6 +181,11 @@ def test_docker_egress_reaches_a_gateway_on_the_host_loopback_and_only_its_port(
         # too, tunnelled through the proxy; no other port of the host's loopback.
         assert direct(box, f"http://127.0.0.1:{server}/") == "200"
         assert direct(box, f"http://127.0.0.1:{server + 1 if server < 65535 else server - 1}/") == "000"
+        # What the proxy saw, for the trial's record: the gateway's answers, the refusal.
+        seen = box.egress_requests()
+        assert {"method": "GET", "host": "127.0.0.1", "port": server, "status": 200} in [
+            {k: v for k, v in r.items() if k != "t"} for r in seen], seen
+        assert any(r.get("refused") for r in seen), seen
     finally:
         relay = box.gate.relays[0] if box.gate else None
         box.close()
@@ -202,5 +207,10 @@ def test_local_egress_reaches_a_gateway_on_the_host_loopback_and_only_its_port(
         other = server + 1 if server < 65535 else server - 1
         assert fetch(box, f"http://127.0.0.1:{other}/").startswith("403 egress to 127.0.0.1")
         assert direct(box, f"http://127.0.0.1:{other}/") == "000"
+        seen = box.egress_requests()
+        assert {"method": "GET", "host": "127.0.0.1", "port": server, "status": 200} in [
+            {k: v for k, v in r.items() if k != "t"} for r in seen], seen
+        assert {"method": "GET", "host": "127.0.0.1", "port": other, "refused": True} in [
+            {k: v for k, v in r.items() if k != "t"} for r in seen], seen
     finally:
         box.close()
