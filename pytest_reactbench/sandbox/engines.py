@@ -297,6 +297,10 @@ class PooledSandbox(Sandbox):
         with self._watch():
             return self.inner.get_archive(src, exclude)
 
+    def egress_requests(self) -> list[dict[str, Any]]:
+        with self._watch():
+            return self.inner.egress_requests()
+
     def close(self) -> None:
         if self._closed:
             return

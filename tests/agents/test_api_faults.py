@@ -58,10 +58,11 @@ def test_a_failing_model_api_is_an_error_retried_and_inconclusive(
     name = NAME.get(cli, cli)
     # The trial and its retry, each recorded, with what the proxy saw of the model API.
     assert len(list((suite.path / "records").glob(f"*/counter-reset__{name}__1*/status.json"))) == 2
-    seen = json.loads(next((suite.path / "records").glob(f"*/counter-reset__{name}__1/egress.json"))
-                      .read_text())
-    answers = {r.get("status") or r.get("error") for r in seen if not r.get("refused")}
-    assert {"500": 500, "503": 503, "html": 200, "refused": "ECONNREFUSED"}[fault] in answers, seen
+    if not cli.startswith("tools:"):  # (a tools agent's model calls are the harness's, not the sandbox's)
+        seen = json.loads(next((suite.path / "records").glob(f"*/counter-reset__{name}__1/egress.json"))
+                          .read_text())
+        answers = {r.get("status") or r.get("error") for r in seen if not r.get("refused")}
+        assert {"500": 500, "503": 503, "html": 200}[fault] in answers, seen
 
     # Against a run where it passed, the gate has no verdict for it: inconclusive.
     base = _junit(suite.path / "base.xml", [TrialResult(task="counter-reset", agent=name, attempt=1,
