@@ -130,7 +130,7 @@ class ModelToolAgent(ToolAgent):
         except module.AuthenticationError as exc:
             self.auth_failure = f"{self.provider}: {exc}"
         except (module.APIConnectionError, module.InternalServerError, module.RateLimitError,
-                module.APIResponseValidationError) as exc:
+                module.APIResponseValidationError, MalformedReply) as exc:
             # The SDK has retried (max_retries) by then; a timeout is a connection error.
             self.api_failure = f"the model API failed: {self.provider}: {type(exc).__name__}: {exc}"
 
@@ -146,9 +146,9 @@ class ModelToolAgent(ToolAgent):
                  for n, (d, p, r) in TOOL_SCHEMAS.items()]
         messages: list[dict[str, Any]] = [{"role": "user", "content": instruction}]
         for _ in range(MAX_TURNS):
-            reply = client.messages.create(model=self.model, max_tokens=MAX_TOKENS, system=SYSTEM,
-                                           tools=specs, messages=messages,
-                                           timeout=self._deadline_left(tools))
+            reply = _checked(client.messages.create(model=self.model, max_tokens=MAX_TOKENS, system=SYSTEM,
+                                                    tools=specs, messages=messages,
+                                                    timeout=self._deadline_left(tools)), sdk.types.Message)
             self._add(reply.usage.input_tokens, reply.usage.output_tokens)
             messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True)
                                                                for b in reply.content]})
@@ -168,8 +168,11 @@ class ModelToolAgent(ToolAgent):
         messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
                                           {"role": "user", "content": instruction}]
         for _ in range(MAX_TURNS):
-            reply = client.chat.completions.create(model=self.model, tools=specs, messages=messages,
-                                                   timeout=self._deadline_left(tools))
+            reply = _checked(client.chat.completions.create(model=self.model, tools=specs, messages=messages,
+                                                            timeout=self._deadline_left(tools)),
+                             sdk.types.chat.ChatCompletion)
+            if not reply.choices:
+                raise MalformedReply("the model API's completion has no choices")
             if reply.usage is not None:
                 self._add(reply.usage.prompt_tokens, reply.usage.completion_tokens)
             message = reply.choices[0].message
@@ -185,6 +188,20 @@ class ModelToolAgent(ToolAgent):
                                  "content": call_tool(tools, call.function.name, args)})
             if tools.submitted:
                 return
+
+
+class MalformedReply(Exception):
+    """The model API answered with something that is not a model's reply (a gateway's
+    HTML page with status 200, say): the API's fault, not the agent's."""
+
+
+def _checked(reply: object, expected: type) -> Any:
+    """`reply` if it is the SDK's `expected` reply type, else MalformedReply (the SDK
+    hands back a gateway's non-JSON body as a plain string)."""
+    if not isinstance(reply, expected):
+        shown = reply if isinstance(reply, str) else type(reply).__name__
+        raise MalformedReply(f"the answer is not a {expected.__name__}: {str(shown).strip()[:120]!r}")
+    return reply
 
 
 def tools_agent(arg: str) -> ModelToolAgent:

@@ -10,8 +10,9 @@ Aider's whole-file format. Every request is kept, for the tests to read.
 
 A script may make the server fail as real gateways do (`Script.fault`): answer 500,
 503 or 429 (with Retry-After), a 200 with an HTML page, or a stream cut after its
-first event. A server that is not there at all is a port where nothing listens
-(`free_port`).
+first event; or answer right, slowly ("slow": each response waits before its
+headers and between its stream's events, as a loaded gateway does). A server that is
+not there at all is a port where nothing listens (`free_port`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from typing import Any
 
 INPUT_TOKENS = 1200
 OUTPUT_TOKENS = 80
+#: A slow gateway's pause before a response and between its stream's events.
+SLOW_SECONDS = 1.5
 
 
 @dataclass
@@ -36,7 +39,8 @@ class Script:
     #: The key the server accepts; any other is refused with 401.
     key: str = "sk-reactbench-test"
     final: str = "Done: the change is made."
-    #: How every model request fails ("" for not at all): "500", "503", "429", "html", "cut".
+    #: How every model request fails ("" for not at all): "500", "503", "429", "html", "cut";
+    #: or "slow" (the right answer, `SLOW_SECONDS` late and as slow between events).
     fault: str = ""
 
     def files_for(self, request: str) -> dict[str, str]:
@@ -145,7 +149,9 @@ class ModelServer:
                 if key != server.script.key:
                     self._refuse(api)
                     return
-                if server.script.fault and api in ("messages", "responses", "chat"):
+                if server.script.fault == "slow":
+                    time.sleep(SLOW_SECONDS)
+                elif server.script.fault and api in ("messages", "responses", "chat"):
                     self._fail(server.script.fault)
                     return
                 if api == "messages":
@@ -175,7 +181,9 @@ class ModelServer:
                 self.send_header("Cache-Control", "no-cache")
                 self.send_header("Connection", "close")
                 self.end_headers()
-                for name, data in events:
+                for at, (name, data) in enumerate(events):
+                    if at and server.script.fault == "slow":
+                        time.sleep(SLOW_SECONDS / 4)
                     text = data if isinstance(data, str) else json.dumps(data)
                     chunk = (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
                     self.wfile.write(chunk.encode())

@@ -51,6 +51,23 @@ def test_a_model_solves_through_the_tools_and_a_wrong_key_is_an_error(
     refused.stdout.fnmatch_lines(["*AgentAuthError*"])
 
 
+@pytest.mark.parametrize("fault", ["html", "cut", "500"])
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+def test_a_gateway_that_answers_no_reply_is_the_model_apis_error(
+        provider: str, fault: str, suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 200 whose body is a gateway's HTML page (the SDK hands it back as a string), a
+    stream where a reply was asked for, a 500: the model API failed, not the agent."""
+    pytest.importorskip(provider)
+    key_var, url_var, suffix, _ = PROVIDERS[provider]
+    write_task(suite.path / "tasks", "alpha")
+    with ModelServer(Script(answers={"/app/out.txt": {"out.txt": "hello"}}, key=KEY, fault=fault)) as server:
+        monkeypatch.setenv(key_var, KEY)
+        monkeypatch.setenv(url_var, server.url + suffix)
+        result = suite.runpytest(f"--reactbench-agent=tools:{provider}/scripted-model")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*ERROR (AgentAPIError): the model API failed: {provider}: *"])
+
+
 def test_preflight_of_the_tools_agent(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     write_task(suite.path / "tasks", "alpha")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
