@@ -77,12 +77,12 @@ def test_a_failing_model_api_is_an_error_retried_and_inconclusive(
         if not failure:
             # Slow is not broken: the right answer passes, first time.
             assert props["reactbench.verdict"] == "passed", said
-            assert props["reactbench.retries"] == "0", said
+            assert props.get("reactbench.retries", "0") == "0", said
             continue
         assert props["reactbench.verdict"] == "error", said
         assert props["reactbench.failure"] == failure, said
         if failure == "AgentAuthError":
-            assert props["reactbench.retries"] == "0", said  # no retry can mend a refused key
+            assert props.get("reactbench.retries", "0") == "0", said  # no retry can mend a refused key
             continue
         assert props["reactbench.message"].startswith("the model API "), said
         assert props["reactbench.retries"] == "1", said  # an error: tried again
