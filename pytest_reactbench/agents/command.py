@@ -54,6 +54,9 @@ class CommandSpec:
     fixed_env: tuple[tuple[str, str], ...] = ()
     #: How the CLI's output is read (agents/output.py).
     output: str = ""
+    #: A file the CLI writes its conversation to (outside /app, so never part of the
+    #: work), given to it as $REACTBENCH_TRANSCRIPT_FILE and read after it ends.
+    transcript: str = ""
 
     def layer(self) -> Install | None:
         if not self.install:
@@ -74,7 +77,7 @@ def load_presets(path: Path = PRESETS_FILE) -> dict[str, CommandSpec]:
             version_command=str(entry.get("version_command", "")), user=str(entry.get("user", "")),
             credentials=tuple(tuple(group) for group in entry.get("credentials", ())),
             fixed_env=tuple((str(k), str(v)) for k, v in entry.get("fixed_env", {}).items()),
-            output=str(entry.get("output", "")),
+            output=str(entry.get("output", "")), transcript=str(entry.get("transcript", "")),
         )
         for name, entry in data.items()
     }
@@ -146,6 +149,8 @@ class CommandAgent(Agent):
             "REACTBENCH_INSTRUCTION": task.instruction,
             "REACTBENCH_TASK_ID": task.id,
         })
+        if self.spec.transcript:
+            env["REACTBENCH_TRANSCRIPT_FILE"] = self.spec.transcript
         return self.spec.command, env
 
     def run(self, ctx: AgentContext) -> AgentOutcome:
@@ -157,7 +162,7 @@ class CommandAgent(Agent):
                                   user=self.spec.user or None)
         stdout, stderr = self._redacted(result.text), self._redacted(result.error_text)
         outcome = shell_outcome(result.exit_code, result.timed_out, stdout + stderr)
-        reading = read_output(self.spec.output, stdout, stderr)
+        reading = read_output(self.spec.output, stdout, stderr, self._transcript(ctx))
         outcome.usage = reading.usage
         outcome.auth_failure = reading.auth_failure
         outcome.api_failure = reading.api_failure
@@ -171,6 +176,14 @@ class CommandAgent(Agent):
             else:
                 ctx.event("message", role="assistant", text=turn.text[:MAX_SHOWN_OUTPUT])
         return outcome
+
+    def _transcript(self, ctx: AgentContext) -> str | None:
+        """The CLI's own transcript file ("" when it wrote none), or None for a CLI
+        whose stream is its transcript."""
+        if not self.spec.transcript:
+            return None
+        written = ctx.sandbox.exec(["cat", self.spec.transcript], timeout=60)
+        return self._redacted(written.text) if written.ok else ""
 
     def _redacted(self, text: str) -> str:
         """`text` with the values of the variables passed to the CLI replaced by names."""

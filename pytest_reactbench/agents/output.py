@@ -18,6 +18,10 @@ Each preset names its reader (`output` in presets.toml):
   one until its time limit).
 - `aider-text`: Aider's `Tokens: 1.2k sent, 45 received. Cost: $0.01 message, $0.02
   session.` lines; LiteLLM's own error lines (`litellm.InternalServerError: ...`).
+
+The conversation comes from the same stream for Claude Code and Codex, and for Aider
+from its chat history file (the preset's `transcript`), whose markdown tells the
+user's messages (`#### `), Aider's own lines (`> `) and the model's text apart.
 """
 
 from __future__ import annotations
@@ -262,6 +266,44 @@ def codex_turns(stdout: str) -> tuple[tuple[Turn, ...], str]:
     return tuple(turns), said
 
 
+_AIDER_EDIT = re.compile(r"^Applied edit to (.+)$")
+_AIDER_RUN = re.compile(r"^Running (.+)$")
+
+
+def aider_turns(history: str) -> tuple[tuple[Turn, ...], str]:
+    """Aider's chat history: the model's text between the user's messages and Aider's
+    own lines, each applied edit (a file) and each shell command Aider ran; the last
+    model text, or LiteLLM's last error line when the model never answered."""
+    turns: list[Turn] = []
+    said = error = ""
+    text: list[str] = []
+
+    def flush() -> None:
+        nonlocal said
+        message = "\n".join(text).strip()
+        text.clear()
+        if message:
+            said = message
+            turns.append(Turn(text=message))
+
+    for line in history.splitlines():
+        if line.startswith("#### ") or line.startswith("# aider chat started"):
+            flush()
+        elif line.startswith(">"):
+            flush()
+            own = line[1:].strip()
+            if edit := _AIDER_EDIT.match(own):
+                turns.append(Turn(tool="edit", args={"path": edit.group(1)}, output=own))
+            elif run := _AIDER_RUN.match(own):
+                turns.append(Turn(tool="command", args={"command": run.group(1)}))
+            elif _AIDER_API_FAILED.match(own) or _AIDER_REFUSED.match(own):
+                error = own
+        else:
+            text.append(line)
+    flush()
+    return tuple(turns), said or error
+
+
 READERS: dict[str, Callable[[str, str], Reading]] = {
     "claude-stream-json": claude_stream_json,
     "codex-jsonl": codex_jsonl,
@@ -288,17 +330,22 @@ def failed_by_egress(requests: Sequence[Mapping[str, Any]]) -> str:
             f"fail ({', '.join(f'{k} x{n}' for k, n in counts.items())}) and none succeed")
 
 
+#: Each reader's conversation, from its stream (or, for a CLI that writes it to a file
+#: of its own, from that file: `read_output`'s `transcript`).
 TRANSCRIPTS: dict[str, Callable[[str], tuple[tuple[Turn, ...], str]]] = {
     "claude-stream-json": claude_turns,
     "codex-jsonl": codex_turns,
+    "aider-text": aider_turns,
 }
 
 
-def read_output(kind: str, stdout: str, stderr: str) -> Reading:
+def read_output(kind: str, stdout: str, stderr: str, transcript: str | None = None) -> Reading:
+    """What the CLI's output says; `transcript` is the text of the CLI's own transcript
+    file where it writes one (else its stdout is read for the conversation)."""
     reader = READERS.get(kind)
     reading = reader(stdout, stderr) if reader else Reading()
-    transcript = TRANSCRIPTS.get(kind)
-    if transcript is None:
+    conversation = TRANSCRIPTS.get(kind)
+    if conversation is None:
         return reading
-    turns, said = transcript(stdout)
+    turns, said = conversation(stdout if transcript is None else transcript)
     return replace(reading, turns=turns, said=said)

@@ -71,7 +71,7 @@ def test_a_failing_model_api_is_an_error_retried_and_inconclusive(
     assert sorted(outcomes) == sorted(names)
     if fault not in ("refused", "slow"):
         assert {seen.api for seen in server.requests} >= {"messages", "responses"}, server.requests
-    for cli, name in zip(agents, names):
+    for cli, name in zip(agents, names, strict=True):
         props = outcomes[name]
         said = f"{name}: {props.get('reactbench.message')}"
         if not failure:

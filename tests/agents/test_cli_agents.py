@@ -123,20 +123,21 @@ def test_cli_solves_a_shipped_task_and_fails_a_wrong_answer(
     status = json.loads(next((suite.path / "records").glob(f"*/counter-reset__{name}__1/status.json"))
                         .read_text())
     assert status["agent_version"] == shipped["reactbench.agent_version"]
-    if cli == "aider":
-        return  # Aider's output is its chat, not a stream of tool calls
-    # Its transcript: the scripted shell call that wrote the change, in the record and
-    # on the trial's page as a browser shows it.
+    # Its transcript: the scripted shell call that wrote the change (Aider's: the edit
+    # its chat history says it applied), in the record and on the trial's page as a
+    # browser shows it.
+    wrote = "Applied edit to src/Counter.tsx" if cli == "aider" else "cat > /app/src/Counter.tsx"
     record = next((suite.path / "records").glob(f"*/counter-reset__{name}__1"))
     events = [json.loads(line) for line in (record / "events.jsonl").read_text().splitlines()]
     tools = [e for e in events if e["event"] == "tool"]
-    assert any("cat > /app/src/Counter.tsx" in json.dumps(e["args"]) for e in tools), tools
+    assert any(wrote in json.dumps(e) for e in tools), tools
+    assert any(e["event"] == "message" and e["text"].strip() for e in events), events
     page = record.parent / "trials" / f"counter-reset__{name}__1.html"
     profile = suite.path / "chromium" / "profile"
     profile.mkdir(parents=True)
     shown = _text(_browser(page, profile, "--dump-dom"))
     assert re.search(r"Transcript \(\d+ tool call\(s\)\)", shown), shown[-3000:]
-    assert "cat > /app/src/Counter.tsx" in shown, shown[-3000:]
+    assert wrote in shown, shown[-3000:]
 
 
 def test_the_model_server_is_the_only_host_an_agent_reaches(

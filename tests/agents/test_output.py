@@ -169,6 +169,25 @@ def test_codex_events_become_its_transcript() -> None:
     assert turn.error == "exit code 1" and turn.output == "1 failed"
 
 
+def test_aider_chat_history_becomes_its_transcript() -> None:
+    # The chat history 0.86.2 wrote solving a task against the scripted server, and one
+    # against a server that answered 500 to every request.
+    history = (TRANSCRIPTS / "aider.chat.md").read_text()
+    reading = read_output("aider-text", "Tokens: 780 sent, 23 received.\n", "", history)
+    answer, edit = reading.turns
+    assert answer.text.startswith("src/greeting.ts\n```\nexport const greeting")
+    assert answer.text.endswith("Done: the change is made.") and reading.said == answer.text
+    assert edit == Turn(tool="edit", args={"path": "src/greeting.ts"},
+                        output="Applied edit to src/greeting.ts")
+    # Aider's own lines (its banner, its questions) and the user's message are not the model's.
+    assert not any("Aider v0.86.2" in t.text or "greeting module" in t.text for t in reading.turns)
+    failed = read_output("aider-text", "", "", (TRANSCRIPTS / "aider-500.chat.md").read_text())
+    assert failed.turns == ()
+    assert failed.said == "litellm.InternalServerError: InternalServerError: OpenAIException - api_error"
+    # A CLI that wrote no transcript has none (its stdout is not read as one).
+    assert read_output("aider-text", "src/x.ts\nsome text\n", "", "").turns == ()
+
+
 def test_what_the_egress_proxy_saw_says_whether_the_model_api_failed() -> None:
     def seen(**fields: object) -> dict[str, object]:
         return {"t": 1, "method": "POST", "host": "gw", "port": 8080, **fields}
