@@ -20,7 +20,8 @@ CODEX = ('CODEX_API_KEY="${CODEX_API_KEY:-$OPENAI_API_KEY}" codex exec '
          '"$(cat "$REACTBENCH_INSTRUCTION_FILE")" </dev/null')
 AIDER = ('aider --model "$AIDER_MODEL" --yes-always --no-auto-commits --no-dirty-commits --no-gitignore '
          '--no-check-update --no-analytics --no-show-model-warnings --no-pretty --no-fancy-input '
-         '--message-file "$REACTBENCH_INSTRUCTION_FILE"')
+         '--no-show-release-notes --chat-history-file "$REACTBENCH_TRANSCRIPT_FILE" '
+         '--input-history-file /tmp/reactbench-aider.input --message-file "$REACTBENCH_INSTRUCTION_FILE"')
 
 
 @pytest.mark.parametrize(
@@ -35,7 +36,9 @@ AIDER = ('aider --model "$AIDER_MODEL" --yes-always --no-auto-commits --no-dirty
          {"AIDER_MODEL": "anthropic/claude-x", "OPENAI_API_KEY": "sk-openai",
           "ANTHROPIC_API_KEY": "sk-ant-secret", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
           "SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt",
-          "REQUESTS_CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt"},
+          "REQUESTS_CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt",
+          # Aider writes its chat there, outside /app, for its transcript.
+          "REACTBENCH_TRANSCRIPT_FILE": "/tmp/reactbench-aider.chat.md"},
          ("api.openai.com", "api.anthropic.com", "generativelanguage.googleapis.com")),
     ],
 )
