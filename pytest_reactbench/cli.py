@@ -246,6 +246,13 @@ def _replay(args: argparse.Namespace) -> int:
         manifest = json.loads((record / "manifest.json").read_text())
         task_path, agent = Path(manifest["task_path"]), str(manifest["agent"])
     except (OSError, json.JSONDecodeError, KeyError) as exc:
+        trials = sorted(d.name for d in record.glob("*") if (d / "status.json").is_file())
+        if trials:
+            # A run's directory: replay is of one of its trials.
+            shown = ", ".join(trials[:10]) + (f" (and {len(trials) - 10} more)" if len(trials) > 10 else "")
+            print(f"reactbench replay: {record} is a run, not a trial: give one of its trial "
+                  f"directories, e.g. {record / trials[0]} (it holds {shown})", file=sys.stderr)
+            return 2
         print(f"reactbench replay: {record / 'manifest.json'}: not a trial's manifest ({exc!r})",
               file=sys.stderr)
         return 2

@@ -176,7 +176,8 @@ def test_replay_runs_a_recorded_trial_again(suite: pytest.Pytester, tmp_path: Pa
     assert json.loads((again / "status.json").read_text())["verdict"] == "passed"
 
 
-def test_replay_is_one_trial_beside_the_recorded_run(suite: pytest.Pytester, bake_cache: Path) -> None:
+def test_replay_is_one_trial_beside_the_recorded_run(suite: pytest.Pytester, bake_cache: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
     suite.makeini(f"""
         [pytest]
         reactbench_cache = {bake_cache}
@@ -186,6 +187,10 @@ def test_replay_is_one_trial_beside_the_recorded_run(suite: pytest.Pytester, bak
     write_task(suite.path / "tasks", "alpha")
     suite.runpytest("--reactbench-agent=oracle").assert_outcomes(passed=2)
     (first_run,) = (suite.path / "records").iterdir()
+    # The run's own directory: replay names the trials it holds.
+    assert main(["replay", str(first_run)]) == 2
+    said = capsys.readouterr().err
+    assert f"{first_run} is a run, not a trial" in said and "alpha__oracle__1, alpha__oracle__2" in said, said
     assert main(["replay", str(first_run / "alpha__oracle__2")]) == 0
     (replayed,) = set((suite.path / "records").iterdir()) - {first_run}
     assert sorted(p.name for p in replayed.iterdir() if (p / "status.json").is_file()) == [
