@@ -106,7 +106,9 @@ class Comparison:
             p = f", p={change.p_value:.3f}" if change.p_value is not None else ""
             lines.append(f"  {change.task} [{change.agent}]: {change.kind} "
                          f"({change.base[1]}/{change.base[0]} -> {change.new[1]}/{change.new[0]}{p})")
-        head = (f"baseline {_pct(self.suite_base)} -> now {_pct(self.suite_new)}"
+        # The means are over the items both runs scored, and the line says so.
+        head = (f"baseline {_pct(self.suite_base)} -> now {_pct(self.suite_new)} over the "
+                f"{len(self.changes)} item(s) scored in both"
                 + (f" (paired permutation test p={self.suite_p:.3f})" if self.suite_p is not None else ""))
         verdict = (f"{len(self.regressions)} regression(s)" if self.regressions
                    else "no regression")
@@ -119,7 +121,9 @@ class Comparison:
                         "(--allow-missing to accept)")
             lines += [f"  {task} [{agent}]: missing (scored in the baseline, not now)"
                       for task, agent in self.missing]
-        return "\n".join([f"reactbench compare: {verdict}; {head}", *lines])
+        # The first word is the exit code's: FAIL (1), INCONCLUSIVE (3) or ok (0).
+        word = "FAIL" if self.failed else "INCONCLUSIVE" if self.inconclusive else "ok"
+        return "\n".join([f"reactbench compare: {word}: {verdict}; {head}", *lines])
 
 
 def _pct(value: float | None) -> str:

@@ -67,7 +67,7 @@ def test_three_shards_merged_are_the_run_of_one_session(suite: pytest.Pytester) 
     # ... and the baseline option takes the shards too.
     result = suite.runpytest(agents, "-p", "no:cacheprovider",
                              *(f"--reactbench-baseline={s}" for s in shards))
-    result.stdout.fnmatch_lines(["*reactbench compare: no regression*"])
+    result.stdout.fnmatch_lines(["*reactbench compare: ok: no regression*"])
 
 
 def test_a_trial_in_two_shards_is_an_error_naming_both(suite: pytest.Pytester, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -65,9 +65,13 @@ def test_a_baseline_item_missing_from_the_new_run_fails_the_gate_unless_allowed(
     assert result.regressions == [] and result.failed and result.exit_code == 1
     assert result.missing == [("b", "x")]
     assert "1 baseline item(s) missing from the new run" in result.summary()
+    # The words say what the exit code says, and over which items the means are.
+    assert result.summary().startswith("reactbench compare: FAIL: no regression, 1 baseline item(s) missing")
+    assert "baseline 100.0% -> now 100.0% over the 1 item(s) scored in both" in result.summary()
     assert "  b [x]: missing (scored in the baseline, not now)" in result.summary().splitlines()
     allowed = compare(base, new, allow_missing=True)
     assert not allowed.failed and allowed.exit_code == 0 and "no regression;" in allowed.summary()
+    assert allowed.summary().startswith("reactbench compare: ok: no regression;")
 
 
 def test_items_that_only_errored_now_make_the_gate_inconclusive_not_a_regression() -> None:

@@ -93,7 +93,8 @@ def test_baseline_gate_fails_the_session_on_a_regression(suite: pytest.Pytester)
     # beta breaks: its solution no longer solves it.
     (suite.path / "tasks" / "beta" / "solution" / "solve.sh").write_text("#!/bin/bash\ntrue\n")
     result = suite.runpytest("--reactbench-agent=oracle", "--reactbench-baseline=base.xml")
-    result.stdout.fnmatch_lines(["*reactbench compare: 1 regression(s); baseline 100.0% -> now 50.0%*",
+    result.stdout.fnmatch_lines(["*reactbench compare: FAIL: 1 regression(s); baseline 100.0% -> now 50.0% "
+                                 "over the 2 item(s) scored in both*",
                                  "*beta [[]oracle[]]: pass->fail (1/1 -> 0/1)*"])
     assert result.ret == 1
     # The same comparison from the command line, and a run compared with itself.
