@@ -130,7 +130,9 @@ def load_task(path: Path) -> Task:
                 f"{artifact.source!r} is outside the agent workspace /app",
                 f"artifacts[{i}].source",
             )
-    return Task(path=path, config=config)
+    task = Task(path=path, config=config)
+    task.tests_config()  # tests/config.json, where there is one, is checked as task.toml is
+    return task
 
 
 def find_tasks(root: Path) -> Iterator[Path]:

@@ -24,10 +24,10 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
 
-class _TomlModel(BaseModel):
-    """A table of task.toml. An unknown key is refused, naming it (with the nearest
-    known key): a typo such as `timout_sec` would otherwise leave a default in force
-    unnoticed. Every key the public suite writes is declared."""
+class _KnownKeys(BaseModel):
+    """A table whose unknown keys are refused, each named with the nearest known key: a
+    typo such as `timout_sec` or `sourcez` would otherwise leave a default in force
+    unnoticed."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -43,6 +43,10 @@ class _TomlModel(BaseModel):
                 hint = f"; did you mean {near[0]!r}?" if near else f"; known keys: {', '.join(known)}"
                 raise ValueError(f"unknown key {key!r}{hint}")
         return data
+
+
+class _TomlModel(_KnownKeys):
+    """A table of task.toml. Every key the public suite writes is declared."""
 
 
 def _timeout(default: float) -> float:
@@ -161,10 +165,9 @@ class TaskConfig(_TomlModel):
         return self.verifier.environment or self.environment
 
 
-class _Strict(BaseModel):
-    # tests/config.json has one reader per task (our verifier or the public grader) and
-    # no room to grow silently: a key neither reads is a typo, refused by name.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Strict(_KnownKeys):
+    """A table of tests/config.json, which has one reader per task (our verifier or the
+    public grader) and no room to grow silently: a key neither reads is a typo."""
 
 
 class Finding(_Strict):
