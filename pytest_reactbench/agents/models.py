@@ -152,6 +152,7 @@ class ModelToolAgent(ToolAgent):
             self._add(reply.usage.input_tokens, reply.usage.output_tokens)
             messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True)
                                                                for b in reply.content]})
+            tools.said("\n".join(b.text for b in reply.content if b.type == "text"))
             calls = [b for b in reply.content if b.type == "tool_use"]
             if not calls:
                 return
@@ -177,6 +178,7 @@ class ModelToolAgent(ToolAgent):
                 self._add(reply.usage.prompt_tokens, reply.usage.completion_tokens)
             message = reply.choices[0].message
             messages.append(message.model_dump(exclude_none=True))
+            tools.said(message.content or "")
             if not message.tool_calls:
                 return
             for call in message.tool_calls:

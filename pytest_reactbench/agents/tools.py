@@ -86,6 +86,11 @@ class Tools:
                     output=result[:MAX_SHOWN_OUTPUT],
                     seconds=round(time.monotonic() - started, 3), **({"error": error} if error else {}))
 
+    def said(self, text: str) -> None:
+        """Records what the model said (its text between tool calls) in the transcript."""
+        if text.strip():
+            self._event("message", role="assistant", text=text[:MAX_SHOWN_OUTPUT])
+
     def _read(self, path: str) -> str:
         result = self.sandbox.exec(["cat", "--", path], cwd="/", timeout=self._remaining())
         if result.exit_code != 0:

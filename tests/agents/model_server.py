@@ -243,11 +243,13 @@ class ModelServer:
                     content = [{"type": "tool_use", "id": server.next_id("toolu"), "name": shell,
                                 "input": args}]
                 elif answered and "submit" in tools:
-                    content = [{"type": "tool_use", "id": server.next_id("toolu"), "name": "submit",
+                    # As models do: a word on what was done, with the call that ends the work.
+                    content = [{"type": "text", "text": server.script.final},
+                               {"type": "tool_use", "id": server.next_id("toolu"), "name": "submit",
                                 "input": {}}]
                 else:
                     content = [{"type": "text", "text": server.script.final if tools else "OK"}]
-                stop = "tool_use" if content[0]["type"] == "tool_use" else "end_turn"
+                stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
                 usage = {"input_tokens": INPUT_TOKENS, "output_tokens": OUTPUT_TOKENS,
                          "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
                 message = {"id": server.next_id("msg"), "type": "message", "role": "assistant",
@@ -349,6 +351,7 @@ class ModelServer:
                     message["tool_calls"] = [{"id": server.next_id("call"), "type": "function",
                                               "function": {"name": shell, "arguments": json.dumps(args)}}]
                 elif answered and "submit" in tools:
+                    message["content"] = server.script.final
                     message["tool_calls"] = [{"id": server.next_id("call"), "type": "function",
                                               "function": {"name": "submit", "arguments": "{}"}}]
                 elif tools:
@@ -375,11 +378,11 @@ class ModelServer:
 
                 def events() -> Iterator[tuple[str | None, object]]:
                     yield chunk({"role": "assistant", "content": ""}, None)
+                    if message["content"]:
+                        yield chunk({"content": message["content"]}, None)
                     if message.get("tool_calls"):
                         calls = [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]
                         yield chunk({"tool_calls": calls}, None)
-                    else:
-                        yield chunk({"content": message["content"]}, None)
                     yield chunk({}, finish, usage=usage)
                     yield None, "[DONE]"
 

@@ -46,6 +46,8 @@ def test_a_model_solves_through_the_tools_and_a_wrong_key_is_an_error(
     assert status["agent_version"].startswith(provider + " ")
     events = [json.loads(line) for line in (first / "events.jsonl").read_text().splitlines()]
     assert [e["tool"] for e in events if e["event"] == "tool"] == ["bash", "submit"]
+    # What the model said is the transcript's message.
+    assert [e["text"] for e in events if e["event"] == "message"] == [script.final]
     # A refused key: an error of its own class, no score, never a fail.
     refused.assert_outcomes(errors=1)
     refused.stdout.fnmatch_lines(["*AgentAuthError*"])
