@@ -5,10 +5,21 @@ from __future__ import annotations
 from pytest_reactbench.results import AGENT_SAID, Gate, TrialResult, Verdict
 
 MAX_LISTED = 20
+#: The lines of a failing spec's assertion the screen shows (the page has them all).
+SPEC_LINES = 4
 
 
 def _listing(title: str, entries: list[str]) -> list[str]:
     return [title, *(f"  {entry}" for entry in entries[:MAX_LISTED])] if entries else []
+
+
+def _failing_specs(result: TrialResult) -> list[str]:
+    """Each failing spec with the first lines of its assertion, under it."""
+    lines = []
+    for spec in result.failing_specs[:MAX_LISTED]:
+        lines.append(f"  {spec}")
+        lines += [f"      {line}" for line in result.spec_message(spec).splitlines()[:SPEC_LINES]]
+    return ["Failing specs:", *lines] if lines else []
 
 
 def describe_failure(result: TrialResult) -> str:
@@ -28,7 +39,7 @@ def describe_failure(result: TrialResult) -> str:
             lines.append(result.agent_log_tail)  # its CLI's own last word, not its raw stream
         elif result.agent_log_tail:
             lines += ["Tail of the agent's log:"] + ["  " + x for x in result.agent_log_tail.splitlines()]
-    lines += _listing("Failing specs:", result.failing_specs)
+    lines += _failing_specs(result)
     lines += _listing("New React Doctor findings (rule, file:line, message):",
                       [f"{f.file}{'' if f.line is None else f':{f.line}'}  {f.rule}  {f.message}".rstrip()
                        for f in result.findings])

@@ -1,7 +1,7 @@
 """What a trial's run record holds beyond its TrialResult, read for the report: the
-instruction, the diff, the agent's log and tool calls, the failing specs' messages,
-the cost, and the record's files worth a link. Everything here is optional: a record
-may be gone (a report from JUnit XML of another machine) or from an older version."""
+instruction, the diff, the agent's log and tool calls, the cost, and the record's files
+worth a link. Everything here is optional: a record may be gone (a report from JUnit XML
+of another machine) or from an older version."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from pytest_reactbench.results.trial_result import TrialResult, strip_ansi
 #: The most of a diff or log a page shows (the full file is linked).
 MAX_SHOWN = 200_000
 LOG_TAIL_LINES = 80
-MESSAGE_LINES = 12
 #: Record files a report links to (the artifacts' tarballs stay in the record).
 LINKED = ("diff.patch", "agent.log", "events.jsonl", "status.json", "manifest.json", "audit.json",
           "artifacts.json", "egress.json")
@@ -43,8 +42,6 @@ class Evidence:
     diff: str = ""
     agent_log_tail: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
-    #: Failing spec -> its assertion message, where the test reports say.
-    spec_messages: dict[str, str] = field(default_factory=dict)
     #: Summed over the record's events that carry `cost_usd` (an agent's usage events).
     cost_usd: float | None = None
     tokens: dict[str, int] = field(default_factory=dict)
@@ -67,24 +64,6 @@ def _json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-
-
-def _first_lines(text: str) -> str:
-    return "\n".join(strip_ansi(text).strip().splitlines()[:MESSAGE_LINES])
-
-
-def spec_messages(verifier: Path) -> dict[str, str]:
-    """The failure messages of a grading's specs, from its grade.json (where our grader
-    put what the test reports say), under the names its failing list gives them
-    (`src/x.test.tsx > suite > test`, before the status in brackets)."""
-    grade = _json(verifier / "grade.json")
-    tests = grade.get("tests") if isinstance(grade, dict) else None
-    specs = tests.get("specs") if isinstance(tests, dict) else None
-    messages: dict[str, str] = {}
-    for spec in specs if isinstance(specs, list) else []:
-        if isinstance(spec, dict) and spec.get("status") != "passed" and spec.get("message"):
-            messages[f"{spec.get('file')} > {spec.get('name')}"] = _first_lines(str(spec["message"]))
-    return messages
 
 
 def _tool_calls_and_cost(events: Path) -> tuple[list[ToolCall], float | None, dict[str, int]]:
@@ -136,5 +115,5 @@ def gather(result: TrialResult) -> Evidence:
                             if p.is_file())
     return Evidence(record=record, instruction=instruction, diff=_read(record / "diff.patch"),
                     agent_log_tail=tail, tool_calls=calls,
-                    spec_messages=spec_messages(record / "verifier"), cost_usd=cost, tokens=tokens,
+                    cost_usd=cost, tokens=tokens,
                     files=files)

@@ -16,7 +16,8 @@ def _gate_case(result: TrialResult, gate: Gate, passed: bool | None, suite: str)
         return case
     if gate is Gate.TESTS:
         case.add_failure_info(message=f"{len(result.failing_specs)} failing spec(s)",
-                              output="\n".join(result.failing_specs))
+                              output="\n".join(f"{spec}\n{result.spec_message(spec)}".rstrip()
+                                               for spec in result.failing_specs))
     else:
         lines = [f"{f.file}:{f.line or ''} {f.rule} {f.message}".rstrip() for f in result.findings]
         lines += [f"still present: {t}" for t in result.remaining_targets]
@@ -36,7 +37,8 @@ def gate_report(result: TrialResult) -> str:
     cases += [_gate_case(result, gate, passed, suite) for gate, passed in result.gates.items()]
     for spec in result.failing_specs:
         case = TestCase(spec, classname=f"{suite}.specs")
-        case.add_failure_info(message="failed")
+        case.add_failure_info(message=result.spec_message(spec).partition("\n")[0] or "failed",
+                              output=result.spec_message(spec) or None)
         cases.append(case)
     if result.verdict is Verdict.FAILED and not result.gates:
         case = TestCase("submission", classname=suite)

@@ -23,7 +23,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 from pytest_reactbench.results.evidence import Evidence, ToolCall, gather
-from pytest_reactbench.results.load import ResultsError, read_record
 from pytest_reactbench.results.render import (
     BOARD_COLUMNS,
     COLOURS,
@@ -139,20 +138,6 @@ def _page(title: str, body: str) -> str:
             f"<style>{STYLE}</style></head><body>\n{body}\n</body></html>\n")
 
 
-def _from_record(result: TrialResult) -> TrialResult:
-    """The whole result where its record is at hand: JUnit properties (what a session
-    and a JUnit file give) carry no logs and fewer details."""
-    record = Path(result.record) if result.record else None
-    if record is None or not (record / "status.json").is_file():
-        return result
-    try:
-        full = read_record(record)
-    except ResultsError:
-        return result
-    same = (full.task, full.agent, full.attempt) == (result.task, result.agent, result.attempt)
-    return full if same else result
-
-
 def _slug(result: TrialResult, taken: set[str]) -> str:
     base = Path(result.record).name if result.record else f"{result.task}__{result.agent}__{result.attempt}"
     base = re.sub(r"[^A-Za-z0-9_.-]+", "-", base) or "trial"
@@ -206,8 +191,7 @@ def _reason(result: TrialResult, evidence: Evidence) -> str:
     if result.failing_specs:
         items = []
         for spec in result.failing_specs:
-            # A failing entry is the spec's name and its status in brackets.
-            message = evidence.spec_messages.get(spec.rsplit(" (", 1)[0], "")
+            message = result.spec_message(spec)
             items.append(f"<li><code>{_e(spec)}</code>"
                          + (f"<pre class=message>{_e(message)}</pre>" if message else "") + "</li>")
         parts.append(f"<h3>Failing specs ({len(result.failing_specs)})</h3>"
@@ -399,7 +383,6 @@ def write_site(outcomes: Sequence[TrialResult], out: Path, *, title: str = "Reac
     """report.html and the trial pages under `out`; returns report.html's path."""
     site = _Site(out)
     site.trials.mkdir(parents=True, exist_ok=True)
-    outcomes = [_from_record(o) for o in outcomes]
     board = Board(outcomes)
     taken: set[str] = set()
     pages: dict[int, str] = {}

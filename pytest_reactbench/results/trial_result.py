@@ -4,6 +4,7 @@ controls, replay), always through this model: no other code parses its forms."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
@@ -12,6 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 PROPERTY = "reactbench."
+#: The JUnit property that carries a whole result, every field, as JSON.
+RESULT = f"{PROPERTY}result"
 #: The most list entries (findings, failing specs, files) a JUnit property carries.
 MAX_LISTED = 20
 #: The most characters of a message a JUnit property carries.
@@ -133,7 +136,7 @@ def _unlisted(text: str | None) -> list[str]:
 class TrialResult(BaseModel):
     """One agent attempt at one task, from boot to verdict."""
 
-    model_config = ConfigDict(extra="ignore", validate_assignment=True)
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
     task: str
     agent: str
@@ -170,6 +173,9 @@ class TrialResult(BaseModel):
     #: Submission audit findings ("kind: path (detail)").
     audit: list[str] = Field(default_factory=list)
     failing_specs: list[str] = Field(default_factory=list)
+    #: Failing spec (as `failing_specs` names it, before its status) -> the first lines
+    #: of its assertion message, where the test reports gave one.
+    spec_messages: dict[str, str] = Field(default_factory=dict)
     findings: list[Finding] = Field(default_factory=list)
     #: Health targets the change was to fix and did not.
     remaining_targets: list[str] = Field(default_factory=list)
@@ -202,6 +208,14 @@ class TrialResult(BaseModel):
     @property
     def failed_gates(self) -> list[Gate]:
         return [gate for gate, ok in self.gates.items() if ok is False]
+
+    def spec_message(self, spec: str) -> str:
+        """The assertion message of one entry of `failing_specs` ("" when none was given)."""
+        return self.spec_messages.get(spec.rsplit(" (", 1)[0], "")
+
+    def retried(self, retries: int) -> TrialResult:
+        """This result, as the one reached after `retries` fresh starts."""
+        return self.model_copy(update={"retries": retries})
 
     @classmethod
     def error(cls, task: str, agent: str, attempt: int, exc: BaseException, **fields: Any) -> TrialResult:
@@ -281,12 +295,22 @@ class TrialResult(BaseModel):
             props.append((f"{p}react_doctor.unscanned", _listed(self.unscanned)))
         if self.record:
             props.append((f"{p}record", self.record))
+        # The whole result, for the readers: the properties above are for people and for
+        # tools that read JUnit, and they cut long lists and messages. ASCII JSON: no
+        # character of it is one that XML cannot carry or that its parsers normalise.
+        props.append((RESULT, json.dumps(self.model_dump(mode="json", exclude_defaults=True),
+                                         ensure_ascii=True, separators=(",", ":"))))
         return props
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> TrialResult | None:
         """Back from a testcase's properties; None when they are not a trial's."""
         p = PROPERTY
+        if RESULT in props:
+            try:
+                return cls.model_validate_json(props[RESULT])
+            except ValueError:
+                pass  # spoiled in transit: the readable properties still say most of it
         if f"{p}task" not in props or f"{p}verdict" not in props:
             return None
         stat = re.fullmatch(r"(\d+) files, \+(\d+) -(\d+)", props.get(f"{p}diff.stat", ""))

@@ -229,6 +229,8 @@ def _grade_fields(graded: Grade) -> dict[str, Any]:
     doctor = report.react_doctor
     fields.update(
         failing_specs=report.tests.failing,
+        spec_messages={f"{spec.file} > {spec.name}": spec.message for spec in report.tests.specs
+                       if spec.status != "passed" and spec.message},
         findings=[Finding(rule=f.rule, file=f.file, line=f.line, message=f.title or f.message)
                   for f in doctor.new],
         remaining_targets=doctor.remaining_targets,
@@ -274,8 +276,7 @@ class Trial:
         while True:
             record = self.records.open_trial(self.task.id, self.agent.name, self.attempt,
                                              self._manifest(retry_of))
-            result = self._run_once(record)
-            result.retries = retries
+            result = self._run_once(record).retried(retries)
             if result.failure == EngineLost.__name__:
                 # Like a worker that died: the trial never reached a verdict.
                 record.mark_incomplete(result.message, result.status())

@@ -116,7 +116,7 @@ def test_report_says_why_and_travels_as_a_folder(suite: pytest.Pytester, tmp_pat
     write_task(suite.path / "tasks", "counter", test_sh=GRADES, environment=GIT_WORKSPACE)
     broken = write_task(suite.path / "tasks", "broken")
     (broken / "task.toml").write_text('version = "1.0"\n[agent]\ntimout_sec = 5\n')
-    result = suite.runpytest("--reactbench-agent=oracle,tooler,breaker")
+    result = suite.runpytest("--reactbench-agent=oracle,tooler,breaker", "--junitxml=junit.xml")
     result.assert_outcomes(passed=1, failed=1, errors=2)
     (run,) = (suite.path / "records").iterdir()
     # The session's own report lists the task that failed to load.
@@ -167,6 +167,20 @@ def test_report_says_why_and_travels_as_a_folder(suite: pytest.Pytester, tmp_pat
     errored = _text(_browser(site / "trials" / "counter__breaker__1.html", profile, "--dump-dom"))
     assert "Error (SandboxError) : no score; the harness, a sandbox or the verifier broke" in errored
     assert "the engine went away (injected)" in errored
+
+    # From the JUnit file alone, the records gone: the same leaderboard and reasons.
+    assert main(["report", str(suite.path / "junit.xml"), "--out", str(tmp_path / "from-junit")]) == 0
+    again = _text(_browser(tmp_path / "from-junit" / "report.html", profile, "--dump-dom"))
+    board = re.compile(r"Leaderboard .*? (?=Usage|Trials)", re.S)
+    assert (match := board.search(index)) is not None and "tooler" in match.group(0)
+    assert match.group(0) in again
+    junit_failed = _text(_browser(tmp_path / "from-junit" / "trials" / "counter__tooler__1.html",
+                                  profile, "--dump-dom"))
+    for said in ("Failed (reward 0): failed gates tests, react_doctor", "The agent's ending: timeout",
+                 "src/App.test.tsx > counter > resets (failed) AssertionError: expected 3 to be 0",
+                 "no-array-index-key src/App.tsx:12 Array index used as a key",
+                 "thinking about the counter wrote out.txt", "FAIL src/App.test.tsx"):
+        assert said in junit_failed, said
 
     # The chart draws each agent's score with its interval: the agents' colours show.
     shot = tmp_path / "report.png"

@@ -1,0 +1,113 @@
+"""A TrialResult's two written forms (a record's status.json, a JUnit testcase's
+properties) give back every field, for any result: the summary, report.md, the HTML
+report and compare read one of them, so neither may lose anything."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from _pytest.junitxml import bin_xml_escape
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from pytest_reactbench.results.load import from_junit
+from pytest_reactbench.results.trial_result import (
+    RESULT,
+    BaseImage,
+    DiffStat,
+    Finding,
+    Gate,
+    Refusal,
+    TrialResult,
+    Verdict,
+    strip_ansi,
+)
+
+# Any text a trial can hold: newlines, quotes, markup, control and non-ASCII characters
+# (but none that Python's str cannot encode, and none that strip_ansi would change).
+text = st.text(st.characters(exclude_categories=("Cs",)), max_size=40).map(strip_ansi)
+names = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=20)
+# Image roles and duration phases name JUnit properties: the harness's own words.
+keys = st.from_regex(r"[a-z_]{1,12}", fullmatch=True)
+counts = st.integers(min_value=0, max_value=10**9)
+seconds = st.floats(min_value=0, max_value=10**5, allow_nan=False).map(lambda s: round(s, 3))
+
+results = st.builds(
+    TrialResult,
+    task=names, agent=names, attempt=st.integers(min_value=1, max_value=50),
+    verdict=st.sampled_from(Verdict),
+    reward=st.none() | st.floats(min_value=0, max_value=1, allow_nan=False),
+    gates=st.dictionaries(st.sampled_from(Gate), st.none() | st.booleans()),
+    failure=text, message=text, agent_ending=st.none() | text, agent_version=text,
+    input_tokens=st.none() | counts, output_tokens=st.none() | counts,
+    cost_usd=st.none() | st.floats(min_value=0, max_value=1000, allow_nan=False),
+    durations=st.dictionaries(keys, seconds, max_size=4),
+    record=text, backend=text, engine=text, formal=st.booleans(),
+    images=st.dictionaries(keys, text, max_size=3),
+    bases=st.lists(st.builds(BaseImage, name=names, digest=text,
+                             origin=st.sampled_from(["public", "stand-in", "system"])), max_size=3),
+    retries=st.integers(min_value=0, max_value=5),
+    diff=st.builds(DiffStat, files=st.lists(names, max_size=30), added=counts, removed=counts),
+    audit=st.lists(text, max_size=3),
+    failing_specs=st.lists(text, max_size=25),
+    spec_messages=st.dictionaries(names, text, max_size=3),
+    findings=st.lists(st.builds(Finding, rule=names, file=names, line=st.none() | counts,
+                                message=text), max_size=25),
+    remaining_targets=st.lists(text, max_size=3), unscanned=st.lists(text, max_size=3),
+    refused=st.lists(st.builds(Refusal, path=names, reason=text), max_size=3),
+    test_log_tail=text, agent_log_tail=text,
+)
+
+
+def _write_junit(path: Path, outcomes: list[TrialResult]) -> None:
+    """As pytest's JUnit writer does: each property's value with the characters XML
+    cannot carry replaced (its own escape), as an attribute."""
+    root = ET.Element("testsuites")
+    suite = ET.SubElement(root, "testsuite")
+    for outcome in outcomes:
+        case = ET.SubElement(suite, "testcase", name=bin_xml_escape(f"{outcome.task}::{outcome.agent}"))
+        props = ET.SubElement(case, "properties")
+        for name, value in outcome.properties():
+            ET.SubElement(props, "property", name=name, value=bin_xml_escape(value))
+    path.write_bytes(ET.tostring(root, encoding="utf-8"))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(outcome=results)
+def test_status_and_junit_forms_give_back_every_field(outcome: TrialResult, tmp_path: Path) -> None:
+    assert TrialResult.model_validate(outcome.status()) == outcome
+    assert TrialResult.from_properties(dict(outcome.properties())) == outcome
+    junit = tmp_path / "junit.xml"
+    _write_junit(junit, [outcome])
+    assert from_junit(junit) == [outcome]
+
+
+def test_the_readable_properties_alone_still_read_back() -> None:
+    # JUnit written before the whole result had a property of its own.
+    outcome = TrialResult(task="counter-reset", agent="nop", verdict=Verdict.FAILED, reward=0.0,
+                          gates={Gate.TESTS: False, Gate.REACT_DOCTOR: True},
+                          failing_specs=["src/Counter.test.tsx > resets (failed)"])
+    props = dict(outcome.properties())
+    del props[RESULT]
+    back = TrialResult.from_properties(props)
+    assert back is not None
+    assert (back.task, back.verdict, back.reward, back.gates, back.failing_specs) == (
+        outcome.task, outcome.verdict, outcome.reward, outcome.gates, outcome.failing_specs)
+
+
+def test_a_result_is_immutable() -> None:
+    outcome = TrialResult(task="t", agent="oracle", verdict=Verdict.PASSED)
+    with pytest.raises(ValidationError):
+        outcome.retries = 2  # type: ignore[misc]
+    assert outcome.retried(2).retries == 2 and outcome.retries == 0
+
+
+def test_a_failing_spec_is_named_with_its_message() -> None:
+    outcome = TrialResult(task="t", agent="nop", verdict=Verdict.FAILED,
+                          failing_specs=["src/a.test.tsx > has a Reset button (failed)"],
+                          spec_messages={"src/a.test.tsx > has a Reset button": "Unable to find"})
+    assert outcome.spec_message(outcome.failing_specs[0]) == "Unable to find"
+    assert outcome.spec_message("src/a.test.tsx > other (failed)") == ""
