@@ -84,6 +84,9 @@ class AgentOutcome:
     api_failure: str = ""
     #: The agent's last word as its CLI reports it (its result text), if it says one.
     said: str = ""
+    #: What a failing trial says first when the agent's ending explains the verdict
+    #: (a patch that did not apply), before the gates it failed.
+    headline: str = ""
 
 
 class Agent(ABC):

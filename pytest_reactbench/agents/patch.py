@@ -155,4 +155,11 @@ class PatchAgent(Agent):
         ctx.sandbox.write_file(PATCH_PATH, prediction.patch)
         result = ctx.sandbox.exec(APPLY, timeout=ctx.timeout)
         log = f"$ git apply {prediction.source}\n{result.text}{result.error_text}"
-        return shell_outcome(result.exit_code, result.timed_out, log)
+        outcome = shell_outcome(result.exit_code, result.timed_out, log)
+        if result.exit_code != 0 and not result.timed_out:
+            errors = [line for line in f"{result.text}\n{result.error_text}".splitlines()
+                      # (not --verbose's "error: while searching for:", the hunk's preamble)
+                      if line.startswith(("error:", "fatal:")) and not line.endswith(":")]
+            outcome.headline = (f"the patch from {prediction.source} did not apply"
+                                + (f" ({'; '.join(errors[:3])})" if errors else ""))
+        return outcome

@@ -447,6 +447,8 @@ class Trial:
                    "failed gate" + ("s " if len(failed) > 1 else " ") + ", ".join(failed))
         if "grading_stopped" in fields:
             message += "; " + fields.pop("grading_stopped")
+        if outcome is not None and outcome.headline:
+            message = f"{outcome.headline}; {message}"
         return finish(Verdict.FAILED, "+".join(failed) or "reward", message, **fields)
 
 

@@ -67,6 +67,8 @@ def test_patch_agent_end_to_end(suite: pytest.Pytester) -> None:
     result = suite.runpytest("--reactbench-agent=patch", f"--reactbench-patch={preds}",
                              "--junitxml=r.xml", "-rA")
     result.stdout.fnmatch_lines([
+        # The headline says the patch did not apply, with git's words, before the gates.
+        "FAILED: *; the patch from *preds.jsonl:2 did not apply (error: patch failed: base.txt:1*",
         "*The agent ended: exited-nonzero.*",
         "*error: patch failed: base.txt:1*",
         "tasks/gamma::gpt-x: not attempted: no patch for task 'gamma' in *preds.jsonl",

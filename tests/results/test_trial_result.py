@@ -13,6 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from pytest_reactbench.plugin.report import describe_failure
+from pytest_reactbench.results.gates import gate_report
 from pytest_reactbench.results.load import from_junit
 from pytest_reactbench.results.trial_result import (
     RESULT,
@@ -111,3 +113,21 @@ def test_a_failing_spec_is_named_with_its_message() -> None:
                           spec_messages={"src/a.test.tsx > has a Reset button": "Unable to find"})
     assert outcome.spec_message(outcome.failing_specs[0]) == "Unable to find"
     assert outcome.spec_message("src/a.test.tsx > other (failed)") == ""
+
+
+def test_the_failure_screen_and_the_gate_junit_show_the_assertion() -> None:
+    outcome = TrialResult(task="counter-reset", agent="nop", verdict=Verdict.FAILED, reward=0.0,
+                          gates={Gate.TESTS: False},
+                          failing_specs=["src/a.test.tsx > has a Reset button (failed)"],
+                          spec_messages={"src/a.test.tsx > has a Reset button":
+                                         'Unable to find an accessible element with the role "button"\n'
+                                         "at a.test.tsx:9"})
+    screen = describe_failure(outcome).splitlines()
+    spec = screen.index("  src/a.test.tsx > has a Reset button (failed)")
+    assert screen[spec + 1].strip() == 'Unable to find an accessible element with the role "button"'
+    assert screen[spec + 2].strip() == "at a.test.tsx:9"
+    cases = ET.fromstring(gate_report(outcome)).iter("testcase")
+    spec_case = next(c for c in cases if c.get("name") == outcome.failing_specs[0])
+    failure = spec_case.find("failure")
+    assert failure is not None
+    assert failure.get("message") == 'Unable to find an accessible element with the role "button"'
