@@ -23,6 +23,8 @@ class AgentAuthError(Exception):
     """The agent's model API refused its credentials mid-run: an error of its own class
     (no score, never retried), not a fail."""
 
+    retryable = False
+
 
 class AgentAPIError(Exception):
     """The agent's model API failed it: refused the connection, answered 5xx or 429

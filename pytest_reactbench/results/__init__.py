@@ -10,6 +10,7 @@ from pytest_reactbench.results.trial_result import (
     Refusal,
     TrialResult,
     Verdict,
+    retryable,
     strip_ansi,
 )
 
@@ -26,5 +27,6 @@ __all__ = [
     "Verdict",
     "new_run_id",
     "pid_alive",
+    "retryable",
     "strip_ansi",
 ]

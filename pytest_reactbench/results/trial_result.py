@@ -28,6 +28,12 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text)
 
 
+def retryable(failure: BaseException | type[BaseException]) -> bool:
+    """Whether a fresh start may mend this failure: its class says, by a `retryable`
+    attribute (an error is retried unless its class says no)."""
+    return bool(getattr(failure, "retryable", True))
+
+
 #: How a result's agent log tail starts when it is the CLI's own last word.
 AGENT_SAID = "The agent said: "
 
@@ -169,6 +175,8 @@ class TrialResult(BaseModel):
     bases: list[BaseImage] = Field(default_factory=list)
     #: How many times an error made this trial start again before this result.
     retries: int = 0
+    #: For an error: whether a fresh start may end otherwise (its failure class says).
+    retryable: bool = True
     diff: DiffStat = Field(default_factory=DiffStat)
     #: Submission audit findings ("kind: path (detail)").
     audit: list[str] = Field(default_factory=list)
@@ -221,7 +229,7 @@ class TrialResult(BaseModel):
     def error(cls, task: str, agent: str, attempt: int, exc: BaseException, **fields: Any) -> TrialResult:
         """A trial that ended in a harness error: no score."""
         return cls(task=task, agent=agent, attempt=attempt, verdict=Verdict.ERROR,
-                   failure=type(exc).__name__, message=str(exc), **fields)
+                   failure=type(exc).__name__, message=str(exc), retryable=retryable(exc), **fields)
 
     # -- status.json -------------------------------------------------------------------
 

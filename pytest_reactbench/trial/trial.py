@@ -29,6 +29,7 @@ from pytest_reactbench.results import (
     TrialRecord,
     TrialResult,
     Verdict,
+    retryable,
 )
 from pytest_reactbench.sandbox.base import (
     Backend,
@@ -73,10 +74,14 @@ class AgentUnavailable(SandboxError):
     """The agent's CLI is missing from its image or its `--version` fails: no retry
     mends that, and the agent never acted."""
 
+    retryable = False
+
 
 class UnsupportedTaskError(SandboxError):
     """The task asks for something this backend or harness does not provide: an error
     no retry can mend."""
+
+    retryable = False
 
 
 @dataclass(frozen=True)
@@ -282,9 +287,7 @@ class Trial:
                 record.mark_incomplete(result.message, result.status())
             else:
                 record.finish(result)
-            if (result.verdict is not Verdict.ERROR or retries >= self.options.retries
-                    or result.failure in (UnsupportedTaskError.__name__, AgentAuthError.__name__,
-                                          AgentUnavailable.__name__)):
+            if result.verdict is not Verdict.ERROR or retries >= self.options.retries or not result.retryable:
                 return result
             retries += 1
             record.event("retried", failure=result.failure, retry=retries)
@@ -319,7 +322,7 @@ class Trial:
         self._engine = ""
 
         def error(exc: BaseException, message: str | None = None) -> TrialResult:
-            return self._result(record, Verdict.ERROR, failure=type(exc).__name__,
+            return self._result(record, Verdict.ERROR, failure=type(exc).__name__, retryable=retryable(exc),
                                 message=str(exc) if message is None else message,
                                 durations=durations, **_provenance(images, self.backend))
 
@@ -397,7 +400,8 @@ class Trial:
                 outcome.api_failure = failed_by_egress(requests)
             if outcome.auth_failure:
                 # Nothing the agent left is its work: no score, and a retry would be refused too.
-                return finish(Verdict.ERROR, AgentAuthError.__name__, outcome.auth_failure)
+                return finish(Verdict.ERROR, AgentAuthError.__name__, outcome.auth_failure,
+                              retryable=retryable(AgentAuthError))
             if outcome.api_failure:
                 # The model API's fault, not the agent's work: no score; a retry may get through.
                 return finish(Verdict.ERROR, AgentAPIError.__name__, outcome.api_failure)
@@ -430,7 +434,7 @@ class Trial:
             # The submission broke the grading once its code or files were in play.
             return finish(Verdict.FAILED, exc.failure, str(exc))
         except (SandboxError, VerifierError) as exc:
-            return finish(Verdict.ERROR, type(exc).__name__, str(exc))
+            return finish(Verdict.ERROR, type(exc).__name__, str(exc), retryable=retryable(exc))
         if graded.details is not None:
             # Our verifier times its parts: the task's test command and the React Doctor scan.
             for phase in ("test_command", "scan"):
