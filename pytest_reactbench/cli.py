@@ -200,7 +200,7 @@ def _report(args: argparse.Namespace) -> int:
     runs = []
     try:
         # The runs (or the shards of one run) as one leaderboard.
-        outcomes = load_run([Path(raw) for raw in args.runs])
+        outcomes = load_run([Path(raw) for raw in args.runs], merge_runs=args.merge_runs)
         for raw in args.runs:
             folder = Path(raw)
             for manifest in ([folder / "manifest.json"] if (folder / "manifest.json").is_file()
@@ -358,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--out", help="the folder of report.md, report.html and the trial pages, "
                         "self-contained (default: the first run)")
     report.add_argument("--title", default="ReactBench results")
+    report.add_argument("--merge-runs", action="store_true",
+                        help="rank different runs of one backend on one leaderboard (by default "
+                        "only one run, or the shards of one, is reported)")
     report.set_defaults(run=_report)
     comparing = commands.add_parser("compare", help="flips and regressions between two runs")
     comparing.add_argument("base_run", nargs="?", metavar="BASE",

@@ -297,11 +297,12 @@ def pytest_runtest_makereport(
     elif report.when == "call" and report.passed:
         result = item.funcargs.get("reactbench_trial")  # type: ignore[assignment]
     elif report.when == "setup" and report.skipped and item.not_attempted:
-        result = TrialResult(task=item.task.id, agent=item.agent.name, attempt=item.attempt,
-                             verdict=Verdict.NOT_ATTEMPTED, message=item.not_attempted)
+        result = item.config.stash[SESSION_KEY].not_attempted(item.task, item.agent.name, item.attempt,
+                                                              item.not_attempted)
     elif report.when == "setup" and call.excinfo is not None:
         # A stage a conftest.py replaced broke before the trial began.
-        result = TrialResult.error(item.task.id, item.agent.name, item.attempt, call.excinfo.value)
+        result = TrialResult.error(item.task.id, item.agent.name, item.attempt, call.excinfo.value,
+                                   run=item.config.stash[SESSION_KEY].records.run_id)
         item.config.stash[SESSION_KEY].trial_finished(result, item)
         if isinstance(call.excinfo.value, SandboxError):
             report.longrepr = describe_failure(result)  # an engine that is down, say

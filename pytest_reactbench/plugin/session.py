@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import pytest
 
@@ -13,7 +12,7 @@ from pytest_reactbench.agents import Agent
 from pytest_reactbench.agents.command import CommandAgent, CommandSpec
 from pytest_reactbench.plugin.progress import OncePerSession, progress_printer
 from pytest_reactbench.plugin.settings import Settings, UsageError
-from pytest_reactbench.results import RunRecords
+from pytest_reactbench.results import RunRecords, TrialResult, Verdict
 from pytest_reactbench.results.load import ResultsError
 from pytest_reactbench.results.resume import kept_trials
 from pytest_reactbench.sandbox.base import Backend, SandboxError
@@ -21,9 +20,6 @@ from pytest_reactbench.sandbox.registry import BackendRegistryError, merge_backe
 from pytest_reactbench.sandbox.relay import loopback_port
 from pytest_reactbench.tasks import Task
 from pytest_reactbench.trial import AgentUnavailable, Stages, TrialOptions, preflight
-
-if TYPE_CHECKING:
-    from pytest_reactbench.results import TrialResult
 
 
 def _merge_agents(parts: list[Mapping[str, object]]) -> dict[str, object]:
@@ -82,6 +78,7 @@ class ReactbenchSession:
             retries=settings.retries,
             timeout_multiplier=settings.timeout_multiplier,
             labels={"run": run_id, "worker": self.worker},
+            shard=f"{settings.shard[0]}/{settings.shard[1]}" if settings.shard else "",
             manifest={"plugin_version": __version__, "run_id": run_id,
                       # What a replay of one of this session's trials repeats.
                       "options": replay_options(settings)},
@@ -180,6 +177,19 @@ class ReactbenchSession:
     def made_backend(self) -> Backend | None:
         """The backend, if this process made one (it is made on first use)."""
         return self._backend
+
+    def not_attempted(self, task: Task, agent: str, attempt: int, reason: str) -> TrialResult:
+        """A trial its agent does not attempt (no prediction for the task), with a record
+        of its own: a report made later from the records keeps it, and the agent stays
+        unranked there as in the session's own report."""
+        record = self.records.open_trial(task.id, agent, attempt, {
+            "task": task.id, "task_path": str(task.path), "agent": agent, "attempt": attempt,
+            "backend": self.settings.backend})
+        result = TrialResult(task=task.id, agent=agent, attempt=attempt, verdict=Verdict.NOT_ATTEMPTED,
+                             message=reason, run=self.records.run_id, shard=self.trial_options.shard,
+                             record=str(record.path), backend=self.settings.backend)
+        record.finish(result)
+        return result
 
     def trial_finished(self, result: TrialResult, item: pytest.Item) -> None:
         self.results.append(result)

@@ -84,11 +84,42 @@ def load_outcomes(path: Path) -> list[TrialResult]:
     return outcomes
 
 
-def load_run(paths: Sequence[Path]) -> list[TrialResult]:
+def _described(run: str, outcomes: list[TrialResult]) -> str:
+    agents = ",".join(dict.fromkeys(o.agent for o in outcomes))
+    backends = ",".join(sorted({o.backend for o in outcomes if o.backend})) or "?"
+    return f"{run} ({backends}; {agents}; {len({o.task for o in outcomes})} task(s))"
+
+
+def check_one_run(outcomes: Sequence[TrialResult], merge_runs: bool = False) -> None:
+    """Refuse to rank together what is not one run: trials of different backends
+    (never comparable), or of different runs that are not the shards of one (unless
+    `merge_runs`: runs of the same backend, ranked on one leaderboard on purpose).
+    Results from before trials named their run are taken as they come."""
+    backends = sorted({o.backend for o in outcomes if o.backend})
+    if len(backends) > 1:
+        raise ResultsError(f"these results ran on different backends ({', '.join(backends)}): "
+                           "their verdicts are not comparable; report each backend's run on its own")
+    runs: dict[str, list[TrialResult]] = {}
+    for outcome in outcomes:
+        if outcome.run:
+            runs.setdefault(outcome.run, []).append(outcome)
+    if len(runs) < 2 or merge_runs:
+        return
+    shards = {run: {o.shard for o in found} for run, found in runs.items()}
+    of = {shard.partition("/")[2] for found in shards.values() for shard in found}
+    if (all(len(found) == 1 and "" not in found for found in shards.values()) and len(of) == 1
+            and len({next(iter(found)) for found in shards.values()}) == len(runs)):
+        return  # the distinct shards K/N of one N: one run
+    described = "; ".join(_described(run, found) for run, found in sorted(runs.items()))
+    raise ResultsError(f"these are {len(runs)} different runs, not the shards of one: {described}. "
+                       "Report each on its own, or give --merge-runs to rank them on one leaderboard")
+
+
+def load_run(paths: Sequence[Path], merge_runs: bool = False) -> list[TrialResult]:
     """Several JUnit files or run folders (the shards of one run) as one run. A trial
     (task, agent, attempt) found in two of them is an error naming both: shards of one
-    run never overlap, and counting it twice would weigh it twice. (Within one path,
-    a folder of several runs, each trial counts as `load_outcomes` counts it.)"""
+    run never overlap, and counting it twice would weigh it twice. Different runs are
+    refused (`check_one_run`)."""
     seen: dict[tuple[str, str, int], Path] = {}
     outcomes: list[TrialResult] = []
     for path in paths:
@@ -103,4 +134,5 @@ def load_run(paths: Sequence[Path]) -> list[TrialResult]:
                     f"and {path}: the shards of one run must not overlap")
         seen.update({(o.task, o.agent, o.attempt): path for o in found})
         outcomes += found
+    check_one_run(outcomes, merge_runs)
     return outcomes

@@ -148,6 +148,10 @@ class TrialResult(BaseModel):
     agent: str
     attempt: int = 1
     verdict: Verdict
+    #: The run this trial belongs to (its id), and the shard of it ("K/N") if sharded:
+    #: reports rank one run (or the shards of one) at a time.
+    run: str = ""
+    shard: str = ""
     reward: float | None = None
     #: Gate -> passed (None when the verifier did not say).
     gates: dict[Gate, bool | None] = Field(default_factory=dict)

@@ -98,6 +98,8 @@ class TrialOptions:
     labels: Mapping[str, str] = field(default_factory=dict)
     #: More entries of every trial's manifest.json (how to replay it...).
     manifest: Mapping[str, Any] = field(default_factory=dict)
+    #: The shard of its run the session is ("K/N"), if it is one.
+    shard: str = ""
 
 
 def limits_of(env: EnvironmentConfig) -> Limits:
@@ -312,7 +314,8 @@ class Trial:
 
     def _result(self, record: TrialRecord, verdict: Verdict, **fields: Any) -> TrialResult:
         return TrialResult(task=self.task.id, agent=self.agent.name, attempt=self.attempt,
-                           verdict=verdict, record=str(record.path), backend=self.backend.name,
+                           verdict=verdict, run=self.records.run_id, shard=self.options.shard,
+                           record=str(record.path), backend=self.backend.name,
                            agent_version=self.agent.version, engine=self._engine, **fields)
 
     def _run_once(self, record: TrialRecord) -> TrialResult:

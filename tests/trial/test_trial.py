@@ -88,7 +88,8 @@ def test_no_retry_mends_a_task_the_harness_cannot_run(tmp_path: Path, backend: L
     records = RunRecords(tmp_path / "records", "run1")
     result = Trial(task, OracleAgent(), stages=stages(backend), records=records,
                    options=TrialOptions(retries=3)).run()
-    assert (result.verdict, result.failure, result.retryable) == (Verdict.ERROR, "UnsupportedTaskError", False)
+    assert (result.verdict, result.failure) == (Verdict.ERROR, "UnsupportedTaskError")
+    assert not result.retryable
     assert result.message.endswith("task.toml: [environment].gpus = 1: no sandbox backend here provides GPUs")
     assert len(list(records.run_dir.iterdir())) == 1
 
