@@ -37,6 +37,7 @@ from pytest_reactbench.plugin.session import SESSION_KEY, ReactbenchSession
 from pytest_reactbench.plugin.settings import addoption, read_settings
 from pytest_reactbench.plugin.summary import ResultsSummary
 from pytest_reactbench.results import TrialResult, Verdict, new_run_id
+from pytest_reactbench.results.manifest import RunManifest
 from pytest_reactbench.sandbox.base import SandboxError
 from pytest_reactbench.tasks import Task, TaskError, find_tasks, load_task
 from pytest_reactbench.trial import Stages
@@ -164,22 +165,19 @@ def pytest_configure(config: pytest.Config) -> None:
         # config.args is read by the session's collection right after configure.
         config.args[:] = [str(root) for root in settings.task_roots]
     if workerinput is None:
-        manifest = {
-            "started_at": time.time(),
-            "plugin_version": __version__,
-            "backend": settings.backend,
-            "agents": list(settings.agents),
-            "agent_versions": {a.name: a.version for a in session.agents.values() if a.version},
-            "timeout_multiplier": settings.timeout_multiplier,
-            "task_roots": [str(r) for r in settings.task_roots],
-            "args": list(config.invocation_params.args),
-            **({"shard": f"{settings.shard[0]}/{settings.shard[1]}"} if settings.shard else {}),
-            **({"engines": list(settings.docker_hosts)} if settings.docker_hosts else {}),
-        }
         if settings.resume:
-            session.records.add_resumption({**manifest, "kept": len(session.kept)})
+            session.records.add_resumption(list(config.invocation_params.args), len(session.kept))
         else:
-            session.records.write_manifest(manifest)
+            session.records.write_manifest(RunManifest(
+                run_id=run_id, started_at=time.time(), plugin_version=__version__,
+                args=list(config.invocation_params.args),
+                task_roots=[str(r) for r in settings.task_roots], backend=settings.backend,
+                agents=list(settings.agents),
+                agent_versions={a.name: a.version for a in session.agents.values() if a.version},
+                attempts=settings.attempts, retries=settings.retries, strict=settings.strict,
+                images=settings.images, timeout_multiplier=settings.timeout_multiplier,
+                shard=f"{settings.shard[0]}/{settings.shard[1]}" if settings.shard else None,
+                engines=list(settings.docker_hosts)))
         if config.pluginmanager.hasplugin("xdist"):
             config.pluginmanager.register(XdistHooks(run_id, session.selected), "reactbench-xdist")
         config.pluginmanager.register(

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pytest_reactbench.plugin.shards import Shard, parse_shard
 from pytest_reactbench.results.load import ResultsError
+from pytest_reactbench.results.manifest import RunManifest
 from pytest_reactbench.results.resume import resolve_run
 from pytest_reactbench.sandbox.image_registry import parse_image_registry
 from pytest_reactbench.sandbox.mirrors import GitMirror, parse_git_mirrors
@@ -293,8 +295,6 @@ def read_settings(config: pytest.Config) -> Settings:
             resume = resolve_run(records, opt.reactbench_resume)
         except ResultsError as exc:
             raise UsageError(str(exc)) from None
-        if not agents:
-            agents = tuple(_run_agents(resume))
     explicit_paths = config.args_source is pytest.Config.ArgsSource.ARGS
     for baseline in opt.reactbench_baseline:
         if not _cli_path(config, baseline).exists():
@@ -312,7 +312,7 @@ def read_settings(config: pytest.Config) -> Settings:
         for root in roots:
             if not root.exists():
                 raise UsageError(f"{source}: {root} does not exist")
-    return Settings(
+    settings = Settings(
         agents=agents,
         task_roots=roots,
         backend=opt.reactbench_sandbox or config.getini("reactbench_sandbox"),
@@ -343,18 +343,58 @@ def read_settings(config: pytest.Config) -> Settings:
         shard=shard,
         docker_hosts=docker_hosts,
     )
+    return _resumed(settings, opt) if resume else settings
 
 
-def _run_agents(run_dir: Path) -> list[str]:
-    """The agents a recorded run was asked for."""
+#: What a resumed run takes from its manifest: the Settings field, the option that
+#: sets it (its dest on the command line), and the manifest's form of the value.
+INHERITED: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
+    ("agents", "--reactbench-agent", tuple),
+    ("backend", "--reactbench-sandbox", str),
+    ("attempts", "--reactbench-attempts", int),
+    ("retries", "--reactbench-retries", int),
+    ("strict", "--reactbench-strict", bool),
+    ("images", "--reactbench-images", str),
+    ("timeout_multiplier", "--reactbench-timeout-multiplier", float),
+    ("shard", "--reactbench-shard", lambda text: parse_shard(text, "manifest shard")),
+)
+
+
+def _shown(name: str, value: Any) -> str:
+    if name == "agents":
+        return ",".join(value)
+    if name == "shard":
+        return f"{value[0]}/{value[1]}" if value else "(none)"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _resumed(settings: Settings, opt: Any) -> Settings:
+    """A resumed run goes on as it was made: the agents, backend, attempts and options
+    its manifest records are its own, and a command line that asks for others is a
+    usage error naming the option (a run is never scored under two settings)."""
+    assert settings.resume is not None
     try:
-        agents = json.loads((run_dir / "manifest.json").read_text()).get("agents")
-    except (OSError, ValueError, AttributeError):
-        agents = None
-    if not isinstance(agents, list) or not agents:
-        raise UsageError(f"--reactbench-resume: {run_dir / 'manifest.json'} names no agents; "
+        manifest = RunManifest.read(settings.resume)
+    except ResultsError as exc:
+        raise UsageError(f"--reactbench-resume: {exc}") from None
+    inherited: dict[str, Any] = {}
+    for name, option, convert in INHERITED:
+        recorded = getattr(manifest, name)
+        if recorded is None or (name == "agents" and not recorded):
+            continue  # an older run's manifest did not say: this session decides
+        value = convert(recorded)
+        given = getattr(opt, option.removeprefix("--").replace("-", "_"))
+        current = getattr(settings, name)
+        if given not in (None, []) and (set(current) != set(value) if name == "agents" else current != value):
+            raise UsageError(
+                f"--reactbench-resume: run {manifest.run_id} was made with {option}={_shown(name, value)}, "
+                f"and this command gives {option}={_shown(name, current)}; a resumed run keeps its own: "
+                f"drop {option}, or start a new run")
+        inherited[name] = value
+    if not inherited.get("agents", settings.agents):
+        raise UsageError(f"--reactbench-resume: {settings.resume / 'manifest.json'} names no agents; "
                          "give them with --reactbench-agent")
-    return [str(a) for a in agents]
+    return replace(settings, **inherited)
 
 
 def _multiplier(option: float | None, ini: str) -> float:

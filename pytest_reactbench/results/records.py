@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_reactbench.results.gates import gate_report
+from pytest_reactbench.results.manifest import MANIFEST, Resumption, RunManifest
 from pytest_reactbench.results.trial_result import TrialResult
 
 
@@ -81,22 +82,21 @@ class RunRecords:
         #: Trials begun and not yet finished in this process.
         self.open: set[TrialRecord] = set()
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
+    def write_manifest(self, manifest: RunManifest) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(self.run_dir / "manifest.json", {"run_id": self.run_id, **manifest})
+        write_json_atomic(self.run_dir / MANIFEST, manifest.to_json())
 
-    def add_resumption(self, session: dict[str, Any]) -> None:
+    def add_resumption(self, args: list[str], kept: int) -> None:
         """A later session that resumes this run: the manifest keeps the first
         session's entries and lists each resumption."""
-        path = self.run_dir / "manifest.json"
-        manifest = json.loads(path.read_text())
-        manifest.setdefault("resumed", []).append({**session, "at": time.time()})
-        write_json_atomic(path, manifest)
+        manifest = RunManifest.read(self.run_dir)
+        manifest.resumed.append(Resumption(at=time.time(), args=args, kept=kept))
+        self.write_manifest(manifest)
 
     def remove_if_empty(self) -> None:
         """A run that began no trial (a usage error, --collect-only) leaves no folder."""
-        if self.run_dir.is_dir() and all(p.name == "manifest.json" for p in self.run_dir.iterdir()):
-            (self.run_dir / "manifest.json").unlink(missing_ok=True)
+        if self.run_dir.is_dir() and all(p.name == MANIFEST for p in self.run_dir.iterdir()):
+            (self.run_dir / MANIFEST).unlink(missing_ok=True)
             self.run_dir.rmdir()
 
     def open_trial(self, task_id: str, agent: str, attempt: int, manifest: dict[str, Any]) -> TrialRecord:

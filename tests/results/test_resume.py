@@ -107,3 +107,31 @@ def test_resume_of_an_unknown_run_says_which_exist(suite: pytest.Pytester) -> No
     result = suite.runpytest("--reactbench-resume=last")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--reactbench-resume: *alpha__nop__1: unreadable record*"])
+
+
+def test_a_resumed_run_keeps_its_attempts_and_refuses_other_options(suite: pytest.Pytester) -> None:
+    suite.makeconftest(BREAKS_ON_BETA)
+    for name in ("alpha", "beta"):
+        write_task(suite.path / "tasks", name)
+    (suite.path / "break-beta").write_text("")
+    suite.runpytest("--reactbench-agent=solver", "--reactbench-attempts=2").assert_outcomes(
+        passed=2, errors=2)
+    (run,) = (suite.path / "records").iterdir()
+    (suite.path / "break-beta").unlink()
+    # Without --reactbench-attempts, the run's two attempts, not the default one.
+    result = suite.runpytest("--reactbench-resume=last")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines([
+        f"resumed run {run.name}: 2 scored trial(s) kept from its records, 2 run in this session"])
+    # The run's report is rewritten over what the run had: two attempts a task.
+    assert "(k=2)" in (run / "report.md").read_text()
+    # An option that would score the run under other settings is refused by name.
+    for option, said in (("--reactbench-attempts=3", "--reactbench-attempts=2"),
+                         ("--reactbench-agent=nop", "--reactbench-agent=solver"),
+                         ("--reactbench-timeout-multiplier=2", "--reactbench-timeout-multiplier=1")):
+        refused = suite.runpytest("--reactbench-resume=last", option)
+        assert refused.ret == pytest.ExitCode.USAGE_ERROR
+        refused.stderr.fnmatch_lines([f"*--reactbench-resume: run {run.name} was made with {said}, "
+                                      f"and this command gives {option}; a resumed run keeps its own*"])
+    # The same value, given again, is no conflict.
+    suite.runpytest("--reactbench-resume=last", "--reactbench-attempts=2").assert_outcomes(passed=4)
