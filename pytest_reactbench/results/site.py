@@ -23,6 +23,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 from pytest_reactbench.results.evidence import Evidence, ToolCall, gather
+from pytest_reactbench.results.load import ResultsError
+from pytest_reactbench.results.manifest import RunManifest
 from pytest_reactbench.results.render import (
     BOARD_COLUMNS,
     COLOURS,
@@ -64,10 +66,8 @@ class RunInfo:
     @classmethod
     def read(cls, run_dir: Path) -> RunInfo | None:
         try:
-            manifest = json.loads((run_dir / "manifest.json").read_text())
-        except (OSError, ValueError):
-            return None
-        if not isinstance(manifest, dict) or "run_id" not in manifest:
+            manifest = RunManifest.read(run_dir)
+        except ResultsError:
             return None
         errors = []
         try:
@@ -76,13 +76,12 @@ class RunInfo:
         except (OSError, ValueError, KeyError, TypeError):
             pass
         return cls(
-            run_id=str(manifest["run_id"]),
-            started=_date(manifest.get("started_at"), str(manifest["run_id"])),
-            command=" ".join(["pytest", *map(str, manifest.get("args") or [])]),
-            plugin_version=str(manifest.get("plugin_version", "")),
-            backend=str(manifest.get("backend", "")),
-            resumed=[_date(r.get("at"), "") + ": pytest " + " ".join(map(str, r.get("args") or []))
-                     for r in manifest.get("resumed") or [] if isinstance(r, dict)],
+            run_id=manifest.run_id,
+            started=_date(manifest.started_at, manifest.run_id),
+            command=" ".join(["pytest", *manifest.args]),
+            plugin_version=manifest.plugin_version,
+            backend=manifest.backend or "",
+            resumed=[_date(r.at, "") + ": pytest " + " ".join(r.args) for r in manifest.resumed],
             collection_errors=errors,
         )
 
