@@ -213,7 +213,8 @@ def _report(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out) if args.out else Path(args.runs[0] if Path(args.runs[0]).is_dir() else ".")
     out.mkdir(parents=True, exist_ok=True)
-    text = markdown(outcomes, args.title)
+    text = markdown(outcomes, args.title, incomplete=[f"run {r.run_id}: {r.incomplete}" for r in runs
+                                                      if r.incomplete])
     (out / "report.md").write_text(text)
     index = write_site(outcomes, out, title=args.title, runs=runs)
     print(text)

@@ -227,6 +227,11 @@ def _ini_path(config: pytest.Config, value: str) -> Path:
     return path if path.is_absolute() else config.rootpath / path
 
 
+def ini_records(config: pytest.Config) -> Path:
+    """The records folder a session without --reactbench-records writes to."""
+    return _ini_path(config, config.getini("reactbench_records"))
+
+
 def _cli_path(config: pytest.Config, value: str) -> Path:
     path = Path(os.path.expanduser(value))
     return path if path.is_absolute() else config.invocation_params.dir / path
@@ -243,7 +248,7 @@ def read_settings(config: pytest.Config) -> Settings:
         roots = tuple(_ini_path(config, p) for p in config.getini("reactbench_tasks"))
     records = (
         _cli_path(config, opt.reactbench_records) if opt.reactbench_records
-        else _ini_path(config, config.getini("reactbench_records"))
+        else ini_records(config)
     )
     cache_value = opt.reactbench_cache or os.environ.get("REACTBENCH_CACHE")
     if cache_value:

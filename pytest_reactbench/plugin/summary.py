@@ -8,7 +8,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+from _pytest.junitxml import xml_key
 
+from pytest_reactbench.plugin.settings import ini_records
 from pytest_reactbench.results import TrialResult, Verdict
 from pytest_reactbench.results.aggregate import MAX_ERROR_RATE, AgentScore, score_agents
 from pytest_reactbench.results.compare import Comparison, compare
@@ -59,27 +61,64 @@ class ResultsSummary:
         self.collection_errors: dict[str, CollectionError] = {}
         self.comparison: Comparison | None = None
         self.baseline_error: str | None = None
+        #: The items the session was to run (its own, or its xdist workers'), and those
+        #: that reported: the difference never ran.
+        self.expected: list[str] = []
+        self.reported: set[str] = set()
+        #: Said when items never ran (an interrupt, -x): how many, and how to resume.
+        self.incomplete: str | None = None
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if not self.expected:  # (under xdist, the workers' ids: see `expect`)
+            self.expected = [item.nodeid for item in session.items]
+
+    def expect(self, ids: Sequence[str]) -> None:
+        self.expected = list(ids)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.reported.add(report.nodeid)
         outcome = outcome_of(report)
         if outcome is not None:
             self.outcomes.append(outcome)
+
+    def _resume_command(self, config: pytest.Config) -> str:
+        command = f"pytest --reactbench-resume={self.records.run_id}"
+        if self.records.root.resolve() != ini_records(config).resolve():
+            command += f" --reactbench-records={self.records.root}"
+        return command
+
+    def _mark_incomplete(self, session: pytest.Session, exitstatus: int) -> None:
+        unrun = [nodeid for nodeid in self.expected if nodeid not in self.reported]
+        if not self.records.run_dir.is_dir():
+            return
+        if unrun:
+            why = ("interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED
+                   else "the session stopped early")
+            self.incomplete = (f"{len(unrun)} of {len(self.expected)} item(s) never ran ({why}); "
+                               f"resume the run with: {self._resume_command(session.config)}")
+            xml = session.config.stash.get(xml_key, None)
+            if xml is not None:
+                xml.add_global_property("reactbench.incomplete", self.incomplete)
+        self.records.set_incomplete(self.incomplete)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             self.collection_errors[report.nodeid] = CollectionError(
                 report.nodeid or ".", strip_ansi(report.longreprtext))
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    @pytest.hookimpl(tryfirst=True)  # before the JUnit file is written
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         # A worker that died left its trials' records running and its sandboxes behind.
         if self.records.close_orphans():
             self.sweep()
         if not self.outcomes:
             return
+        self._mark_incomplete(session, exitstatus)
         run_dir = self.records.run_dir
         if self.collection_errors:
             write_collection_errors(run_dir, list(self.collection_errors.values()))
-        (run_dir / "report.md").write_text(markdown(self.outcomes))
+        (run_dir / "report.md").write_text(markdown(self.outcomes,
+                                                    incomplete=[self.incomplete] if self.incomplete else []))
         info = RunInfo.read(run_dir)
         write_site(self.outcomes, run_dir, runs=[info] if info else [])
         if not self.baselines:
@@ -137,6 +176,8 @@ class ResultsSummary:
             tr.line(f"{task:<{twidth}}" + "".join(cells))
         tr.line("")
         tr.line(f"records and leaderboard: {self.records.run_dir} (report.md, report.html)")
+        if self.incomplete:
+            tr.line(f"reactbench: INCOMPLETE run: {self.incomplete}", red=True)
         if self.baseline_error:
             tr.line(f"reactbench baseline: {self.baseline_error}", red=True)
         elif self.comparison is not None:

@@ -48,6 +48,9 @@ class RunManifest(BaseModel):
     shard: str | None = None
     engines: list[str] = Field(default_factory=list)
     resumed: list[Resumption] = Field(default_factory=list)
+    #: Set while the run lacks items its last session was to run (it was interrupted
+    #: or stopped early): what never ran, and how to resume it.
+    incomplete: str | None = None
 
     @classmethod
     def read(cls, run_dir: Path) -> RunManifest:

@@ -93,6 +93,12 @@ class RunRecords:
         manifest.resumed.append(Resumption(at=time.time(), args=args, kept=kept))
         self.write_manifest(manifest)
 
+    def set_incomplete(self, why: str | None) -> None:
+        """Mark the run as lacking items (why, and how to resume), or as whole again."""
+        manifest = RunManifest.read(self.run_dir)
+        if manifest.incomplete != why:
+            self.write_manifest(manifest.model_copy(update={"incomplete": why}))
+
     def remove_if_empty(self) -> None:
         """A run that began no trial (a usage error, --collect-only) leaves no folder."""
         if self.run_dir.is_dir() and all(p.name == MANIFEST for p in self.run_dir.iterdir()):

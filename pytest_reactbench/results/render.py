@@ -93,11 +93,12 @@ class Board:
         return out
 
 
-def markdown(outcomes: Sequence[TrialResult], title: str = "ReactBench results") -> str:
+def markdown(outcomes: Sequence[TrialResult], title: str = "ReactBench results",
+             incomplete: Sequence[str] = ()) -> str:
     board = Board(outcomes)
     tasks, agents, cells, scores = board.tasks, board.agents, board.cells, board.scores
-    lines = [f"# {title}", "", provenance(outcomes), "", "| " + " | ".join(BOARD_COLUMNS) + " |",
-             "|---" * len(BOARD_COLUMNS) + "|"]
+    lines = [f"# {title}", "", *(f"**INCOMPLETE**: {why}\n" for why in incomplete), provenance(outcomes), "",
+             "| " + " | ".join(BOARD_COLUMNS) + " |", "|---" * len(BOARD_COLUMNS) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in board.rows()]
     usage = usage_lines(outcomes)
     if usage:

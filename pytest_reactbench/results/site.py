@@ -61,6 +61,8 @@ class RunInfo:
     plugin_version: str = ""
     backend: str = ""
     resumed: list[str] = field(default_factory=list)
+    #: What the run lacks, if its last session did not run all its items.
+    incomplete: str = ""
     collection_errors: list[CollectionError] = field(default_factory=list)
 
     @classmethod
@@ -82,6 +84,7 @@ class RunInfo:
             plugin_version=manifest.plugin_version,
             backend=manifest.backend or "",
             resumed=[_date(r.at, "") + ": pytest " + " ".join(r.args) for r in manifest.resumed],
+            incomplete=manifest.incomplete or "",
             collection_errors=errors,
         )
 
@@ -351,6 +354,8 @@ def _header(outcomes: Sequence[TrialResult], runs: Sequence[RunInfo]) -> str:
                     ("command", f"<code>{_e(run.command)}</code>"),
                     ("plugin version", _e(run.plugin_version))]
         entries += [("resumed", _e(r)) for r in run.resumed]
+        if run.incomplete:
+            entries.append(("INCOMPLETE", f'<b class=incomplete>{_e(run.incomplete)}</b>'))
     backends = sorted({o.backend for o in outcomes if o.backend} | {r.backend for r in runs if r.backend})
     entries.append(("backend", _e(", ".join(backends) or "?")))
     bases = sorted({str(b) for o in outcomes for b in o.bases})

@@ -135,3 +135,51 @@ def test_a_resumed_run_keeps_its_attempts_and_refuses_other_options(suite: pytes
                                       f"and this command gives {option}; a resumed run keeps its own*"])
     # The same value, given again, is no conflict.
     suite.runpytest("--reactbench-resume=last", "--reactbench-attempts=2").assert_outcomes(passed=4)
+
+
+INTERRUPTS_ON_BETA = """
+from pathlib import Path
+
+import pytest
+from pytest_reactbench.agents import Agent, AgentOutcome
+
+
+class Solver(Agent):
+    name = "solver"
+
+    def run(self, ctx):
+        if ctx.task.id == "beta" and Path(__file__).with_name("interrupt").exists():
+            raise KeyboardInterrupt  # what Ctrl-C does to the session while beta runs
+        ctx.sandbox.exec("echo hello > /app/out.txt")
+        return AgentOutcome("completed", 0)
+
+
+@pytest.hookimpl
+def pytest_reactbench_agents():
+    return {"solver": lambda arg, settings: Solver()}
+"""
+
+
+def test_an_interrupted_run_says_what_never_ran_and_how_to_resume(suite: pytest.Pytester) -> None:
+    suite.makeconftest(INTERRUPTS_ON_BETA)
+    for name in ("alpha", "beta", "gamma"):
+        write_task(suite.path / "tasks", name)
+    (suite.path / "interrupt").write_text("")
+    # In a process of its own: an interrupt in-process would stop this session too.
+    result = suite.runpytest_subprocess("--reactbench-agent=solver", "--junitxml=r.xml")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    (run,) = (suite.path / "records").iterdir()
+    said = (f"2 of 3 item(s) never ran (interrupted); resume the run with: "
+            f"pytest --reactbench-resume={run.name}")
+    result.stdout.fnmatch_lines([f"reactbench: INCOMPLETE run: {said}"])
+    assert f"**INCOMPLETE**: {said}" in (run / "report.md").read_text()
+    assert json.loads((run / "manifest.json").read_text())["incomplete"] == said
+    assert f'name="reactbench.incomplete" value="{said}"' in (suite.path / "r.xml").read_text()
+
+    # The printed command resumes it, and the run is whole again.
+    (suite.path / "interrupt").unlink()
+    resumed = suite.runpytest(said.rpartition(": ")[2].removeprefix("pytest "))
+    resumed.assert_outcomes(passed=3)
+    assert "INCOMPLETE" not in resumed.stdout.str()
+    assert "INCOMPLETE" not in (run / "report.md").read_text()
+    assert "incomplete" not in json.loads((run / "manifest.json").read_text())
