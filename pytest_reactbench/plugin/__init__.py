@@ -228,10 +228,26 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         _check_agents(state, first)
 
 
+def _check_named_items(named: list[str], ids: list[str]) -> None:
+    """Every item id given as an argument names a collected item (or every attempt of
+    one agent's): one that does not is a usage error naming what the task has."""
+    for wanted in named:
+        if wanted in ids or any(nodeid.partition("#")[0] == wanted for nodeid in ids):
+            continue
+        task = wanted.rpartition("::")[0]
+        there = [nodeid for nodeid in ids if nodeid.rpartition("::")[0] == task]
+        raise pytest.UsageError(
+            f"{wanted}: no such item in this run; {task} has "
+            + (", ".join(there) if there else "none")
+            + " (an item is TASK::AGENT, or TASK::AGENT#ATTEMPT with --reactbench-attempts)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     state = config.stash.get(SESSION_KEY, None)
     if state is None:
         return
+    if state.worker == "controller":  # (xdist's workers each collect the same)
+        _check_named_items(state.selected, [item.nodeid for item in items])
     if state.settings.shard is not None:
         kept_items, other_shards = shards.select(
             items, state.settings.shard, lambda i: i.task.id if isinstance(i, TrialItem) else None)

@@ -227,6 +227,16 @@ def _ini_path(config: pytest.Config, value: str) -> Path:
     return path if path.is_absolute() else config.rootpath / path
 
 
+def _agents_in_ids(config: pytest.Config) -> tuple[str, ...]:
+    """The agents of item ids given as arguments (`tasks/x::nop`, `tasks/x::oracle#2`)."""
+    named = []
+    for arg in config.args:
+        where, sep, name = arg.partition("::")
+        if sep and name and (_cli_path(config, where) / "task.toml").is_file():
+            named.append(name.partition("#")[0])
+    return tuple(dict.fromkeys(named))
+
+
 def ini_records(config: pytest.Config) -> Path:
     """The records folder a session without --reactbench-records writes to."""
     return _ini_path(config, config.getini("reactbench_records"))
@@ -242,6 +252,9 @@ def read_settings(config: pytest.Config) -> Settings:
     agents = tuple(
         dict.fromkeys(a.strip() for raw in opt.reactbench_agent for a in raw.split(",") if a.strip())
     )
+    if not agents and not opt.reactbench_resume:
+        # `pytest tasks/x::nop`, as the session prints it: the agent is in the id.
+        agents = _agents_in_ids(config)
     if opt.reactbench_tasks:
         roots = tuple(_cli_path(config, p) for p in opt.reactbench_tasks)
     else:

@@ -130,3 +130,25 @@ def test_printed_ids_run_again_as_arguments(suite: pytest.Pytester) -> None:
     first.assert_outcomes(passed=2, failed=2)
     result = suite.runpytest("--reactbench-agent=oracle,nop", "-p", "cacheprovider", "--lf", "-q")
     result.assert_outcomes(failed=2)
+
+
+def test_a_printed_id_runs_as_printed(suite: pytest.Pytester) -> None:
+    write_task(suite.path / "tasks", "alpha")
+    write_task(suite.path / "tasks", "beta")
+    # No --reactbench-agent: the agent is the id's. nop leaves the task undone.
+    result = suite.runpytest("tasks/alpha::nop")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["FAILED: reward 0; failed gate tests*"])
+    assert "beta" not in result.stdout.str()
+    # An id of an agent not in the run, or of an attempt it does not make, names what is.
+    for args, wanted, has in (
+            (["--reactbench-agent=oracle", "tasks/alpha::nop"], "tasks/alpha::nop", "tasks/alpha::oracle"),
+            (["--reactbench-agent=nop", "--reactbench-attempts=2", "tasks/alpha::nop#3"], "tasks/alpha::nop#3",
+             "tasks/alpha::nop#1, tasks/alpha::nop#2")):
+        refused = suite.runpytest(*args)
+        assert refused.ret == pytest.ExitCode.USAGE_ERROR
+        refused.stderr.fnmatch_lines([f"ERROR: {wanted}: no such item in this run; tasks/alpha has {has} *"])
+    # A misspelt agent in the id is an unknown agent, with the nearest known one.
+    refused = suite.runpytest("tasks/alpha::oracel")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*'oracel'*did you mean 'oracle'*"])
