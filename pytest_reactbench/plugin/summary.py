@@ -5,6 +5,7 @@ directory, and the comparison with a baseline (a regression fails the session)."
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,19 @@ def outcome_of(report: pytest.TestReport) -> TrialResult | None:
     if not (report.when == "call" or (report.when == "setup" and not report.passed)):
         return None
     return TrialResult.from_properties({str(k): str(v) for k, v in report.user_properties})
+
+
+@dataclass
+class GateItem:
+    """An item the baseline gate counts in pytest's last line (its stats hold reports;
+    other plugins read their attributes, so this is an object too)."""
+
+    task: str
+    agent: str
+
+    @property
+    def nodeid(self) -> str:
+        return f"{self.task}::{self.agent}"
 
 
 def _unranked(score: AgentScore) -> str:
@@ -184,3 +198,12 @@ class ResultsSummary:
             tr.line(self.comparison.summary(), red=self.comparison.failed,
                     yellow=self.comparison.inconclusive,
                     green=not (self.comparison.failed or self.comparison.inconclusive))
+            # pytest's last line counts what the gate found too, so that it does not read
+            # "2 passed" in green over a session that exits 1 (or 3).
+            if self.comparison.failed:
+                tr.stats.setdefault("failed the baseline gate", []).extend(
+                    GateItem(task, agent) for task, agent in
+                    [*((c.task, c.agent) for c in self.comparison.regressions), *self.comparison.missing])
+            elif self.comparison.inconclusive:
+                tr.stats.setdefault("without a verdict for the baseline gate", []).extend(
+                    GateItem(task, agent) for task, agent in self.comparison.errored)

@@ -143,8 +143,8 @@ def test_a_printed_id_runs_as_printed(suite: pytest.Pytester) -> None:
     # An id of an agent not in the run, or of an attempt it does not make, names what is.
     for args, wanted, has in (
             (["--reactbench-agent=oracle", "tasks/alpha::nop"], "tasks/alpha::nop", "tasks/alpha::oracle"),
-            (["--reactbench-agent=nop", "--reactbench-attempts=2", "tasks/alpha::nop#3"], "tasks/alpha::nop#3",
-             "tasks/alpha::nop#1, tasks/alpha::nop#2")):
+            (["--reactbench-agent=nop", "--reactbench-attempts=2", "tasks/alpha::nop#3"],
+             "tasks/alpha::nop#3", "tasks/alpha::nop#1, tasks/alpha::nop#2")):
         refused = suite.runpytest(*args)
         assert refused.ret == pytest.ExitCode.USAGE_ERROR
         refused.stderr.fnmatch_lines([f"ERROR: {wanted}: no such item in this run; tasks/alpha has {has} *"])

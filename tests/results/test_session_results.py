@@ -97,6 +97,8 @@ def test_baseline_gate_fails_the_session_on_a_regression(suite: pytest.Pytester)
                                  "over the 2 item(s) scored in both*",
                                  "*beta [[]oracle[]]: pass->fail (1/1 -> 0/1)*"])
     assert result.ret == 1
+    # pytest's own last line counts the gate's finding: not a plain "1 passed".
+    assert "1 failed, 1 passed, 1 failed the baseline gate in" in result.stdout.lines[-1]
     # The same comparison from the command line, and a run compared with itself.
     run = max(p for p in (suite.path / "records").iterdir() if (p / "report.md").exists())
     assert main(["compare", str(suite.path / "base.xml"), str(suite.path / "base.xml")]) == 0
@@ -106,6 +108,7 @@ def test_baseline_gate_fails_the_session_on_a_regression(suite: pytest.Pytester)
     result.stdout.fnmatch_lines(["*1 baseline item(s) missing from the new run*",
                                  "*beta [[]oracle[]]: missing*"])
     assert result.ret == 1
+    assert "1 passed, 1 failed the baseline gate in" in result.stdout.lines[-1]
     result = suite.runpytest("--reactbench-agent=oracle", "--reactbench-baseline=base.xml", "tasks/alpha",
                              "--reactbench-allow-missing")
     assert result.ret == 0
