@@ -21,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pytest_reactbench.sandbox.base import Backend, ImageRecipe, SandboxError
+from pytest_reactbench.sandbox.base import Backend, ImageRecipe, SandboxError, heartbeat
 
 #: The workers' bake records, merged by the controller into bakes.json.
 PARTS = ".bakes"
@@ -41,10 +41,22 @@ def prebake(backend: Backend, recipes: Iterable[ImageRecipe], progress: Callable
     started = time.monotonic()
     progress(f"baking {len(waiting)} image(s), {min(slots, len(waiting))} at a time")
 
+    running: set[str] = set()
+    done = [0]
+
     def bake(recipe: ImageRecipe) -> None:
-        # A bake that fails is reported by the trials that need it.
-        with contextlib.suppress(SandboxError):
-            backend.bake_ahead(recipe, progress)
+        running.add(recipe.name)
+        try:
+            # A bake that fails is reported by the trials that need it.
+            with contextlib.suppress(SandboxError):
+                backend.bake_ahead(recipe, progress)
+        finally:
+            running.discard(recipe.name)
+            done[0] += 1
+
+    def now() -> str:
+        return (f"baking: {done[0]} of {len(waiting)} image(s) done, "
+                f"running {', '.join(sorted(running)) or 'none'}")
 
     todo: queue.SimpleQueue[ImageRecipe] = queue.SimpleQueue()
     for recipe in waiting:
@@ -66,10 +78,11 @@ def prebake(backend: Backend, recipes: Iterable[ImageRecipe], progress: Callable
     # build whose client went away with this process is cancelled by the engine.
     threads = [threading.Thread(target=work, name=f"reactbench-bake-{i}", daemon=True)
                for i in range(min(slots, len(waiting)))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with heartbeat(progress, now):
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
     if broken:
         raise broken[0]
     progress(f"bakes done in {time.monotonic() - started:.0f} s")

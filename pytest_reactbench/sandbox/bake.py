@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import time
-import warnings
 from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -48,10 +47,6 @@ from pytest_reactbench.sandbox.recipes import (
 
 #: A FROM chain longer than this is a loop in the image map.
 MAX_DEPTH = 8
-
-
-class StandInWarning(UserWarning):
-    """A public base image could not be had: its stand-in was used (not formal)."""
 
 
 class PublicImageUnavailable(Exception):
@@ -154,6 +149,8 @@ class BakingBackend(Backend):
         # session: each FROM is resolved (pulled, hashed, looked up) once.
         self._parents: dict[tuple[str, Layer | None], Parent] = {}
         self._warned: set[str] = set()
+        #: Public images a pull failed for, and why: one attempt per name a session.
+        self._unavailable: dict[str, str] = {}
         #: Every image this backend was asked to bake, in the order they were settled.
         self.bakes: list[BakeRecord] = []
         #: The caching registry every bake's package downloads go through.
@@ -337,7 +334,7 @@ class BakingBackend(Backend):
         stand_in = recipe_dir(mapped)
         if stand_in is None:
             try:
-                parent = self.public_image(mapped, progress, pull=build)
+                parent = self._public(mapped, progress, build)
             except PublicImageUnavailable as exc:
                 if not build:
                     raise NotBaked(mapped) from None
@@ -353,7 +350,7 @@ class BakingBackend(Backend):
         mode = self.options.images
         if mode != "stand-in" and self.runs_public_images:
             try:
-                return self.public_image(name, progress, pull=build)
+                return self._public(name, progress, build)
             except PublicImageUnavailable as exc:
                 if mode == "public":
                     raise BakeError(f"{where}: FROM {name}: {exc} (--reactbench-images=public: "
@@ -363,7 +360,6 @@ class BakingBackend(Backend):
                     line = (f"warning: {name} is not available ({exc}); using its stand-in "
                             f"{stand_in.name} (results are not formal)")
                     progress(line)
-                    warnings.warn(StandInWarning(f"reactbench: {line}"), stacklevel=2)
         elif mode == "public":
             raise BakeError(f"{where}: FROM {name}: the {self.name} backend runs stand-ins only; "
                             "use --reactbench-sandbox=docker for the public images")
@@ -371,6 +367,18 @@ class BakingBackend(Backend):
                            build=build)
         return Parent(name, image.ref, image.digest,
                       (BaseImage(name, image.digest, "stand-in"), *image.bases), image)
+
+    def _public(self, name: str, progress: Progress, build: bool) -> Parent:
+        """The public image `name`; a pull that failed is not tried again this session
+        (every task naming the image would wait for the same timeout)."""
+        if name in self._unavailable:
+            raise PublicImageUnavailable(self._unavailable[name])
+        try:
+            return self.public_image(name, progress, pull=build)
+        except PublicImageUnavailable as exc:
+            if build:  # a lookup without a pull proves nothing about the registry
+                self._unavailable[name] = str(exc)
+            raise
 
     def _layer_recipe(self, layer: Layer, base: str, recipe: ImageRecipe) -> ImageRecipe:
         """`layer` on `base` as a recipe: its Dockerfile is written to the cache (named

@@ -505,7 +505,6 @@ class DockerBackend(BakingBackend):
         line = (f"warning: the image registry {prefix} cannot be used ({doing}: {why}); images are "
                 "baked here and not shared for the rest of the session")
         progress(line)
-        warnings.warn(RegistryWarning(f"reactbench: {line}"), stacklevel=2)
 
     def public_image(self, name: str, progress: Progress, *, pull: bool) -> Parent:
         image = self._image(name)

@@ -32,6 +32,7 @@ from pytest_reactbench.results import (
     retryable,
 )
 from pytest_reactbench.sandbox.base import (
+    HEARTBEAT_SEC,
     Backend,
     BakeError,
     BootingSandbox,
@@ -42,6 +43,7 @@ from pytest_reactbench.sandbox.base import (
     Progress,
     Sandbox,
     SandboxError,
+    heartbeat,
 )
 from pytest_reactbench.tasks import EnvironmentConfig, Task
 from pytest_reactbench.verifier import (
@@ -100,6 +102,8 @@ class TrialOptions:
     manifest: Mapping[str, Any] = field(default_factory=dict)
     #: The shard of its run the session is ("K/N"), if it is one.
     shard: str = ""
+    #: How often an agent at work or a grading says it is still going.
+    heartbeat_sec: float = HEARTBEAT_SEC
 
 
 def limits_of(env: EnvironmentConfig) -> Limits:
@@ -295,6 +299,10 @@ class Trial:
             record.event("retried", failure=result.failure, retry=retries)
             retry_of = record
 
+    def _beat(self, what: str) -> Any:
+        return heartbeat(self.stages.progress, lambda: f"{self.task.id} [{self.agent.name}]: {what}",
+                         self.options.heartbeat_sec)
+
     def _manifest(self, retry_of: TrialRecord | None) -> dict[str, Any]:
         config = self.task.config
         return {
@@ -334,13 +342,15 @@ class Trial:
             if problem:
                 raise UnsupportedTaskError(problem)
             roles: tuple[Role, ...] = ("agent", "verifier")
-            for role in roles:
-                images[role] = _baked(record, durations, f"{self.task.id}/{role}",
-                                      partial(self.stages.bake, self.task, role))
-            if (install := self.agent.install) is not None:
-                images["agent"] = _baked(record, durations, f"agent-{install.name}",
-                                         partial(self.stages.install, self.task, self.agent, images["agent"]),
-                                         version=install.version)
+            with self._beat("baking its images"):
+                for role in roles:
+                    images[role] = _baked(record, durations, f"{self.task.id}/{role}",
+                                          partial(self.stages.bake, self.task, role))
+                if (install := self.agent.install) is not None:
+                    images["agent"] = _baked(
+                        record, durations, f"agent-{install.name}",
+                        partial(self.stages.install, self.task, self.agent, images["agent"]),
+                        version=install.version)
             # The verifier boots while the agent's sandbox boots and the agent works; the
             # trial records only the time it waits for it ("verifier_boot").
             verifier = BootingSandbox(
@@ -391,7 +401,7 @@ class Trial:
             if answer is not None:
                 record.event("agent-version", output=answer)
             base_index = parse_index(agent_box.exec(BASE_INDEX_COMMAND, cwd="/", timeout=120).text)
-            with _timed(durations, "agent", record):
+            with _timed(durations, "agent", record), self._beat("the agent is at work"):
                 outcome = _run_agent(agent, task, agent_box, record, self.agent_timeout)
             record.write_text("agent.log", outcome.log)
             record.event("agent-ended", ending=outcome.ending, exit_code=outcome.exit_code)
@@ -430,7 +440,7 @@ class Trial:
                               + f"{len(found['audit'])} file(s) that can fool a grader: "
                               + "; ".join(found["audit"][:10]))
             durations["verifier_boot"] = durations.get("verifier_boot", 0.0) + verifier.ready()
-            with _timed(durations, "verify", record):
+            with _timed(durations, "verify", record), self._beat("grading"):
                 graded = grade(verifier, transfers, self.verifier_timeout,
                                record.path / "verifier")
         except SubmissionFailure as exc:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.agents import NopAgent, OracleAgent
+from pytest_reactbench.agents import AgentContext, AgentOutcome, NopAgent, OracleAgent
 from pytest_reactbench.results import RunRecords, TrialResult, Verdict
 from pytest_reactbench.results.load import read_record
 from pytest_reactbench.sandbox.base import Image, Sandbox, SandboxError
@@ -153,3 +153,30 @@ def test_a_teardown_that_raises_keeps_the_verdict_and_closes_the_other(
     assert sorted(closed) == ["agent", "verifier"]
     failed = [e for e in events(result) if e["event"] == "teardown-failed"]
     assert [e["role"] for e in failed] == ["agent"] and "hung up" in str(failed[0]["error"])
+
+
+class Slow(OracleAgent):
+    """The oracle, after a while: long enough for a few heartbeats."""
+
+    name = "slow"
+
+    def run(self, ctx: AgentContext) -> AgentOutcome:
+        ctx.sandbox.exec("sleep 1.2")
+        return super().run(ctx)
+
+
+def test_an_agent_at_work_says_so_every_beat(tmp_path: Path, backend: LocalBackend) -> None:
+    task = load_task(write_task(tmp_path / "tasks", "alpha"))
+    lines: list[str] = []
+    result = Trial(task, Slow(), stages=Stages(backend, lines.append, {}),
+                   records=RunRecords(tmp_path / "records", "run1"),
+                   options=TrialOptions(heartbeat_sec=0.4)).run()
+    assert result.verdict is Verdict.PASSED
+    beats = [line for line in lines if "the agent is at work, still running after" in line]
+    assert 2 <= len(beats) <= 3, lines
+    assert beats[0] == "alpha [slow]: the agent is at work, still running after 0 s"
+    # None after the agent ended, and none for quick work at the default beat.
+    lines.clear()
+    Trial(task, OracleAgent(), stages=Stages(backend, lines.append, {}),
+          records=RunRecords(tmp_path / "records", "run2")).run()
+    assert not [line for line in lines if "still running" in line]
