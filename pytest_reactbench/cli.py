@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from pytest_reactbench.mining import MiningError, Request, commits_in, mine, min
 from pytest_reactbench.plugin import builtins, hookspecs
 from pytest_reactbench.results.compare import ALPHA, compare
 from pytest_reactbench.results.load import ResultsError, load_run
+from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.render import markdown
 from pytest_reactbench.results.site import RunInfo, write_site
 from pytest_reactbench.sandbox.bake import BakingBackend
@@ -244,9 +244,10 @@ def _compare(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     record = Path(args.record).resolve()
     try:
-        manifest = json.loads((record / "manifest.json").read_text())
-        task_path, agent = Path(manifest["task_path"]), str(manifest["agent"])
-    except (OSError, json.JSONDecodeError, KeyError) as exc:
+        manifest = TrialManifest.read(record)
+        if not manifest.task_path:
+            raise ResultsError(f"{record / 'manifest.json'}: task_path: missing")
+    except ResultsError as exc:
         trials = sorted(d.name for d in record.glob("*") if (d / "status.json").is_file())
         if trials:
             # A run's directory: replay is of one of its trials.
@@ -254,13 +255,14 @@ def _replay(args: argparse.Namespace) -> int:
             print(f"reactbench replay: {record} is a run, not a trial: give one of its trial "
                   f"directories, e.g. {record / trials[0]} (it holds {shown})", file=sys.stderr)
             return 2
-        print(f"reactbench replay: {record / 'manifest.json'}: not a trial's manifest ({exc!r})",
+        print(f"reactbench replay: {record} is not a trial's record (not a trial's manifest: {exc})",
               file=sys.stderr)
         return 2
+    task_path = Path(manifest.task_path)
     # The replay's records go beside the recorded run's, one trial: this attempt alone.
     records = Path(args.records) if args.records else record.parent.parent
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-               f"--reactbench-agent={manifest.get('agent_spec', agent)}", *manifest.get("options", []),
+               f"--reactbench-agent={manifest.agent_spec or manifest.agent}", *manifest.options,
                f"--reactbench-records={records}", "--reactbench-attempts=1",
                f"--rootdir={task_path.parent}", str(task_path), *args.pytest_args]
     print("replay: " + " ".join(command[3:]), flush=True)

@@ -14,6 +14,7 @@ from pytest_reactbench.plugin.progress import OncePerSession, progress_printer
 from pytest_reactbench.plugin.settings import Settings, UsageError
 from pytest_reactbench.results import RunRecords, TrialResult, Verdict
 from pytest_reactbench.results.load import ResultsError
+from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.resume import kept_trials
 from pytest_reactbench.sandbox.base import Backend, SandboxError
 from pytest_reactbench.sandbox.registry import BackendRegistryError, merge_backends
@@ -182,9 +183,9 @@ class ReactbenchSession:
         """A trial its agent does not attempt (no prediction for the task), with a record
         of its own: a report made later from the records keeps it, and the agent stays
         unranked there as in the session's own report."""
-        record = self.records.open_trial(task.id, agent, attempt, {
-            "task": task.id, "task_path": str(task.path), "agent": agent, "attempt": attempt,
-            "backend": self.settings.backend})
+        record = self.records.open_trial(TrialManifest(
+            task=task.id, task_path=str(task.path), agent=agent, attempt=attempt,
+            backend=self.settings.backend, run_id=self.records.run_id, plugin_version=__version__))
         result = TrialResult(task=task.id, agent=agent, attempt=attempt, verdict=Verdict.NOT_ATTEMPTED,
                              message=reason, run=self.records.run_id, shard=self.trial_options.shard,
                              record=str(record.path), backend=self.settings.backend)

@@ -5,11 +5,14 @@ of another machine) or from an older version."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_reactbench.results.errors import ResultsError
+from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.trial_result import TrialResult, strip_ansi
 
 #: The most of a diff or log a page shows (the full file is linked).
@@ -101,10 +104,10 @@ def gather(result: TrialResult) -> Evidence:
     record = Path(result.record) if result.record else None
     if record is None or not record.is_dir():
         return Evidence(record=None, agent_log_tail=result.agent_log_tail)
-    manifest = _json(record / "manifest.json")
     instruction = ""
-    if isinstance(manifest, dict) and manifest.get("task_path"):
-        instruction = _read(Path(str(manifest["task_path"])) / "instruction.md")
+    with contextlib.suppress(ResultsError):
+        if task_path := TrialManifest.read(record).task_path:
+            instruction = _read(Path(task_path) / "instruction.md")
     log = _read(record / "agent.log", limit=10 * MAX_SHOWN)
     tail = "\n".join(log.rstrip().splitlines()[-LOG_TAIL_LINES:]) if log else result.agent_log_tail
     calls, cost, tokens = _tool_calls_and_cost(record / "events.jsonl")

@@ -8,11 +8,12 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from pytest_reactbench.results.errors import ResultsError
+from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.trial_result import TrialResult
 
-
-class ResultsError(ValueError):
-    pass
+__all__ = ["ResultsError", "check_one_run", "from_junit", "from_records", "junit_testcases",
+           "load_outcomes", "load_run", "read_record"]
 
 
 def _trial_dirs(path: Path) -> Iterator[Path]:
@@ -29,11 +30,11 @@ def read_record(trial: Path) -> TrialResult:
     crashed run) is an error: no score."""
     try:
         status = json.loads((trial / "status.json").read_text())
-        manifest = json.loads((trial / "manifest.json").read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ResultsError(f"{trial}: unreadable record ({exc})") from None
+    manifest = TrialManifest.read(trial)
     try:
-        return TrialResult.from_status(status, manifest, record=str(trial))
+        return TrialResult.from_status(status, manifest.to_json(), record=str(trial))
     except ValueError as exc:
         raise ResultsError(f"{trial / 'status.json'}: {exc}") from None
 

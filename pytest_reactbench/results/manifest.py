@@ -5,12 +5,29 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pytest_reactbench.results.load import ResultsError
+from pytest_reactbench.results.errors import ResultsError
 
 MANIFEST = "manifest.json"
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _read(model: type[M], folder: Path, whose: str) -> M:
+    """The manifest.json of `folder`, or a ResultsError naming the file and the field."""
+    path = folder / MANIFEST
+    try:
+        return model.model_validate(json.loads(path.read_text()))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(top)"
+        raise ResultsError(f"{path}: {where}: {first['msg']}") from None
+    except (OSError, ValueError) as exc:
+        raise ResultsError(f"{path}: not {whose} manifest ({exc})") from None
 
 
 class Resumption(BaseModel):
@@ -54,15 +71,42 @@ class RunManifest(BaseModel):
 
     @classmethod
     def read(cls, run_dir: Path) -> RunManifest:
-        path = run_dir / MANIFEST
-        try:
-            return cls.model_validate(json.loads(path.read_text()))
-        except (OSError, ValueError) as exc:
-            if isinstance(exc, ValidationError):
-                first = exc.errors()[0]
-                where = ".".join(str(part) for part in first["loc"]) or "(top)"
-                raise ResultsError(f"{path}: {where}: {first['msg']}") from None
-            raise ResultsError(f"{path}: not a run's manifest ({exc})") from None
+        return _read(cls, run_dir, "a run's")
+
+    def to_json(self) -> dict[str, object]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class TrialManifest(BaseModel):
+    """A trial record's manifest.json: which trial, how it was set up, and how to make
+    it again (`reactbench replay`). Keys it does not know (a conftest's, a newer
+    version's) are kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    task: str
+    agent: str
+    attempt: int = 1
+    #: The task's directory, where its instruction and files are.
+    task_path: str = ""
+    backend: str = ""
+    agent_version: str = ""
+    #: The --reactbench-agent entry that made the agent (e.g. "tools:anthropic/x").
+    agent_spec: str | None = None
+    run_id: str = ""
+    plugin_version: str = ""
+    nodeid: str = ""
+    #: The command-line options a replay repeats (env variables named, never valued).
+    options: list[str] = Field(default_factory=list)
+    limits: dict[str, dict[str, object]] = Field(default_factory=dict)
+    timeouts: dict[str, float] = Field(default_factory=dict)
+    timeout_multiplier: float = 1.0
+    #: The record of the errored try this one started again after.
+    retry_of: str | None = None
+
+    @classmethod
+    def read(cls, trial_dir: Path) -> TrialManifest:
+        return _read(cls, trial_dir, "a trial's")
 
     def to_json(self) -> dict[str, object]:
         return self.model_dump(mode="json", exclude_none=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_reactbench.results.gates import gate_report
-from pytest_reactbench.results.manifest import MANIFEST, Resumption, RunManifest
+from pytest_reactbench.results.manifest import MANIFEST, Resumption, RunManifest, TrialManifest
 from pytest_reactbench.results.trial_result import TrialResult
 
 
@@ -105,8 +105,8 @@ class RunRecords:
             (self.run_dir / MANIFEST).unlink(missing_ok=True)
             self.run_dir.rmdir()
 
-    def open_trial(self, task_id: str, agent: str, attempt: int, manifest: dict[str, Any]) -> TrialRecord:
-        base = f"{_safe(task_id)}__{_safe(agent)}__{attempt}"
+    def open_trial(self, manifest: TrialManifest) -> TrialRecord:
+        base = f"{_safe(manifest.task)}__{_safe(manifest.agent)}__{manifest.attempt}"
         self.run_dir.mkdir(parents=True, exist_ok=True)
         for n in range(1000):
             path = self.run_dir / (base if n == 0 else f"{base}.{n}")
@@ -116,7 +116,7 @@ class RunRecords:
                 continue
             record = TrialRecord(path, self)
             self.open.add(record)
-            record.write_json("manifest.json", manifest)
+            record.write_json(MANIFEST, manifest.to_json())
             record.write_json("status.json", {"status": "running", "started_at": record.started,
                                               "pid": os.getpid()})
             record.event("trial-start")

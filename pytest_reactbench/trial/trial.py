@@ -31,6 +31,7 @@ from pytest_reactbench.results import (
     Verdict,
     retryable,
 )
+from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.sandbox.base import (
     HEARTBEAT_SEC,
     Backend,
@@ -285,8 +286,7 @@ class Trial:
         retry_of: TrialRecord | None = None
         retries = 0
         while True:
-            record = self.records.open_trial(self.task.id, self.agent.name, self.attempt,
-                                             self._manifest(retry_of))
+            record = self.records.open_trial(self._manifest(retry_of))
             result = self._run_once(record).retried(retries)
             if result.failure == EngineLost.__name__:
                 # Like a worker that died: the trial never reached a verdict.
@@ -303,22 +303,22 @@ class Trial:
         return heartbeat(self.stages.progress, lambda: f"{self.task.id} [{self.agent.name}]: {what}",
                          self.options.heartbeat_sec)
 
-    def _manifest(self, retry_of: TrialRecord | None) -> dict[str, Any]:
+    def _manifest(self, retry_of: TrialRecord | None) -> TrialManifest:
         config = self.task.config
-        return {
+        return TrialManifest.model_validate({
+            **self.options.manifest,
             "task": self.task.id,
             "task_path": str(self.task.path),
             "agent": self.agent.name,
-            **({"agent_version": self.agent.version} if self.agent.version else {}),
+            "agent_version": self.agent.version,
             "attempt": self.attempt,
             "backend": self.backend.name,
             "limits": {"agent": config.environment.model_dump(),
                        "verifier": config.verifier_environment.model_dump()},
             "timeouts": {"agent": self.agent_timeout, "verifier": self.verifier_timeout},
             "timeout_multiplier": self.options.timeout_multiplier,
-            **self.options.manifest,
-            **({"retry_of": str(retry_of.path)} if retry_of else {}),
-        }
+            "retry_of": str(retry_of.path) if retry_of else None,
+        })
 
     def _result(self, record: TrialRecord, verdict: Verdict, **fields: Any) -> TrialResult:
         return TrialResult(task=self.task.id, agent=self.agent.name, attempt=self.attempt,

@@ -8,6 +8,7 @@ from xml.sax.saxutils import quoteattr
 import pytest
 
 from pytest_reactbench.results.load import ResultsError, load_run
+from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.records import RunRecords
 from pytest_reactbench.results.trial_result import TrialResult, Verdict
 
@@ -29,7 +30,7 @@ def _result(task: str, verdict: Verdict = Verdict.PASSED, attempt: int = 1) -> T
 def test_shards_of_junit_and_records_are_one_run(tmp_path: Path) -> None:
     first = _junit(tmp_path / "shard-1.xml", [_result("a"), _result("b", Verdict.FAILED)])
     records = RunRecords(tmp_path / "records", "run-2")
-    record = records.open_trial("c", "oracle", 1, {"task": "c", "agent": "oracle", "attempt": 1})
+    record = records.open_trial(TrialManifest(task="c", agent="oracle", attempt=1))
     record.finish(_result("c"))
     merged = load_run([first, records.run_dir])
     assert sorted((r.task, r.verdict.value) for r in merged) == [("a", "passed"), ("b", "failed"),
