@@ -14,24 +14,20 @@ them (`test_like_allowed`): they stay the agent's to write.
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from pytest_reactbench.mining.changes import Change, Kind, MiningError, git, is_spec
-from pytest_reactbench.verifier.layer import GRADER_DIR
-
-#: The verifier's own rules, from the file it reads them from (patterns case-insensitive).
-_RULES = json.loads((GRADER_DIR / "admission.json").read_text())
-SOURCE_EXTENSIONS = frozenset(_RULES["source_extensions"])
-CODE_EXTENSIONS = frozenset(_RULES["code_extensions"])
-MAX_SOURCE_BYTES = int(_RULES["max_source_bytes"])
-MAX_LINE_CHARS = int(_RULES["max_line_chars"])
-SCAN_SKIPPED_DIRS = frozenset(_RULES["scan_skipped_dirs"])
-CONFIG_NAME = re.compile(_RULES["config_name"], re.I)
-TEST_LIKE_DIRS = frozenset(_RULES["test_like_dirs"])
-TEST_LIKE_NAME = re.compile(_RULES["test_like_name"], re.I)
+from pytest_reactbench.verifier.admission import (
+    CODE_EXTENSIONS,
+    CONFIG_NAME,
+    MAX_SOURCE_BYTES,
+    SCAN_SKIPPED_DIRS,
+    SOURCE_EXTENSIONS,
+    analysed,
+    minified_looking,
+    test_like,
+)
 
 
 def path_refusal(path: str) -> str | None:
@@ -43,6 +39,8 @@ def path_refusal(path: str) -> str | None:
         return "a manifest, bundler or TypeScript config or type declaration"
     if pure.suffix.lower() not in SOURCE_EXTENSIONS:
         return f"not a source file type ({pure.suffix or 'no extension'})"
+    if pure.suffix.lower() in CODE_EXTENSIONS and not analysed(path):
+        return f"code React Doctor does not analyse ({pure.suffix}, or a generated bundle)"
     if any(part in SCAN_SKIPPED_DIRS for part in pure.parts[:-1]):
         return "in a folder the scan skips"
     return None
@@ -54,19 +52,17 @@ def content_refusal(path: str, content: bytes) -> str | None:
         return f"larger than {MAX_SOURCE_BYTES} bytes"
     if PurePosixPath(path).suffix.lower() in CODE_EXTENSIONS:
         try:
-            text = content.decode("utf-8")
+            content.decode("utf-8")
         except UnicodeDecodeError:
             return "code that is not UTF-8 text"
-        if max((len(line) for line in text.split("\n")), default=0) > MAX_LINE_CHARS:
-            return f"minified-looking (a line over {MAX_LINE_CHARS} characters)"
+        if minified_looking(content):
+            return "minified-looking (long lines throughout a large file)"
     return None
 
 
 def looks_like_tests(path: str) -> bool:
     """A path the grader admits only when the task declares it."""
-    pure = PurePosixPath(path)
-    return (any(part.lower() in TEST_LIKE_DIRS for part in pure.parts[:-1])
-            or bool(TEST_LIKE_NAME.search(pure.name)))
+    return test_like(path) is not None
 
 
 def settle_sources(repo: Path, head: str,

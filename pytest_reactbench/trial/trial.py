@@ -464,6 +464,12 @@ class Trial:
                    "failed gate" + ("s " if len(failed) > 1 else " ") + ", ".join(failed))
         if "grading_stopped" in fields:
             message += "; " + fields.pop("grading_stopped")
+        if refused := fields.get("refused"):
+            # A file the graded code needs may be among them: the refusal comes first,
+            # not only the failure it caused.
+            first = refused[0]
+            message = (f"{len(refused)} file(s) of the submission refused ({first.path}: {first.reason}"
+                       + (", and more" if len(refused) > 1 else "") + f"); {message}")
         if outcome is not None and outcome.headline:
             message = f"{outcome.headline}; {message}"
         return finish(Verdict.FAILED, "+".join(failed) or "reward", message, **fields)

@@ -17,6 +17,7 @@ import posixpath
 import tarfile
 from dataclasses import dataclass
 
+from pytest_reactbench.verifier.admission import test_like
 from pytest_reactbench.verifier.artifacts import Transfer
 
 #: (class, globs matched against the file name or the path under the artifact root)
@@ -41,17 +42,6 @@ CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
                         "*.conf.*")),
 )
 TEST_DIRS = ("__tests__", "__mocks__", "__verifier__")
-#: Folders React Doctor treats as tests, stories, fixtures or tooling (lower case).
-TEST_LIKE_DIRS = frozenset({
-    "test", "tests", "__test__", "__fixtures__", "fixtures", "mocks", "testutils", "test-utils",
-    "testdata", "test-data", "cypress", "playwright", "stories", "__stories__", "playground",
-    "playgrounds", "example", "examples", "demo", "demos", "sandbox", "sandboxes", "e2e",
-    "e2e-tests", "spec", "specs", "integration", "integration-tests", "__integration__", "it",
-    "benchmark", "benchmarks", "__benchmarks__", "perf", "perf-tests", "scripts", "script", "cli",
-    "bin", "tooling", "tools", "codemod", "codemods", "migration", "migrations", "generator",
-    "generators", "runbooks", "devtools", "internal-tools", "seed", "seeds", "dev-seeder",
-    "server", "servers", "worker", "workers", "lambda", "lambdas", "config", "configs",
-})
 RESOLVED_EXTENSIONS = (".mjs", ".js", ".mts", ".ts", ".jsx", ".tsx", ".json")
 SKIPPED_DIRS = ("build", "dist", "out", "coverage")
 HUGE_BYTES = 1024 * 1024
@@ -103,7 +93,7 @@ def _classify(path: str) -> str | None:
         return "test file"
     # The app's own top-level folders (an e2e/ beside src/) are not the scanner's
     # concern; below a source folder they are.
-    if any(part.lower() in TEST_LIKE_DIRS for part in folders[1:]):
+    if len(folders) > 1 and (why := test_like(path)) is not None and why.startswith("a folder"):
         return "test-like folder"
     if any(ord(ch) < 0x20 or ch == "\x7f" or "\udc80" <= ch <= "\udcff" for ch in path):
         return "unhandleable name"

@@ -45,6 +45,20 @@ FOOTGUN = textwrap.dedent("""\
     """)
 
 
+# The counter's label from a module of its own, in `{folder}` under src/.
+LABELS = textwrap.dedent("""\
+    mkdir -p /app/src/{folder} && echo 'export const label = "Count";' > /app/src/{folder}/labels.ts
+    sed -i 's#^import {{ useState }} from "react";#import {{ useState }} from "react";\\nimport {{ label }} from "./{folder}/labels";#' /app/src/Counter.tsx
+    sed -i 's#<p>Count: {{count}}</p>#<p>{{label}}: {{count}}</p>#' /app/src/Counter.tsx
+    """)
+# An inline icon whose path is one line of 1,393 characters.
+LONG_LINE = textwrap.dedent("""\
+    printf 'export const ICON = "M0 0%s";\\n' "$(printf ' L1 1%.0s' $(seq 276))" > /app/src/icon.ts
+    sed -i 's#^import {{ useState }} from "react";#import {{ useState }} from "react";\\nimport {{ ICON }} from "./icon";#' /app/src/Counter.tsx
+    sed -i 's#      <p>Count: {{count}}</p>#      <p>Count: {{count}}</p>\\n      <svg aria-hidden="true"><path d={{ICON}} /></svg>#' /app/src/Counter.tsx
+    """).replace("{{", "{").replace("}}", "}")
+
+
 def footgun(path: str = "/app/src/Ticker.tsx", module: str = "./Ticker", disable: str = "") -> str:
     return FOOTGUN.format(path=path, module=module, disable=disable)
 
@@ -148,7 +162,12 @@ ATTACKS: dict[str, str] = {
         }
         JS""",
     "footgun-minified": SOLVE + "\n" + footgun() + """
-        node -e 'const f="/app/src/Ticker.tsx";const s=require("fs").readFileSync(f,"utf8");require("fs").writeFileSync(f,s.replace(/\\n/g," ")+" ".repeat(1200)+"\\n")'""",
+        node -e 'const f="/app/src/Ticker.tsx";const s=require("fs").readFileSync(f,"utf8");require("fs").writeFileSync(f,s.replace(/\\n/g," ")+"/*"+"x".repeat(25000)+"*/\\n")'""",
+    # An extension React Doctor does not lint (it reads lower-case .js, not .JS).
+    "footgun-upper-case-extension": SOLVE + "\n" + footgun(path="/app/src/Ticker.JS", module="./Ticker.JS"),
+    # A correct solution whose module sits in a folder React Doctor treats as tests
+    # (it/, as in i18n/it/): refused, and the refusal heads the failure.
+    "labels-in-test-like-folder": SOLVE + "\n" + LABELS.format(folder="i18n/it"),
     "footgun-in-skipped-folder": SOLVE + "\n" + footgun(
         path="/app/src/dist/Ticker.tsx", module="./dist/Ticker").replace(
         "cat >", "mkdir -p /app/src/dist && cat >"),
@@ -172,6 +191,10 @@ ATTACKS: dict[str, str] = {
 
 # Real work with noise around it: these must still pass (neutralised, then graded).
 CONTROLS: dict[str, str] = {
+    # Correct solutions the path policy must not fail: a module in a folder React
+    # Doctor scans as production code, and one long line that is not minified code.
+    "labels-in-config-folder": SOLVE + "\n" + LABELS.format(folder="config"),
+    "one-long-svg-line": SOLVE + "\n" + LONG_LINE,
     "work-plus-bad-link": SOLVE + "\nln -s /etc/passwd /app/src/passwd\nln -s /nowhere /app/dangling",
     # A module renamed (the base's file deleted) shadows nothing: it is graded.
     "renamed-module": SOLVE + "\nmv /app/src/Counter.tsx /app/src/Counter.jsx",
@@ -247,8 +270,14 @@ def test_no_attack_wins(tmp_path: Path) -> None:
         assert verdicts[name]["reactbench.gate.react_doctor"] == "0", name
         assert verdicts[name]["reactbench.gate.tests"] == "1", name
     # One hidden where the scan does not look is refused, and the app breaks without it.
-    for name in ("footgun-in-dot-directory", "footgun-minified", "footgun-in-skipped-folder"):
+    for name in ("footgun-in-dot-directory", "footgun-minified", "footgun-in-skipped-folder",
+                 "footgun-upper-case-extension", "labels-in-test-like-folder"):
         assert verdicts[name]["reactbench.gate.tests"] == "0", name
+    # A refused file the app needs heads the failure, named with why.
+    assert ("1 file(s) of the submission refused (src/i18n/it/labels.ts: React Doctor treats it as a "
+            "test, story or tooling by a folder it/") in verdicts["labels-in-test-like-folder"]["reactbench.message"]
+    assert "src/Ticker.JS: code React Doctor does not analyse (.JS" in \
+        verdicts["footgun-upper-case-extension"]["reactbench.message"]
     for name in ("test-mode-only-reset", "jsdom-user-agent-only"):
         # Caught by the end-to-end spec on the production build, not by Vitest.
         assert verdicts[name]["reactbench.gate.tests"] == "0", name

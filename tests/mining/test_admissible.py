@@ -39,15 +39,19 @@ def test_paths_the_grader_never_takes(path: str, why: str | None) -> None:
 
 def test_content_the_grader_never_takes() -> None:
     assert content_refusal("src/a.ts", b"export const a = 1;\n") is None
-    assert "minified" in (content_refusal("src/a.js", b"x" * 1001) or "")
-    assert content_refusal("src/a.css", b"x" * 1001) is None  # only code is read line by line
+    # Minified as React Doctor tells it: a large file of long lines, not one long line.
+    assert "minified" in (content_refusal("src/a.js", (b"x" * 1001 + b"\n") * 25) or "")
+    assert content_refusal("src/a.js", b"x" * 1393 + b"\n" + b"a;\n" * 500) is None
+    assert content_refusal("src/a.css", (b"x" * 1001 + b"\n") * 25) is None  # only code is read
     assert "larger" in (content_refusal("src/data.json", b"1" * (256 * 1024 + 1)) or "")
     assert "UTF-8" in (content_refusal("src/a.ts", b"\xff\xfe") or "")
 
 
 def test_test_like_paths() -> None:
     assert looks_like_tests("scripts/gen.ts") and looks_like_tests("src/Button.stories.tsx")
-    assert looks_like_tests("src/server/api.ts") and not looks_like_tests("src/components/Button.tsx")
+    assert looks_like_tests("src/i18n/it/labels.ts") and not looks_like_tests("src/components/Button.tsx")
+    # Only what React Doctor itself treats as tests: a server/ or config/ folder is code.
+    assert not looks_like_tests("src/server/api.ts") and not looks_like_tests("src/config/labels.ts")
 
 
 def test_a_change_is_split_as_the_grader_will_take_it(tmp_path: Path) -> None:
@@ -68,7 +72,7 @@ def test_a_change_is_split_as_the_grader_will_take_it(tmp_path: Path) -> None:
         "index.html": "<div id=root></div><script src=/src/a.ts></script>\n",
         "src/a.ts": "export const a = 2;\n",
         "src/env.d.ts": "declare const A: string;\n",
-        "src/countries.js": "export default [" + ",".join(['"xx"'] * 400) + "];\n",
+        "src/countries.js": "export default [" + ",".join(['"xx"'] * 5000) + "];\n",
         "src/Button.stories.tsx": "export default {};\n",
         "scripts/gen.ts": None,
         ".storybook/main.ts": "export default { stories: [] };\n",

@@ -8,8 +8,8 @@ import path from "node:path";
 
 import {
   APP, LOGS, STATE,
-  CODE_EXTENSIONS, CONFIG_NAME, MAX_LINE_CHARS, MAX_SOURCE_BYTES, RESOLVED_EXTENSIONS, SCAN_SKIPPED_DIRS,
-  SOURCE_EXTENSIONS, SPEC_PATH, TEST_LIKE_DIRS, TEST_LIKE_NAME,
+  CODE_EXTENSIONS, CONFIG_NAME, GENERATED, LINTABLE, MAX_SOURCE_BYTES, RESOLVED_EXTENSIONS, SCAN_SKIPPED_DIRS,
+  SOURCE_EXTENSIONS, SPEC_PATH, minifiedLooking, testLike,
 } from "./config.mjs";
 import { git, run } from "./process.mjs";
 
@@ -117,10 +117,16 @@ export function pathRefusal(file, config) {
   if (/[\u0000-\u001f\u007f\\]/.test(file)) return "control characters or backslashes in the name";
   const name = /** @type {string} */ (parts.at(-1));
   if (CONFIG_NAME.test(name)) return "a bundler, TypeScript or package-manager config is never a source";
+  const ext = path.extname(name);
+  if (CODE_EXTENSIONS.has(ext.toLowerCase()) && !LINTABLE.test(name)) {
+    return `code React Doctor does not analyse (${ext}: it reads .ts .tsx .js .jsx .mts .mjs, lower case)`;
+  }
+  if (CODE_EXTENSIONS.has(ext.toLowerCase()) && GENERATED.test(file)) {
+    return "a generated bundle (.min.js, __generated__/): React Doctor does not analyse it";
+  }
   if (!declared(file, config)) {
-    const folder = parts.slice(0, -1).find((part) => TEST_LIKE_DIRS.has(part.toLowerCase()));
-    if (folder) return `a folder React Doctor treats as tests or tooling (${folder}/): scanned with most rules off`;
-    if (TEST_LIKE_NAME.test(name)) return "a name React Doctor treats as a test, story or config: scanned with most rules off";
+    const why = testLike(file);
+    if (why) return `React Doctor treats it as a test, story or tooling by ${why}: it would be scanned with most rules off`;
   }
   return null;
 }
@@ -179,8 +185,7 @@ export function refusal(file, config, tree, present, app = APP) {
   if (CODE_EXTENSIONS.has(ext)) {
     const text = fs.readFileSync(full);
     if (!isUtf8(text)) return "code that is not UTF-8 text";
-    const longest = Math.max(0, ...text.toString("utf8").split("\n").map((line) => line.length));
-    if (longest > MAX_LINE_CHARS) return "minified-looking (a line over 1000 characters): the scan skips it";
+    if (minifiedLooking(text)) return "minified-looking (long lines throughout a large file): React Doctor skips it";
   }
   return null;
 }

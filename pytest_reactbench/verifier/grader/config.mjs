@@ -59,13 +59,17 @@ export const SOURCE_EXTENSIONS = new Set(ADMISSION.source_extensions);
 // file past this size is refused rather than left unscanned.
 /** @type {number} */
 export const MAX_SOURCE_BYTES = ADMISSION.max_source_bytes;
-// React Doctor drops minified-looking files and never looks in these folders.
-/** @type {number} */
-export const MAX_LINE_CHARS = ADMISSION.max_line_chars;
+// React Doctor never looks in these folders.
 /** @type {Set<string>} */
 export const SCAN_SKIPPED_DIRS = new Set(ADMISSION.scan_skipped_dirs);
 /** @type {Set<string>} */
 export const CODE_EXTENSIONS = new Set(ADMISSION.code_extensions);
+// What React Doctor lints, as it tells (case-sensitive: `App.JS` and `.cjs` are not
+// analysed), and the generated bundles it leaves out.
+export const LINTABLE = new RegExp(ADMISSION.lintable);
+export const GENERATED = new RegExp(ADMISSION.generated);
+/** @type {{ min_bytes: number, sniff_bytes: number, longest_line: number, average_line: number }} */
+export const MINIFIED = ADMISSION.minified;
 // What the bundler tries, in Vite's default order: a new `App.js` beside `App.tsx`
 // would be imported instead of it.
 export const RESOLVED_EXTENSIONS = [".mjs", ".js", ".mts", ".ts", ".jsx", ".tsx", ".json"];
@@ -73,12 +77,42 @@ export const RESOLVED_EXTENSIONS = [".mjs", ".js", ".mts", ".ts", ".jsx", ".tsx"
 // test setup files (they run before every spec) and module mocks.
 export const SPEC_PATH =
   /(^|\/)(__verifier__|__mocks__|__tests__)(\/|$)|\.(test|spec)\.[cm]?[jt]sx?$|(^|\/)(setupTests|setup-tests|test-setup|vitest\.setup|jest\.setup)\.[cm]?[jt]sx?$/;
-// Names and folders React Doctor treats as tests, stories, fixtures or tooling: it
-// scans them with most rules off yet counts them as analysed. Under a source root
-// they are refused unless the task declares them (config.json `test_like_allowed`).
-/** @type {Set<string>} */
-export const TEST_LIKE_DIRS = new Set(ADMISSION.test_like_dirs);
-export const TEST_LIKE_NAME = new RegExp(ADMISSION.test_like_name, "i");
+
+/**
+ * Whether React Doctor skips most of its rules on this file as test-like (a test,
+ * story, fixture or tooling), and why: its own rule, on the path as its plugin sees
+ * it (`/app/...`, the folders below the last source root; null: production code).
+ * @param {string} file  relative to /app
+ * @returns {string | null}
+ */
+export function testLike(file) {
+  const filename = `/app/${file}`;
+  const basename = path.posix.basename(file);
+  if (ADMISSION.test_like_basenames.includes(basename.toLowerCase())) return `its name (${basename})`;
+  const suffix = ADMISSION.test_like_suffixes.find((/** @type {string} */ s) => basename.includes(s));
+  if (suffix) return `its name (${suffix})`;
+  let cut = -1;
+  for (const root of ADMISSION.source_root_segments) cut = Math.max(cut, filename.lastIndexOf(`/${root}/`));
+  const scoped = cut < 0 ? filename : filename.slice(cut);
+  const folder = ADMISSION.test_like_segments.find(
+    (/** @type {string} */ seg) => (seg.startsWith(".") ? filename : scoped).includes(`/${seg}/`));
+  return folder ? `a folder ${folder}/` : null;
+}
+
+/**
+ * Whether React Doctor would drop this file as minified (its own test: a large file
+ * whose first bytes have a long longest line and a long average line).
+ * @param {Buffer} content
+ * @returns {boolean}
+ */
+export function minifiedLooking(content) {
+  if (content.length < MINIFIED.min_bytes) return false;
+  const prefix = content.subarray(0, MINIFIED.sniff_bytes).toString("utf8");
+  const lines = prefix.split("\n");
+  const longest = Math.max(0, ...lines.map((line) => line.length));
+  return longest > MINIFIED.longest_line && prefix.length / lines.length > MINIFIED.average_line;
+}
+
 // Files that configure the bundler, TypeScript or the package manager for the
 // folder they sit in, and type declarations (they can loosen the type check): never
 // a source, wherever they are. Dotfiles (`.babelrc`, `.npmrc`) are refused as such.

@@ -376,7 +376,7 @@ export function unscanned(report, changed, root = APP) {
   }
   return changed.filter(
     (file) =>
-      CODE_EXTENSIONS.has(path.extname(file)) && !SPEC_PATH.test(file) &&
+      CODE_EXTENSIONS.has(path.extname(file).toLowerCase()) && !SPEC_PATH.test(file) &&
       fs.existsSync(path.join(root, file)) && !analysed.has(file),
   );
 }

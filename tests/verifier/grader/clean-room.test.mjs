@@ -12,7 +12,8 @@ import {
 
 const config = { sources: ["src"], test_like_allowed: /** @type {string[]} */ ([]) };
 const SPEC = "test files, test setup and mocks belong to the verifier";
-const TEST_LIKE_NAME = "a name React Doctor treats as a test, story or config: scanned with most rules off";
+/** @param {string} by */
+const testLikeBy = (by) => `React Doctor treats it as a test, story or tooling by ${by}: it would be scanned with most rules off`;
 
 describe("pathRefusal", () => {
   test("admits source files under a source root, at any depth", () => {
@@ -51,22 +52,38 @@ describe("pathRefusal", () => {
     }
   });
 
-  test("test-like folders and names React Doctor scans with most rules off, unless declared", () => {
-    assert.equal(pathRefusal("src/fixtures/user.ts", config),
-      "a folder React Doctor treats as tests or tooling (fixtures/): scanned with most rules off");
-    // Folders compare case-insensitively; the reason names the folder as it is.
-    assert.match(/** @type {string} */ (pathRefusal("src/Stories/Button.tsx", config)), /\(Stories\/\)/);
-    for (const file of ["src/Button.stories.tsx", "src/api.mock.ts", "src/app.conf.js", "src/setup-vitest.ts"]) {
-      assert.equal(pathRefusal(file, config), TEST_LIKE_NAME, file);
+  test("test-like folders and names, as React Doctor tells them, unless declared", () => {
+    assert.equal(pathRefusal("src/fixtures/user.ts", config), testLikeBy("a folder fixtures/"));
+    // React Doctor's own rule: folders below the last source root, case as written.
+    assert.equal(pathRefusal("src/i18n/it/labels.ts", config), testLikeBy("a folder it/"));
+    assert.equal(pathRefusal("src/test/components/Card.tsx", config), null);  // below components/
+    assert.equal(pathRefusal("src/Stories/Button.tsx", config), null);  // not stories/
+    // Folders it does not treat as tests are production code, scanned with every rule.
+    for (const file of ["src/config/labels.ts", "src/server/api.ts", "src/workers/poll.ts", "src/script/x.ts"]) {
+      assert.equal(pathRefusal(file, config), null, file);
+    }
+    /** @type {[string, string][]} */
+    const names = [["src/Button.stories.tsx", ".stories."], ["src/api.mock.ts", ".mock."],
+      ["src/karma.conf.js", "karma.conf.js"], ["src/setupJest.ts", "setupJest.ts"]];
+    for (const [file, by] of names) {
+      assert.equal(pathRefusal(file, config), testLikeBy(`its name (${by})`), file);
     }
     const declared = { sources: ["src"], test_like_allowed: ["src/fixtures", "src/Button.stories.tsx"] };
     assert.equal(pathRefusal("src/fixtures/user.ts", declared), null);
     assert.equal(pathRefusal("src/Button.stories.tsx", declared), null);
     // A declaration is a folder or a file, never a prefix of a name.
     assert.equal(pathRefusal("src/fixtures/user.ts", { ...declared, test_like_allowed: ["src/fix"] }),
-      "a folder React Doctor treats as tests or tooling (fixtures/): scanned with most rules off");
+      testLikeBy("a folder fixtures/"));
     // Declared or not, a spec is the verifier's.
     assert.equal(pathRefusal("src/fixtures/user.test.ts", declared), SPEC);
+  });
+
+  test("code React Doctor does not analyse is refused by name, whatever the case of its extension", () => {
+    for (const file of ["src/useTicker.JS", "src/App.Tsx", "src/legacy.cjs", "src/types.cts"]) {
+      assert.match(/** @type {string} */ (pathRefusal(file, config)), /^code React Doctor does not analyse/, file);
+    }
+    assert.match(/** @type {string} */ (pathRefusal("src/vendor/chart.min.js", config)), /generated bundle/);
+    assert.match(/** @type {string} */ (pathRefusal("src/__generated__/api.ts", config)), /generated bundle/);
   });
 });
 
@@ -89,9 +106,9 @@ describe("shadowed", () => {
   });
 
   test("a base file the clean room puts back (it is not a source) shadows even when deleted", () => {
-    const tree = new Map([["src/types.d.ts", { mode: "100644", id: "x" }], ["src/app.conf.ts", { mode: "100644", id: "y" }]]);
+    const tree = new Map([["src/types.d.ts", { mode: "100644", id: "x" }], ["src/karma.conf.ts", { mode: "100644", id: "y" }]]);
     assert.equal(shadowed("src/types.d.js", tree, new Set(["src/types.d.js"]), config), "src/types.d.ts");
-    assert.equal(shadowed("src/app.conf.json", tree, new Set(["src/app.conf.json"]), config), "src/app.conf.ts");
+    assert.equal(shadowed("src/karma.conf.json", tree, new Set(["src/karma.conf.json"]), config), "src/karma.conf.ts");
   });
 });
 
@@ -115,8 +132,11 @@ describe("refusal and judge on a tree", () => {
     write("src/fits.json", `"${"x".repeat(262142)}"`);
     write("src/dist/bundle.ts", "export {};\n");
     write("src/latin1.ts", Buffer.from([0x2f, 0x2f, 0x20, 0xe9, 0x0a]));
-    write("src/min.js", `${"a".repeat(1001)}\n`);
-    write("src/long.js", `${"a".repeat(1000)}\nb\n`);
+    // Minified as React Doctor tells it: a large file with long lines throughout.
+    write("src/min.js", `${"a".repeat(1001)}\n`.repeat(25));
+    // One long line (an inline SVG path) in an ordinary file is not minified.
+    write("src/long.js", `${"a".repeat(1393)}\n${"b;\n".repeat(400)}`);
+    write("src/short-min.js", `${"a".repeat(1001)}\n`);
     write("src/App.js", "export default 1;\n");
     write("src/App.tsx", "export default 2;\n");
     write("src/Counter.js", "export default 3;\n");
@@ -129,6 +149,7 @@ describe("refusal and judge on a tree", () => {
     assert.equal(judged("src/Counter.tsx"), null);
     assert.equal(judged("src/fits.json"), null);
     assert.equal(judged("src/long.js"), null);
+    assert.equal(judged("src/short-min.js"), null);  // under React Doctor's 20 kB floor
   });
 
   test("the path is judged first", () => {
@@ -145,7 +166,7 @@ describe("refusal and judge on a tree", () => {
 
   test("code the scan would not read: not UTF-8, or minified-looking", () => {
     assert.equal(judged("src/latin1.ts"), "code that is not UTF-8 text");
-    assert.equal(judged("src/min.js"), "minified-looking (a line over 1000 characters): the scan skips it");
+    assert.equal(judged("src/min.js"), "minified-looking (long lines throughout a large file): React Doctor skips it");
   });
 
   test("a new module beside another is refused; a base file is not held to it", () => {
