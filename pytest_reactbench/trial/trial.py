@@ -442,7 +442,7 @@ class Trial:
             durations["verifier_boot"] = durations.get("verifier_boot", 0.0) + verifier.ready()
             with _timed(durations, "verify", record), self._beat("grading"):
                 graded = grade(verifier, transfers, self.verifier_timeout,
-                               record.path / "verifier")
+                               record.path / "verifier", self.options.timeout_multiplier)
         except SubmissionFailure as exc:
             # The submission broke the grading once its code or files were in play.
             return finish(Verdict.FAILED, exc.failure, str(exc))

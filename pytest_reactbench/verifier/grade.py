@@ -205,10 +205,13 @@ def _unpack_logs(data: bytes, into: Path) -> None:
         raise SandboxError(f"could not read {VERIFIER_LOGS} out of the verifier: {exc}") from None
 
 
-def grade(sandbox: Sandbox, transfers: list[Transfer], timeout: float, logs_dir: Path) -> Grade:
-    """Deliver the artifacts, run test.sh, keep `/logs/verifier` in `logs_dir`."""
+def grade(sandbox: Sandbox, transfers: list[Transfer], timeout: float, logs_dir: Path,
+          timeout_multiplier: float = 1.0) -> Grade:
+    """Deliver the artifacts, run test.sh, keep `/logs/verifier` in `logs_dir`. Our
+    grader scales its own limits (the scan's) by `timeout_multiplier`."""
     deliver(sandbox, transfers)
-    result = sandbox.exec(TEST_COMMAND, timeout=timeout)
+    result = sandbox.exec(TEST_COMMAND, timeout=timeout,
+                          env={"REACTBENCH_TIMEOUT_MULTIPLIER": f"{timeout_multiplier:g}"})
     _unpack_logs(sandbox.get_archive(VERIFIER_LOGS), logs_dir)
     progress = read_progress(logs_dir)
     if progress is None:

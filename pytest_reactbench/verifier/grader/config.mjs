@@ -118,6 +118,16 @@ export function minifiedLooking(content) {
 // a source, wherever they are. Dotfiles (`.babelrc`, `.npmrc`) are refused as such.
 export const CONFIG_NAME = new RegExp(ADMISSION.config_name, "i");
 
+/**
+ * The run's --reactbench-timeout-multiplier, as the harness passes it (a slow or
+ * loaded machine scales every limit of the task, the scan's included).
+ * @returns {number}
+ */
+export function timeoutMultiplier() {
+  const value = Number(process.env.REACTBENCH_TIMEOUT_MULTIPLIER ?? "1");
+  return Number.isFinite(value) && value > 0 ? value : 1;
+}
+
 // -------------------------------------------------------------- config.json
 
 /**
@@ -184,6 +194,7 @@ export function readConfig() {
       throw new HarnessError(`${file}: rd.ignored_new_footguns[${i}] must have rule, filePath and title`);
     }
   }
+  const rd = { scan_root: APP, mode: "gate", targets: [], ignored_new_footguns: [], timeout_sec: 120, ...config.rd };
   const scanRoot = path.resolve(APP, config.rd?.scan_root ?? APP);
   if (path.relative(APP, scanRoot).startsWith("..")) {
     // The scan reads a copy of /app: a root elsewhere would not be the graded tree.
@@ -192,7 +203,7 @@ export function readConfig() {
   return {
     ...config,
     test: { e2e_specs: "e2e", ...config.test, expected },
-    rd: { scan_root: APP, mode: "gate", targets: [], ignored_new_footguns: [], timeout_sec: 120, ...config.rd },
+    rd: { ...rd, timeout_sec: rd.timeout_sec * timeoutMultiplier() },
     sources: config.sources ?? ["src"],
     test_like_allowed: config.test_like_allowed ?? [],
   };

@@ -154,7 +154,7 @@ describe("unscanned", () => {
   test("changed code files that exist and the scan did not analyse, specs aside", () => {
     const root = fs.mkdtempSync(path.join(os.tmpdir(), "grader-unscanned-"));
     try {
-      for (const file of ["src/a.tsx", "src/b.tsx", "src/ui/c.ts", "src/style.css", "src/a.test.tsx"]) {
+      for (const file of ["src/a.tsx", "src/b.tsx", "src/ui/c.ts", "src/style.css", "src/a.test.tsx", "src/d.JS"]) {
         fs.mkdirSync(path.dirname(path.join(root, file)), { recursive: true });
         fs.writeFileSync(path.join(root, file), "x");
       }
@@ -162,8 +162,30 @@ describe("unscanned", () => {
       const changed = ["src/a.tsx", "src/b.tsx", "src/ui/c.ts", "src/style.css", "src/a.test.tsx", "src/deleted.tsx"];
       assert.deepEqual(unscanned(report, changed, root), ["src/b.tsx"]);
       assert.deepEqual(unscanned({}, ["src/a.tsx"], root), ["src/a.tsx"]);
+      // Code by its extension whatever its case: an upper-case one is code the scan skips.
+      assert.deepEqual(unscanned(report, ["src/d.JS"], root), ["src/d.JS"]);
     } finally {
       fs.rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("the scan's limit", () => {
+  test("scales with the run's timeout multiplier, as the harness passes it", async () => {
+    const { timeoutMultiplier } = await import("../../../pytest_reactbench/verifier/grader/config.mjs");
+    const saved = process.env.REACTBENCH_TIMEOUT_MULTIPLIER;
+    try {
+      process.env.REACTBENCH_TIMEOUT_MULTIPLIER = "2.5";
+      assert.equal(timeoutMultiplier(), 2.5);
+      for (const bad of ["0", "-1", "x"]) {
+        process.env.REACTBENCH_TIMEOUT_MULTIPLIER = bad;
+        assert.equal(timeoutMultiplier(), 1, bad);
+      }
+      delete process.env.REACTBENCH_TIMEOUT_MULTIPLIER;
+      assert.equal(timeoutMultiplier(), 1);
+    } finally {
+      if (saved === undefined) delete process.env.REACTBENCH_TIMEOUT_MULTIPLIER;
+      else process.env.REACTBENCH_TIMEOUT_MULTIPLIER = saved;
     }
   });
 });
