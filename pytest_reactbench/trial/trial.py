@@ -454,6 +454,11 @@ class Trial:
                 if phase in graded.details.timings:
                     durations[phase] = graded.details.timings[phase]
         fields = _grade_fields(graded)
+        # What could not cross to the verifier is refused too (its base version graded).
+        dropped = [Refusal(path=path, reason=f"not carried to the verifier: {why}")
+                   for transfer in transfers for path, why in transfer.dropped]
+        if dropped:
+            fields["refused"] = [*fields.get("refused", []), *dropped]
         test_log = record.path / "verifier" / "test-stdout.txt"
         if test_log.is_file():
             fields["test_log_tail"] = _tail(test_log.read_text(errors="replace"))

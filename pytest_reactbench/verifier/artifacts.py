@@ -49,6 +49,23 @@ def _normalize(name: str) -> str | None:
     return posixpath.normpath(name)
 
 
+#: Linux's limits on a path and on one of its names, in bytes: a member past them
+#: cannot be written in the verifier, and is the agent's to lose, not an error.
+PATH_MAX = 4096
+NAME_MAX = 255
+
+
+def _too_long(root: str, name: str) -> str | None:
+    def size(text: str) -> int:
+        return len(text.encode("utf-8", "surrogateescape"))
+
+    if size(posixpath.join(root, name)) >= PATH_MAX:
+        return f"the path is longer than PATH_MAX ({PATH_MAX} bytes) and cannot be written"
+    if any(size(part) > NAME_MAX for part in name.split("/")):
+        return f"a name in the path is longer than NAME_MAX ({NAME_MAX} bytes) and cannot be written"
+    return None
+
+
 def _link_stays_inside(member_name: str, target: str) -> bool:
     if target.startswith("/"):
         return False
@@ -56,10 +73,11 @@ def _link_stays_inside(member_name: str, target: str) -> bool:
     return not (resolved == ".." or resolved.startswith("../"))
 
 
-def sanitize(raw: bytes, patterns: list[str]) -> tuple[bytes, int, int, list[tuple[str, str]]]:
+def sanitize(raw: bytes, patterns: list[str],
+             root: str = "/app") -> tuple[bytes, int, int, list[tuple[str, str]]]:
     """Re-pack a tar stream keeping regular files, directories and links that stay
-    inside; everything else is dropped with a reason. One bad entry never loses the
-    rest."""
+    inside `root` and can be written there; everything else is dropped with a reason.
+    One bad entry never loses the rest."""
     out = io.BytesIO()
     dropped: list[tuple[str, str]] = []
     files = size = 0
@@ -75,7 +93,12 @@ def sanitize(raw: bytes, patterns: list[str]) -> tuple[bytes, int, int, list[tup
                 continue
             if name == "" or excluded(name, patterns):
                 continue
+            if (why := _too_long(root, name)) is not None:
+                dropped.append((name[:200] + ("…" if len(name) > 200 else ""), why))
+                continue
             member.name = name
+            # A long name travels in a PAX header, which would override the one set here.
+            member.pax_headers = {k: v for k, v in member.pax_headers.items() if k != "path"}
             if member.isdir():
                 sink.addfile(member)
             elif member.isfile():
@@ -99,7 +122,7 @@ def collect(sandbox: Sandbox, artifacts: list[Artifact],
     total = 0
     for artifact in artifacts:
         raw = sandbox.get_archive(artifact.source, exclude=artifact.exclude)
-        data, files, size, dropped = sanitize(raw, artifact.exclude)
+        data, files, size, dropped = sanitize(raw, artifact.exclude, artifact.source)
         total += size
         if total > limit:
             raise SubmissionRefused(

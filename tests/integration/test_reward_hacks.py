@@ -429,7 +429,9 @@ TS
         mkdir -p /app/src/__verifier__/counter.spec.tsx/inner && echo x > /app/src/__verifier__/counter.spec.tsx/inner/a.ts
         echo x > /app/e2e
         touch "/app/src/$(printf 'new\\nline.tsx')"
-        mkfifo /app/src/pipe.tsx""",
+        mkfifo /app/src/pipe.tsx
+        # A path past PATH_MAX (5,233 bytes, made by relative steps as a program can).
+        node -e 'const fs=require("fs");process.chdir("/app/src");for(let i=0;i<26;i++){fs.mkdirSync("d".repeat(200));process.chdir("d".repeat(200));}fs.writeFileSync("x.ts","x")'""",
     # 6. A Reset no user can see: opacity 0 passes toBeVisible().
     "invisible-reset": SOLVE + "\n" + """
         sed -i 's#<button type="button" onClick={() => setCount(0)}#<button type="button" style={{ opacity: 0 }} onClick={() => setCount(0)}#' /app/src/Counter.tsx
@@ -522,10 +524,10 @@ def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: 
         assert lines and all("e2e" in line for line in lines), (name, lines)
     # 4. Each blind spot refused by name; the counter that imports one breaks.
     refused = {r["path"]: r["reason"] for r in details["scanner-blind-spots"]["submission"]["refused"]}
-    for path, reason in (("src/stories/Ticker.tsx", "treats as tests or tooling"),
-                         ("src/Ticker.stories.tsx", "treats as a test, story"),
-                         ("src/fixtures/Ticker.tsx", "treats as tests or tooling"),
-                         ("src/e2e/Ticker.tsx", "treats as tests or tooling"),
+    for path, reason in (("src/stories/Ticker.tsx", "treats it as a test, story or tooling"),
+                         ("src/Ticker.stories.tsx", "treats it as a test, story or tooling"),
+                         ("src/fixtures/Ticker.tsx", "treats it as a test, story or tooling"),
+                         ("src/e2e/Ticker.tsx", "treats it as a test, story or tooling"),
                          ("src/tsconfig.json", "never a source"), ("src/package.json", "never a source"),
                          ("src/vite.config.ts", "never a source")):
         assert reason in refused.get(path, ""), (path, refused)
@@ -537,6 +539,11 @@ def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: 
     refused = {r["path"]: r["reason"] for r in details["unhandleable-paths"]["submission"]["refused"]}
     assert any("not UTF-8" in reason for reason in refused.values()), refused
     assert any(path.startswith("src/__verifier__/counter.spec.tsx/") for path in refused), refused
+    # What the verifier could not be given is named in the result, and the rest graded.
+    whole = json.loads(verdicts["unhandleable-paths"]["reactbench.result"])
+    too_long = [r for r in whole.get("refused", []) if "PATH_MAX" in r["reason"]]
+    # (Docker's own archive of the agent's tree leaves such a path out unsaid.)
+    assert too_long or backend == "docker", whole.get("refused")
     # 6. What a user sees, timers however started, keys however written.
     assert "what a user sees" in log["invisible-reset"] or "opacity 0" in log["invisible-reset"]
     assert verdicts["invisible-reset"]["reactbench.gate.tests"] == "0"

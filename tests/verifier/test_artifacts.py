@@ -75,6 +75,19 @@ def test_sanitize_keeps_files_and_inner_links_and_drops_the_rest() -> None:
     }
 
 
+def test_members_the_verifier_cannot_write_are_dropped_by_name_and_the_rest_kept() -> None:
+    deep = "src/" + "/".join(["d" * 200] * 26) + "/x.ts"  # 5,233 bytes under /app
+    raw = tar_of([entry("./src", tarfile.DIRTYPE), entry("./src/App.tsx"), entry(f"./{deep}"),
+                  entry("./src/" + "n" * 256 + ".ts"), entry("./src/" + "é" * 126 + ".ts")])
+    data, files, _, dropped = sanitize(raw, EXCLUDES)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        assert sorted(tar.getnames()) == ["src", "src/App.tsx", "src/" + "é" * 126 + ".ts"]
+    reasons = dict(dropped)
+    assert reasons[deep[:200] + "…"].startswith("the path is longer than PATH_MAX (4096 bytes)")
+    assert reasons[("src/" + "n" * 256)[:200] + "…"].startswith("a name in the path is longer than NAME_MAX")
+    assert files == 2
+
+
 def test_sanitize_refuses_garbage() -> None:
     with pytest.raises(SandboxError, match="unreadable archive"):
         sanitize(b"not a tar" * 100, [])
