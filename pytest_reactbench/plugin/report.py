@@ -18,7 +18,8 @@ def _failing_specs(result: TrialResult) -> list[str]:
     lines = []
     for spec in result.failing_specs[:MAX_LISTED]:
         lines.append(f"  {spec}")
-        lines += [f"      {line}" for line in result.spec_message(spec).splitlines()[:SPEC_LINES]]
+        said = [line for line in result.spec_message(spec).splitlines() if line.strip()]
+        lines += [f"      {line}" for line in said[:SPEC_LINES]]
     return ["Failing specs:", *lines] if lines else []
 
 
