@@ -173,7 +173,8 @@ def test_an_agent_at_work_says_so_every_beat(tmp_path: Path, backend: LocalBacke
                    options=TrialOptions(heartbeat_sec=0.4)).run()
     assert result.verdict is Verdict.PASSED
     beats = [line for line in lines if "the agent is at work, still running after" in line]
-    assert 2 <= len(beats) <= 3, lines
+    # (at least two beats in the agent's 1.2 s, however loaded the machine)
+    assert len(beats) >= 2, lines
     assert beats[0] == "alpha [slow]: the agent is at work, still running after 0 s"
     # None after the agent ended, and none for quick work at the default beat.
     lines.clear()
