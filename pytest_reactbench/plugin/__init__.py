@@ -179,7 +179,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 agent_versions={a.name: a.version for a in session.agents.values() if a.version},
                 attempts=settings.attempts, retries=settings.retries, strict=settings.strict,
                 images=settings.images, timeout_multiplier=settings.timeout_multiplier,
-                shard=f"{settings.shard[0]}/{settings.shard[1]}" if settings.shard else None,
+                shard=shards.shard_text(settings.shard) or None,
                 engines=list(settings.docker_hosts)))
         if config.pluginmanager.hasplugin("xdist"):
             config.pluginmanager.register(XdistHooks(run_id, session.selected), "reactbench-xdist")

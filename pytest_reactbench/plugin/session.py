@@ -12,6 +12,7 @@ from pytest_reactbench.agents import Agent
 from pytest_reactbench.agents.command import CommandAgent, CommandSpec
 from pytest_reactbench.plugin.progress import OncePerSession, progress_printer
 from pytest_reactbench.plugin.settings import Settings, UsageError
+from pytest_reactbench.plugin.shards import shard_text
 from pytest_reactbench.results import RunRecords, TrialResult, Verdict
 from pytest_reactbench.results.load import ResultsError
 from pytest_reactbench.results.manifest import TrialManifest
@@ -79,7 +80,7 @@ class ReactbenchSession:
             retries=settings.retries,
             timeout_multiplier=settings.timeout_multiplier,
             labels={"run": run_id, "worker": self.worker},
-            shard=f"{settings.shard[0]}/{settings.shard[1]}" if settings.shard else "",
+            shard=shard_text(settings.shard),
             manifest={"plugin_version": __version__, "run_id": run_id,
                       # What a replay of one of this session's trials repeats.
                       "options": replay_options(settings)},

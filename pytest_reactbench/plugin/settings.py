@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_reactbench.plugin.shards import Shard, parse_shard
+from pytest_reactbench.plugin.shards import Shard, parse_shard, shard_text
 from pytest_reactbench.results.load import ResultsError
 from pytest_reactbench.results.manifest import RunManifest
 from pytest_reactbench.results.resume import resolve_run
@@ -382,7 +382,7 @@ def _shown(name: str, value: Any) -> str:
     if name == "agents":
         return ",".join(value)
     if name == "shard":
-        return f"{value[0]}/{value[1]}" if value else "(none)"
+        return shard_text(value) or "(none)"
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 

@@ -21,6 +21,11 @@ def parse_shard(text: str, source: str = "--reactbench-shard") -> Shard:
     return int(k), int(n)
 
 
+def shard_text(shard: Shard | None) -> str:
+    """`K/N`, as the option takes it ("" for an unsharded run)."""
+    return f"{shard[0]}/{shard[1]}" if shard else ""
+
+
 def shard_of(task_id: str, shards: int) -> int:
     """The shard (1..shards) a task belongs to: a hash of its id, not its position."""
     digest = hashlib.sha256(task_id.encode()).digest()

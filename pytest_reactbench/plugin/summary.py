@@ -102,9 +102,9 @@ class ResultsSummary:
         return command
 
     def _mark_incomplete(self, session: pytest.Session, exitstatus: int) -> None:
-        unrun = [nodeid for nodeid in self.expected if nodeid not in self.reported]
         if not self.records.run_dir.is_dir():
             return
+        unrun = [nodeid for nodeid in self.expected if nodeid not in self.reported]
         if unrun:
             why = ("interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED
                    else "the session stopped early")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TypeVar
+from typing import ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -14,20 +14,28 @@ from pytest_reactbench.results.errors import ResultsError
 MANIFEST = "manifest.json"
 
 
-M = TypeVar("M", bound=BaseModel)
+class _Manifest(BaseModel):
+    """A manifest.json: read with one error naming the file and the field, written
+    without the fields it leaves unset (None)."""
 
+    model_config = ConfigDict(extra="allow")
+    #: Whose manifest it is, for the error of one that is not.
+    whose: ClassVar[str]
 
-def _read(model: type[M], folder: Path, whose: str) -> M:
-    """The manifest.json of `folder`, or a ResultsError naming the file and the field."""
-    path = folder / MANIFEST
-    try:
-        return model.model_validate(json.loads(path.read_text()))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(top)"
-        raise ResultsError(f"{path}: {where}: {first['msg']}") from None
-    except (OSError, ValueError) as exc:
-        raise ResultsError(f"{path}: not {whose} manifest ({exc})") from None
+    @classmethod
+    def read(cls, folder: Path) -> Self:
+        path = folder / MANIFEST
+        try:
+            return cls.model_validate(json.loads(path.read_text()))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "(top)"
+            raise ResultsError(f"{path}: {where}: {first['msg']}") from None
+        except (OSError, ValueError) as exc:
+            raise ResultsError(f"{path}: not {cls.whose} manifest ({exc})") from None
+
+    def to_json(self) -> dict[str, object]:
+        return self.model_dump(mode="json", exclude_none=True)
 
 
 class Resumption(BaseModel):
@@ -41,11 +49,11 @@ class Resumption(BaseModel):
     kept: int = 0
 
 
-class RunManifest(BaseModel):
+class RunManifest(_Manifest):
     """The run's own decisions. A field that is None was not recorded (a run made by an
     older version), and a resumed run decides it anew."""
 
-    model_config = ConfigDict(extra="allow")
+    whose: ClassVar[str] = "a run's"
 
     run_id: str
     started_at: float | None = None
@@ -69,20 +77,13 @@ class RunManifest(BaseModel):
     #: or stopped early): what never ran, and how to resume it.
     incomplete: str | None = None
 
-    @classmethod
-    def read(cls, run_dir: Path) -> RunManifest:
-        return _read(cls, run_dir, "a run's")
 
-    def to_json(self) -> dict[str, object]:
-        return self.model_dump(mode="json", exclude_none=True)
-
-
-class TrialManifest(BaseModel):
+class TrialManifest(_Manifest):
     """A trial record's manifest.json: which trial, how it was set up, and how to make
     it again (`reactbench replay`). Keys it does not know (a conftest's, a newer
     version's) are kept."""
 
-    model_config = ConfigDict(extra="allow")
+    whose: ClassVar[str] = "a trial's"
 
     task: str
     agent: str
@@ -103,10 +104,3 @@ class TrialManifest(BaseModel):
     timeout_multiplier: float = 1.0
     #: The record of the errored try this one started again after.
     retry_of: str | None = None
-
-    @classmethod
-    def read(cls, trial_dir: Path) -> TrialManifest:
-        return _read(cls, trial_dir, "a trial's")
-
-    def to_json(self) -> dict[str, object]:
-        return self.model_dump(mode="json", exclude_none=True)

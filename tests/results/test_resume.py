@@ -13,7 +13,11 @@ from pytest_reactbench.results import TrialRecord
 from pytest_reactbench.results.load import from_records, junit_testcases
 from tests.conftest import write_task
 
-BREAKS_ON_BETA = """
+
+def solver_failing_on_beta(flag: str, fault: str) -> str:
+    """A conftest whose agent solves every task but beta, where it raises `fault`
+    while a file named `flag` sits beside it."""
+    return f"""
 from pathlib import Path
 
 import pytest
@@ -25,16 +29,19 @@ class Solver(Agent):
     name = "solver"
 
     def run(self, ctx):
-        if ctx.task.id == "beta" and Path(__file__).with_name("break-beta").exists():
-            raise SandboxError("the engine went away (injected)")
+        if ctx.task.id == "beta" and Path(__file__).with_name("{flag}").exists():
+            raise {fault}
         ctx.sandbox.exec("echo hello > /app/out.txt")
         return AgentOutcome("completed", 0)
 
 
 @pytest.hookimpl
 def pytest_reactbench_agents():
-    return {"solver": lambda arg, settings: Solver()}
+    return {{"solver": lambda arg, settings: Solver()}}
 """
+
+
+BREAKS_ON_BETA = solver_failing_on_beta("break-beta", 'SandboxError("the engine went away (injected)")')
 
 
 def _trials(run: Path) -> list[str]:
@@ -137,27 +144,8 @@ def test_a_resumed_run_keeps_its_attempts_and_refuses_other_options(suite: pytes
     suite.runpytest("--reactbench-resume=last", "--reactbench-attempts=2").assert_outcomes(passed=4)
 
 
-INTERRUPTS_ON_BETA = """
-from pathlib import Path
-
-import pytest
-from pytest_reactbench.agents import Agent, AgentOutcome
-
-
-class Solver(Agent):
-    name = "solver"
-
-    def run(self, ctx):
-        if ctx.task.id == "beta" and Path(__file__).with_name("interrupt").exists():
-            raise KeyboardInterrupt  # what Ctrl-C does to the session while beta runs
-        ctx.sandbox.exec("echo hello > /app/out.txt")
-        return AgentOutcome("completed", 0)
-
-
-@pytest.hookimpl
-def pytest_reactbench_agents():
-    return {"solver": lambda arg, settings: Solver()}
-"""
+# What Ctrl-C does to the session while beta runs.
+INTERRUPTS_ON_BETA = solver_failing_on_beta("interrupt", "KeyboardInterrupt")
 
 
 def test_an_interrupted_run_says_what_never_ran_and_how_to_resume(suite: pytest.Pytester) -> None:
