@@ -116,6 +116,12 @@ class ExecResult:
     def error_text(self) -> str:
         return self.stderr.decode("utf-8", "replace")
 
+    @property
+    def failure(self) -> str:
+        """Why it failed, for a message: its stderr, or its exit code when it wrote none."""
+        text = self.error_text.strip()
+        return text or f"exit code {self.exit_code}, nothing on stderr"
+
 
 #: Processes a sandbox may hold at once: a fork bomb stops here on both backends.
 PIDS_LIMIT = 2048
@@ -223,7 +229,7 @@ class Sandbox(ABC):
         for _ in range(2):
             result = self.exec(args, cwd="/")
             if not result.ok:
-                raise SandboxError(f"could not archive {src}: {result.error_text.strip()}")
+                raise SandboxError(f"could not archive {src}: {result.failure}")
             if result.stdout:
                 return result.stdout
             # tar writes at least its end blocks: an empty stream is output the
@@ -237,6 +243,11 @@ class Sandbox(ABC):
     def ready(self) -> float:
         """Block until the sandbox can run commands; the seconds it waited."""
         return 0.0
+
+    def end_leftovers(self) -> None:
+        """Stop every process its commands left running (an agent's background jobs and
+        daemons), so that what is collected afterwards holds still. A backend whose
+        commands take their whole tree with them (local) has nothing to do."""
 
     def egress_requests(self) -> list[dict[str, Any]]:
         """Every request its egress proxy saw so far (host, port, method, and the
@@ -313,6 +324,12 @@ class BootingSandbox(Sandbox):
 
     def get_archive(self, src: str, exclude: Sequence[str] = ()) -> bytes:
         return self.sandbox.get_archive(src, exclude)
+
+    def end_leftovers(self) -> None:
+        self.sandbox.end_leftovers()
+
+    def egress_requests(self) -> list[dict[str, Any]]:
+        return self.sandbox.egress_requests()
 
     def close(self) -> None:
         self._thread.join()

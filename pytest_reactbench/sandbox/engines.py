@@ -297,6 +297,10 @@ class PooledSandbox(Sandbox):
         with self._watch():
             return self.inner.get_archive(src, exclude)
 
+    def end_leftovers(self) -> None:
+        with self._watch():
+            self.inner.end_leftovers()
+
     def egress_requests(self) -> list[dict[str, Any]]:
         with self._watch():
             return self.inner.egress_requests()

@@ -342,7 +342,7 @@ class LocalSandbox(Sandbox):
             ["sh", "-c", 'mkdir -p "$1" && tar -x -C "$1" -f -', "put", dest], cwd="/", stdin=data
         )
         if not result.ok:
-            raise SandboxError(f"could not unpack into {dest}: {result.error_text.strip()}")
+            raise SandboxError(f"could not unpack into {dest}: {result.failure}")
 
     def close(self) -> None:
         if self._closed:

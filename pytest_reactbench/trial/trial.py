@@ -404,6 +404,9 @@ class Trial:
             with _timed(durations, "agent", record), self._beat("the agent is at work"):
                 outcome = _run_agent(agent, task, agent_box, record, self.agent_timeout)
             record.write_text("agent.log", outcome.log)
+            # What it left running (a background job, a daemon) must not change or
+            # crowd out what is collected next.
+            agent_box.end_leftovers()
             record.event("agent-ended", ending=outcome.ending, exit_code=outcome.exit_code)
             requests = agent_box.egress_requests()
             if requests:

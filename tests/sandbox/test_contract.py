@@ -66,13 +66,28 @@ def test_timeout_kills_the_whole_tree(box: Sandbox) -> None:
     result = box.exec(f"(setsid sleep {first} &); sleep {second}", timeout=1)
     assert result.timed_out and result.exit_code == 124
     assert time.monotonic() - started < 15
+    assert _gone(f"sleep {first}", f"sleep {second}") == []
+    assert box.exec("echo still usable").ok
+
+
+def _gone(*commands: str) -> list[int]:
+    """The host's processes running one of `commands`, once they had 5 s to go."""
     deadline = time.monotonic() + 5
-    left = pids_with(f"sleep {first}") + pids_with(f"sleep {second}")
+    left = [pid for command in commands for pid in pids_with(command)]
     while left and time.monotonic() < deadline:
         time.sleep(0.1)
-        left = pids_with(f"sleep {first}") + pids_with(f"sleep {second}")
-    assert left == []
-    assert box.exec("echo still usable").ok
+        left = [pid for command in commands for pid in pids_with(command)]
+    return left
+
+
+def test_what_commands_leave_running_is_ended(box: Sandbox) -> None:
+    # An agent's background job and its daemon (setsid'd away from its tree): once its
+    # command returns and end_leftovers() has run, neither may be running.
+    job, daemon = (f"sleep {400 + random.random():.6f}" for _ in range(2))
+    assert box.exec(f"{job} & (setsid {daemon} &); true").ok
+    box.end_leftovers()
+    assert _gone(job, daemon) == []
+    assert box.exec("echo still usable").text == "still usable\n"
 
 
 def test_archives_round_trip(box: Sandbox) -> None:
