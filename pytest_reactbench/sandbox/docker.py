@@ -260,7 +260,7 @@ class DockerSandbox(Sandbox):
         try:
             killer = self.api.exec_create(self.container.id, ["sh", "-c", KILL_ALL])["Id"]
             self.api.exec_start(killer)
-            return self.api.exec_inspect(killer).get("ExitCode") == 0
+            return bool(self.api.exec_inspect(killer).get("ExitCode") == 0)
         except self._errors().DockerException:
             return False
 
