@@ -59,6 +59,11 @@ class TestPhase(_Strict):
     exit_code: int | None = None
     timed_out: bool = False
     seconds: float | None = None
+    #: Canaries the grader planted in this phase's specs (some must fail, some pass).
+    planted: int = 0
+    #: Its exit 1 came from the canaries planted to fail alone (no unhandled error, no
+    #: other failure), so the phase counts as exiting cleanly.
+    exit_explained: bool = False
 
 
 class SpecResult(_Strict):
@@ -92,6 +97,8 @@ class TestsGate(_Strict):
     expected: int = 0
     phases: list[TestPhase] = Field(default_factory=list)
     failing: list[str] = Field(default_factory=list)
+    #: What the canaries caught: results the tested code rewrote (also heading `failing`).
+    tampered: list[str] = Field(default_factory=list)
     #: Every test the runners reported, in the order they ran.
     specs: list[SpecResult] = Field(default_factory=list)
     room: TestRoom | None = None

@@ -478,9 +478,14 @@ class Trial:
             first = refused[0]
             message = (f"{len(refused)} file(s) of the submission refused ({first.path}: {first.reason}"
                        + (", and more" if len(refused) > 1 else "") + f"); {message}")
+        failure = "+".join(failed) or "reward"
+        if graded.details is not None and graded.details.tests.tampered:
+            # The grader's canaries were reported otherwise than planted: the code
+            # under test rewrote the test results, which says more than any of them.
+            failure, message = "tampered", f"{graded.details.tests.tampered[0]}; {message}"
         if outcome is not None and outcome.headline:
             message = f"{outcome.headline}; {message}"
-        return finish(Verdict.FAILED, "+".join(failed) or "reward", message, **fields)
+        return finish(Verdict.FAILED, failure, message, **fields)
 
 
 def _baked(record: TrialRecord, durations: dict[str, float], name: str, make: Callable[[], Image],

@@ -10,6 +10,7 @@ import path from "node:path";
 import {
   APP, LOGS, ROOM, ROOM_GID, ROOM_REPORTS, ROOM_UID, STATE, TESTS, VERIFIER_DIR, compileCache,
 } from "./config.mjs";
+import { RUN_REPORT, canariesExplainExit, installReporter, judgeCanaries, plantCanaries } from "./canaries.mjs";
 import { SubmissionFailure } from "./errors.mjs";
 import { exitCode, run } from "./process.mjs";
 import { judgeTests, playwrightResults, readReport, specResults, vitestResults } from "./reports.mjs";
@@ -51,6 +52,8 @@ import { E2E_CONFIG, applySpecs, e2ePort, e2eTransforms, userAgent, withE2eConfi
  * @property {number} exit_code
  * @property {boolean} timed_out
  * @property {number} seconds
+ * @property {number} [planted]  canaries planted in its specs
+ * @property {boolean} [exit_explained]  its exit 1 was the canaries planted to fail, alone
  */
 
 /**
@@ -62,6 +65,7 @@ import { E2E_CONFIG, applySpecs, e2ePort, e2eTransforms, userAgent, withE2eConfi
  * @property {number} expected  how many tests the task names
  * @property {TestPhase[]} phases
  * @property {string[]} failing
+ * @property {string[]} tampered  what the canaries caught (canaries.mjs)
  * @property {import("./reports.mjs").SpecResult[]} specs  every test the runners reported
  * @property {{ uid: number, pid_namespace: boolean }} room
  */
@@ -325,6 +329,8 @@ export async function testGate(config, setPhase) {
   // runner's results, not the grading: its tests did not run, and the reason is said.
   /** @type {string[]} */
   const spoiled = [];
+  /** @type {string[]} */
+  const tampered = [];
   /**
    * @param {string} name
    * @param {string} phase
@@ -345,6 +351,10 @@ export async function testGate(config, setPhase) {
       openRoom();
       fs.rmSync(path.join(APP, E2E_CONFIG), { force: true });
       applySpecs(step.parts);
+      const { cmd, canaries } = step.name === "unit"
+        ? plantCanaries(step.cmd, config.test.expected)
+        : { cmd: step.cmd, canaries: [] };
+      if (canaries.length) installReporter();
       /** @type {Record<string, string>} */
       let env = {};
       if (step.name === "e2e") {
@@ -356,20 +366,32 @@ export async function testGate(config, setPhase) {
           REACTBENCH_E2E_USER_AGENT: userAgent(),
         };
       }
-      const result = await runInRoom(step.cmd, { cwd: plan.cwd, budget: remaining(), env });
+      const result = await runInRoom(cmd, { cwd: plan.cwd, budget: remaining(), env });
       output += result.output;
       console.log(result.output.split("\n").slice(-40).join("\n"));
-      vitestResults(report("vitest.json", step.name), results, messages);
-      playwrightResults(report("playwright.json", step.name), results, messages);
-      phases.push({ name: step.name, exit_code: result.code, timed_out: result.timedOut, seconds: result.seconds });
+      /** @type {import("./reports.mjs").TestResults} */
+      const ran = new Map();
+      /** @type {import("./reports.mjs").TestMessages} */
+      const said = new Map();
+      vitestResults(report("vitest.json", step.name), ran, said);
+      playwrightResults(report("playwright.json", step.name), ran, said);
+      tampered.push(...judgeCanaries(canaries, ran, said));
+      const explained = canaries.length > 0 &&
+        canariesExplainExit(result.code, canaries, report(RUN_REPORT, step.name), ran);
+      for (const [key, status] of ran) results.set(key, status);
+      for (const [key, message] of said) messages.set(key, message);
+      phases.push({
+        name: step.name, exit_code: result.code, timed_out: result.timedOut, seconds: result.seconds,
+        ...(canaries.length ? { planted: canaries.length, exit_explained: explained } : {}),
+      });
       sweepRoom();
-      if (result.code !== 0 || result.timedOut) break;
+      if ((result.code !== 0 && !explained) || result.timedOut) break;
     }
   } finally {
     // Whatever ended the tests, what they printed is kept.
     fs.writeFileSync(path.join(LOGS, "test.log"), output);
   }
-  return testVerdict(config, plan, { phases, results, messages, spoiled },
+  return testVerdict(config, plan, { phases, results, messages, spoiled, tampered },
     { uid: ROOM_UID, pid_namespace: Boolean(pidNamespace) });
 }
 
@@ -379,15 +401,19 @@ export async function testGate(config, setPhase) {
  * @param {Config} config
  * @param {TestPlan} plan
  * @param {{ phases: TestPhase[], results: import("./reports.mjs").TestResults,
- *   messages: import("./reports.mjs").TestMessages, spoiled: string[] }} ran
+ *   messages: import("./reports.mjs").TestMessages, spoiled: string[], tampered?: string[] }} ran
  * @param {{ uid: number, pid_namespace: boolean }} room
  * @returns {TestVerdict}
  */
-export function testVerdict(config, plan, { phases, results, messages, spoiled }, room) {
-  const failing = [...judgeTests(config.test.expected, results, config.test.allow_skipped === true), ...spoiled];
+export function testVerdict(config, plan, { phases, results, messages, spoiled, tampered = [] }, room) {
+  // Forged results head the list: nothing else the report says can be trusted.
+  const failing = [...tampered, ...judgeTests(config.test.expected, results, config.test.allow_skipped === true),
+    ...spoiled];
   for (const phase of phases) {
     if (phase.timed_out) failing.push(`the ${phase.name} tests did not finish within ${Math.round(plan.total)} s`);
-    else if (phase.exit_code !== 0) failing.push(`the ${phase.name} test command exited ${phase.exit_code}`);
+    else if (phase.exit_code !== 0 && !phase.exit_explained) {
+      failing.push(`the ${phase.name} test command exited ${phase.exit_code}`);
+    }
   }
   const next = plan.steps[phases.length];
   if (next) failing.push(`the ${next.name} tests never ran`);
@@ -399,6 +425,7 @@ export function testVerdict(config, plan, { phases, results, messages, spoiled }
     expected,
     phases,
     failing,
+    tampered,
     specs: specResults(results, messages),
     room,
   };

@@ -1,0 +1,171 @@
+// The canaries: planted in the expected Vitest specs with the grader's reporter on
+// the command, judged against what the report says, and the exit they explain.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { describe, test } from "node:test";
+
+import {
+  REPORTER, canariesExplainExit, firstDescribe, judgeCanaries, plantCanaries, withRunReporter,
+} from "../../../pytest_reactbench/verifier/grader/canaries.mjs";
+import { testKey } from "../../../pytest_reactbench/verifier/grader/reports.mjs";
+
+const CMD = "pnpm exec vitest run --reporter=default --reporter=json --outputFile.json=x.json src/a.spec.tsx";
+const SPEC = `import { render, screen } from "@testing-library/react";
+import { describe, expect, it } from "vitest";
+
+describe("Counter", () => {
+  it("still counts up", () => {
+    expect(1).toBe(1);
+  });
+});
+`;
+
+/**
+ * An app folder with `files`.
+ * @param {Record<string, string>} files  relative path -> source
+ */
+function app(files) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "grader-canaries-"));
+  for (const [rel, source] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
+    fs.writeFileSync(path.join(dir, rel), source);
+  }
+  return dir;
+}
+
+describe("withRunReporter", () => {
+  test("the grader's reporter joins Vitest's JSON one", () => {
+    assert.equal(withRunReporter(CMD),
+      CMD.replace("--reporter=json", `--reporter=json --reporter=${REPORTER}`));
+    assert.equal(withRunReporter("vitest run --reporter json a.test.ts"),
+      `vitest run --reporter json --reporter=${REPORTER} a.test.ts`);
+  });
+
+  test("no JSON reporter or no Vitest: nothing to tell canaries by", () => {
+    assert.equal(withRunReporter("pnpm exec vitest run"), null);
+    assert.equal(withRunReporter("pnpm exec jest --reporter=json"), null);
+  });
+});
+
+describe("firstDescribe", () => {
+  test("a plain string title, or none", () => {
+    assert.equal(firstDescribe(SPEC), "Counter");
+    assert.equal(firstDescribe("describe('the list', () => {})"), "the list");
+    assert.equal(firstDescribe('describe("it\\"s", () => {})'), null);
+    assert.equal(firstDescribe("it('alone', () => {})"), null);
+  });
+});
+
+describe("plantCanaries", () => {
+  test("each expected spec gets must-fail and must-pass canaries in its own describe", () => {
+    const dir = app({ "src/a.spec.tsx": SPEC, "src/b.spec.ts": 'import { it } from "vitest";\nit("x", () => {});\n' });
+    try {
+      const expected = { "src/a.spec.tsx": ["Counter > still counts up"], "src/b.spec.ts": ["x"],
+        "src/gone.spec.ts": ["y"] };
+      const { cmd, canaries } = plantCanaries(CMD, expected, dir);
+      assert.equal(cmd, withRunReporter(CMD));
+      const a = canaries.filter((c) => c.file === "src/a.spec.tsx");
+      const b = canaries.filter((c) => c.file === "src/b.spec.ts");
+      // Testing Library in the spec: a failure of its kind too.
+      assert.deepEqual(a.map((c) => c.must).sort(), ["fail", "fail", "pass"]);
+      assert.deepEqual(b.map((c) => c.must).sort(), ["fail", "pass"]);
+      assert.ok(a.every((c) => c.titles.length === 2 && c.titles[0] === "Counter"));
+      assert.ok(b.every((c) => c.titles.length === 1));
+      const names = canaries.map((c) => c.titles.at(-1));
+      assert.equal(new Set(names).size, names.length);
+      assert.ok(!names.includes("still counts up") && !names.includes("x"));
+      const source = fs.readFileSync(path.join(dir, "src/a.spec.tsx"), "utf8");
+      assert.ok(source.startsWith(SPEC));
+      for (const name of a.map((c) => c.titles[1])) assert.ok(source.includes(JSON.stringify(name)), name);
+      assert.match(source, /from "@testing-library\/react";/);
+      // Nothing in the planted code names it for what it is.
+      assert.doesNotMatch(source.slice(SPEC.length), /canar|grader|reactbench/i);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("a grading plants other names than the last", () => {
+    const dir = app({ "src/a.spec.tsx": SPEC });
+    try {
+      const one = plantCanaries(CMD, { "src/a.spec.tsx": [] }, dir).canaries.map((c) => c.titles.join());
+      fs.writeFileSync(path.join(dir, "src/a.spec.tsx"), SPEC);
+      const two = plantCanaries(CMD, { "src/a.spec.tsx": [] }, dir).canaries.map((c) => c.titles.join());
+      assert.notDeepEqual(one.sort(), two.sort());
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("a command without a JSON reporter is run as it is, with none", () => {
+    const dir = app({ "src/a.spec.tsx": SPEC });
+    try {
+      assert.deepEqual(plantCanaries("vitest run", { "src/a.spec.tsx": [] }, dir), { cmd: "vitest run", canaries: [] });
+      assert.equal(fs.readFileSync(path.join(dir, "src/a.spec.tsx"), "utf8"), SPEC);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+/** @type {import("../../../pytest_reactbench/verifier/grader/canaries.mjs").Canary} */
+const MUST_FAIL = { file: "src/a.spec.tsx", titles: ["Counter", "shows the label at zero"], must: "fail" };
+/** @type {import("../../../pytest_reactbench/verifier/grader/canaries.mjs").Canary} */
+const MUST_PASS = { file: "src/a.spec.tsx", titles: ["Counter", "keeps the list on load"], must: "pass" };
+const CANARIES = [MUST_FAIL, MUST_PASS];
+const REAL = testKey("src/a.spec.tsx", ["Counter", "still counts up"]);
+
+/**
+ * Results with the canaries reported as `fail` and `pass` say (null: not at all).
+ * @param {string | null} fail
+ * @param {string | null} pass
+ */
+function reported(fail, pass) {
+  const results = new Map([[REAL, "passed"]]);
+  if (fail) results.set(testKey("src/a.spec.tsx", MUST_FAIL.titles), fail);
+  if (pass) results.set(testKey("src/a.spec.tsx", MUST_PASS.titles), pass);
+  return results;
+}
+
+describe("judgeCanaries", () => {
+  test("reported as planted: nothing is said, and the canaries leave the results", () => {
+    const results = reported("failed", "passed");
+    const messages = new Map([[testKey("src/a.spec.tsx", MUST_FAIL.titles), "expected 3 to be 4"]]);
+    assert.deepEqual(judgeCanaries(CANARIES, results, messages), []);
+    assert.deepEqual([...results.keys()], [REAL]);
+    assert.equal(messages.size, 0);
+  });
+
+  test("a failure reported passed, or a canary skipped or gone, is tampering", () => {
+    assert.deepEqual(judgeCanaries(CANARIES, reported("passed", "passed"), new Map()), [
+      "test results tampered: src/a.spec.tsx: a test the grader planted to fail was reported passed"]);
+    assert.deepEqual(judgeCanaries(CANARIES, reported("failed", "skipped"), new Map()), [
+      "test results tampered: src/a.spec.tsx: a test the grader planted to pass was reported skipped"]);
+    assert.equal(judgeCanaries(CANARIES, reported(null, null), new Map()).length, 2);
+  });
+
+  test("a spec that never ran says nothing of its canaries", () => {
+    const results = new Map([[testKey("src/a.spec.tsx", ["(file)"]), "failed: SyntaxError"]]);
+    assert.deepEqual(judgeCanaries(CANARIES, results, new Map()), []);
+    assert.deepEqual(judgeCanaries(CANARIES, new Map(), new Map()), []);
+  });
+});
+
+describe("canariesExplainExit", () => {
+  const clean = new Map([[REAL, "passed"]]);
+  test("exit 1 from the planted failures alone", () => {
+    assert.equal(canariesExplainExit(1, CANARIES, { unhandled: 0, reason: "failed" }, clean), true);
+    assert.equal(canariesExplainExit(1, CANARIES, { unhandled: 0 }, clean), true);
+  });
+
+  test("an unhandled error, another failure, no run report or another code is not explained", () => {
+    assert.equal(canariesExplainExit(1, CANARIES, { unhandled: 1, reason: "failed" }, clean), false);
+    assert.equal(canariesExplainExit(1, CANARIES, { unhandled: 0, reason: "interrupted" }, clean), false);
+    assert.equal(canariesExplainExit(1, CANARIES, null, clean), false);
+    assert.equal(canariesExplainExit(2, CANARIES, { unhandled: 0 }, clean), false);
+    assert.equal(canariesExplainExit(1, CANARIES, { unhandled: 0 }, new Map([[REAL, "failed"]])), false);
+    assert.equal(canariesExplainExit(1, [MUST_PASS], { unhandled: 0 }, clean), false);
+  });
+});
