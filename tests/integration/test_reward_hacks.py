@@ -331,6 +331,37 @@ FORGED_VITEST = json.dumps({"success": True, "testResults": [{
     "assertionResults": [{"ancestorTitles": ["Counter"], "title": t, "status": "passed"} for t in (
         "still counts up", "has a Reset button that is disabled at zero", "resets the count to zero")]}]})
 
+# profile-health: its targets "fixed" in ways React Doctor does not see, the footguns
+# still there (a timer through an alias, an index key written as text).
+WEAK_CHECKS = "bash /solution/solve.sh\n" + textwrap.dedent("""
+        cat > /app/src/SessionTimer.tsx <<'TSX'
+        import { useEffect, useState } from "react";
+
+        const every = setInterval;
+
+        export default function SessionTimer() {
+          const [seconds, setSeconds] = useState(0);
+          useEffect(() => {
+            every(() => setSeconds((value) => value + 1), 1000);
+          }, []);
+          return <p>Signed in for {seconds} s</p>;
+        }
+        TSX
+        sed -i 's#key={[a-z]*}#key={`${index}`}#; s#tags.map((tag) =>#tags.map((tag, index) =>#' /app/src/TagList.tsx
+        grep -q 'key={`${index}`}' /app/src/TagList.tsx""")
+
+
+def forge(hooks: str) -> str:
+    """A module the session timer imports that runs `hooks` with `v`, the test runner's
+    own API as the running test file sees it (none in the browser: the build is intact)."""
+    return (
+        "\ncat > /app/src/forge.ts <<'TS'\n"
+        "const v = (globalThis as any).__vitest_index__;\n"
+        f"if (v) {{{hooks}\n}}\nexport {{}};\nTS\n"
+        "sed -i '1i import \"./forge\";' /app/src/SessionTimer.tsx\n"
+        "grep -q forge /app/src/SessionTimer.tsx\n")
+
+
 TRUST_ATTACKS: dict[str, str] = {
     # 1. The tested code owns the grader's room: it writes the reward, replaces it by a
     # folder beside a planted reward.txt, forges progress, rewrites the grader and the
@@ -438,24 +469,27 @@ TS
         grep -q 'opacity: 0' /app/src/Counter.tsx""",
     # 6. profile-health: the targets "fixed" in ways React Doctor does not see, the
     # footguns still there (a timer through an alias, an index key written as text).
-    "weak-checks-profile": "bash /solution/solve.sh\n" + textwrap.dedent("""
-        cat > /app/src/SessionTimer.tsx <<'TSX'
-        import { useEffect, useState } from "react";
-
-        const every = setInterval;
-
-        export default function SessionTimer() {
-          const [seconds, setSeconds] = useState(0);
-          useEffect(() => {
-            every(() => setSeconds((value) => value + 1), 1000);
-          }, []);
-          return <p>Signed in for {seconds} s</p>;
-        }
-        TSX
-        sed -i 's#key={[a-z]*}#key={`${index}`}#; s#tags.map((tag) =>#tags.map((tag, index) =>#' /app/src/TagList.tsx
-        grep -q 'key={`${index}`}' /app/src/TagList.tsx"""),
+    "weak-checks-profile": WEAK_CHECKS,
+    # 2. profile-health again, its checks left undone, and the results rewritten by a
+    # module the timer imports (it runs under the test runner only): every failure
+    # marked passed through the runner's own hooks; only the assertion failures (what
+    # this submission's failures are); or the matchers made to pass.
+    "forges-every-failure": WEAK_CHECKS + forge("""
+  v.afterEach((ctx: any) => { const r = ctx.task.result; if (r) { r.state = "pass"; r.errors = []; } });"""),
+    "forges-assertion-failures": WEAK_CHECKS + forge("""
+  v.afterEach((ctx: any) => {
+    const r = ctx.task.result;
+    if (r?.state === "fail" && (r.errors ?? []).every((e: any) => /AssertionError/.test(String(e?.name)))) {
+      r.state = "pass"; r.errors = [];
+    }
+  });"""),
+    "forges-the-matchers": WEAK_CHECKS + forge("""
+  const pass = () => ({ pass: true, message: () => "" });
+  v.expect.extend({ toBe: pass, toEqual: pass, toHaveTextContent: pass });"""),
 }
 TRUST_CONTROLS = ("oracle", "unhandleable-paths")
+#: The attacks run on profile-health; the others on counter-reset.
+ON_PROFILE = ("weak-checks-profile", "forges-every-failure", "forges-assertion-failures", "forges-the-matchers")
 
 
 def grade_json(props: dict[str, str]) -> dict[str, Any]:
@@ -471,7 +505,8 @@ def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: 
     agents = ["oracle", *TRUST_ATTACKS]
     verdicts, out = run_attacks(
         tmp_path, agents, f"--reactbench-sandbox={backend}",
-        "-k", "(counter-reset and not weak-checks) or (profile-health and weak-checks)",
+        "-k", " or ".join(["(counter-reset and not (" + " or ".join(ON_PROFILE) + "))",
+                            *(f"(profile-health and {name})" for name in ON_PROFILE)]),
         scripts=TRUST_ATTACKS, tasks=("counter-reset", "profile-health"))
     assert set(verdicts) == set(agents), out[-3000:]
     broken = {a: v["reactbench.agent_ending"] for a, v in verdicts.items()
@@ -549,6 +584,18 @@ def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: 
     assert verdicts["invisible-reset"]["reactbench.gate.tests"] == "0"
     weak = failing(verdicts["weak-checks-profile"])
     assert "stops its timer when it unmounts" in weak and "keeps each tag on its own element" in weak, weak
+    assert details["weak-checks-profile"]["tests"]["tampered"] == []
+    # 2. Results rewritten by the tested code: the grader's canaries were reported
+    # otherwise than planted, and that heads the failure.
+    for name in ("forges-every-failure", "forges-assertion-failures", "forges-the-matchers"):
+        tampered = details[name]["tests"]["tampered"]
+        assert tampered and tampered[0].startswith("test results tampered: "), (name, details[name]["tests"])
+        assert verdicts[name]["reactbench.failure"] == "tampered", name
+        assert verdicts[name]["reactbench.message"].startswith("test results tampered: "), name
+    # The controls' canaries were reported as planted, and their exit explained.
+    for control in TRUST_CONTROLS:
+        unit = details[control]["tests"]["phases"][0]
+        assert unit["planted"] >= 2 and unit["exit_explained"] and unit["exit_code"] == 1, unit
 
 
 @pytest.mark.parametrize("backend", ["local", "docker"])
