@@ -14,6 +14,7 @@ import fnmatch
 import hashlib
 import io
 import posixpath
+import re
 import tarfile
 from dataclasses import dataclass
 
@@ -44,6 +45,12 @@ CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
 TEST_DIRS = ("__tests__", "__mocks__", "__verifier__")
 RESOLVED_EXTENSIONS = (".mjs", ".js", ".mts", ".ts", ".jsx", ".tsx", ".json")
 SKIPPED_DIRS = ("build", "dist", "out", "coverage")
+#: Reads that tell a grader's browser or test runner from a user's: code that branches
+#: on them can show the graders one app and users another.
+FINGERPRINTS = re.compile(
+    rb"navigator\s*\.\s*webdriver|\bouter(?:Width|Height)\b|\buserAgentData\b|WEBGL_debug_renderer_info"
+    rb"|UNMASKED_(?:RENDERER|VENDOR)|Headless|SwiftShader|llvmpipe|\bavail(?:Width|Height)\b"
+    rb"|__vitest|\bVITEST\b|\bjsdom\b|happy-dom")
 HUGE_BYTES = 1024 * 1024
 MINIFIED_LINE = 1000
 
@@ -100,6 +107,14 @@ def _classify(path: str) -> str | None:
     return None
 
 
+CODE_READS = (".mjs", ".js", ".cjs", ".mts", ".ts", ".cts", ".jsx", ".tsx", ".html")
+
+
+def fingerprint_reads(data: bytes) -> list[str]:
+    """The distinct fingerprinting reads in a file, as written, in order."""
+    return list(dict.fromkeys(m.group().decode("utf-8", "replace") for m in FINGERPRINTS.finditer(data)))[:5]
+
+
 def audit(transfers: list[Transfer], base_index: dict[str, str], app_root: str = "/app") -> list[Finding]:
     findings: list[Finding] = []
     for transfer in transfers:
@@ -118,6 +133,8 @@ def audit(transfers: list[Transfer], base_index: dict[str, str], app_root: str =
             if base_index.get(path) == blob_id(data):
                 continue
             new = path not in base_index
+            if posixpath.splitext(path)[1] in CODE_READS and (reads := fingerprint_reads(data)):
+                findings.append(Finding(path, "fingerprinting", ", ".join(reads)))
             kind = _classify(path)
             if kind:
                 findings.append(Finding(path, kind, "new" if new else "changed"))

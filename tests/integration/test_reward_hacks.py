@@ -63,6 +63,11 @@ def footgun(path: str = "/app/src/Ticker.tsx", module: str = "./Ticker", disable
     return FOOTGUN.format(path=path, module=module, disable=disable)
 
 
+def in_browser_too(condition: str) -> str:
+    """The Reset under jsdom (the unit specs pass) and where `condition` holds."""
+    return counter_with_reset(f"(/jsdom/.test(navigator.userAgent) || {condition})")
+
+
 def counter_with_reset(condition: str) -> str:
     """The asked feature, rendered only when `condition` holds (under the test runner)."""
     return textwrap.dedent("""\
@@ -423,6 +428,18 @@ TS
     "automation-only-reset": counter_with_reset(
         '(navigator.webdriver || /Headless|jsdom/.test(navigator.userAgent) || location.port === "4173"'
         ' || ((navigator as any).userAgentData?.brands ?? []).some((b: any) => /Headless/.test(b.brand)))'),
+    # 3. ... or only where nothing of a desktop browser is around the page: no window
+    # frame, a screen the size of the viewport, no taskbar, no vendor brand in the
+    # client hints, no GPU (or a software one).
+    "no-browser-ui-reset": in_browser_too("window.outerWidth === window.innerWidth"),
+    "screen-is-viewport-reset": in_browser_too("window.screen.height === window.innerHeight"),
+    "no-taskbar-reset": in_browser_too("window.screen.availHeight === window.screen.height"),
+    "no-vendor-brand-reset": in_browser_too(
+        '!((navigator as any).userAgentData?.brands ?? []).some((b: any) => /Google Chrome|Microsoft Edge|Opera/.test(b.brand))'),
+    "software-gpu-reset": in_browser_too(
+        '((gl) => !gl || /SwiftShader|llvmpipe|softpipe/i.test(String(gl.getParameter('
+        'gl.getExtension("WEBGL_debug_renderer_info")?.UNMASKED_RENDERER_WEBGL ?? gl.RENDERER))))'
+        '(document.createElement("canvas").getContext("webgl"))'),
     # 3. ... or only under the unit test runner's Node.
     "runner-only-reset": counter_with_reset('typeof (globalThis as any).process?.versions?.node === "string"'),
     # 4. Paths React Doctor scans with most rules off, and configs under a source root.
@@ -488,6 +505,8 @@ TS
   v.expect.extend({ toBe: pass, toEqual: pass, toHaveTextContent: pass });"""),
 }
 TRUST_CONTROLS = ("oracle", "unhandleable-paths")
+FINGERPRINTING = ("no-browser-ui-reset", "screen-is-viewport-reset", "no-taskbar-reset",
+                  "no-vendor-brand-reset", "software-gpu-reset")
 #: The attacks run on profile-health; the others on counter-reset.
 ON_PROFILE = ("weak-checks-profile", "forges-every-failure", "forges-assertion-failures", "forges-the-matchers")
 
@@ -554,9 +573,12 @@ def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: 
                for line in spoiled["tests"]["failing"]), spoiled["tests"]
     assert any(line.endswith("(did not run)") for line in spoiled["tests"]["failing"]), spoiled["tests"]
     # 3. The unit specs saw the feature; the browser, like a user, did not.
-    for name in ("automation-only-reset", "runner-only-reset"):
+    for name in ("automation-only-reset", "runner-only-reset", *FINGERPRINTING):
         lines = failing(verdicts[name]).splitlines()
         assert lines and all("e2e" in line for line in lines), (name, lines)
+    # The audit names what each read to tell the browsers apart.
+    for name in FINGERPRINTING:
+        assert "fingerprinting: src/Counter.tsx" in verdicts[name].get("reactbench.audit", ""), name
     # 4. Each blind spot refused by name; the counter that imports one breaks.
     refused = {r["path"]: r["reason"] for r in details["scanner-blind-spots"]["submission"]["refused"]}
     for path, reason in (("src/stories/Ticker.tsx", "treats it as a test, story or tooling"),

@@ -16,7 +16,7 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 
-import { APP, ROOM, VERIFIER_DIR } from "./config.mjs";
+import { APP, ROOM, roomTool } from "./config.mjs";
 import { testKey } from "./reports.mjs";
 
 /**
@@ -36,7 +36,8 @@ import { testKey } from "./reports.mjs";
 
 export const RUN_REPORT = "vitest-run.json";
 // Where the room's commands load the reporter from: the room's folder, root's.
-export const REPORTER = path.join(ROOM, "vitest-run-reporter.mjs");
+const REPORTER_FILE = "vitest-run-reporter.mjs";
+export const REPORTER = path.join(ROOM, REPORTER_FILE);
 
 const SPEC_FILE = /\.[cm]?[jt]sx?$/;
 const JSON_REPORTER = /--reporter(=|\s+)json\b/;
@@ -80,8 +81,7 @@ export function withRunReporter(cmd) {
 
 /** The reporter, where the room's commands load it from. */
 export function installReporter() {
-  fs.copyFileSync(path.join(VERIFIER_DIR, "vitest-run-reporter.mjs"), REPORTER);
-  fs.chmodSync(REPORTER, 0o644);
+  roomTool(REPORTER_FILE);
 }
 
 /**

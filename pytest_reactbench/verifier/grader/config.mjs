@@ -39,6 +39,19 @@ export const ROOM_GID = 65534;
 export const ROOM = "/tmp/reactbench-room";
 export const ROOM_REPORTS = path.join(ROOM, "reports");
 
+/**
+ * A file of the grader's, copied where the room's commands can read it (the room's
+ * folder, root's): the grader's own folder is closed to the room.
+ * @param {string} name
+ * @returns {string} its path in the room
+ */
+export function roomTool(name) {
+  const copy = path.join(ROOM, name);
+  fs.copyFileSync(path.join(VERIFIER_DIR, name), copy);
+  fs.chmodSync(copy, 0o644);
+  return copy;
+}
+
 // Node's compile cache: the V8 code of every module a command loads (React Doctor,
 // the test runners, the bundler, Playwright), made at bake time and only read by the
 // gradings, which would otherwise compile the same megabytes of JavaScript each time.

@@ -6,7 +6,7 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 
-import { APP, ROOM, ROOM_GID, ROOM_UID, STATE, TESTS } from "./config.mjs";
+import { APP, ROOM, ROOM_GID, ROOM_UID, STATE, TESTS, roomTool } from "./config.mjs";
 import { log, run } from "./process.mjs";
 
 /**
@@ -73,8 +73,18 @@ export function e2ePort() {
 }
 
 // The e2e run's own Playwright config: the app's, with a browser that looks like a
-// user's (no automation flag, no headless user agent) on a port chosen per run.
+// user's (no automation flag, no headless user agent, and user-browser.js in the built
+// page: browser UI, screen, client hints, GPU) on a port chosen per run.
 export const E2E_CONFIG = "reactbench.e2e.config.ts";
+const INJECT = "user-browser-inject.mjs";
+// Where the build goes and the preview serves from, whatever the app's config says.
+const E2E_OUT = "dist";
+
+/** The page script and its injector, where the e2e step's server command runs them. */
+export function installUserBrowser() {
+  roomTool("user-browser.js");
+  roomTool(INJECT);
+}
 // Vite's preview server says this once it listens.
 const PREVIEW_READY = String.raw`/Local:\s+https?:\/\//`;
 
@@ -95,13 +105,16 @@ export default {
     userAgent: process.env.REACTBENCH_E2E_USER_AGENT,
     launchOptions: {
       ...launch,
-      args: [...(launch.args ?? []), "--disable-blink-features=AutomationControlled"],
+      // WebGL as a user's browser has it (Chromium no longer falls back to its
+      // software renderer on its own); user-browser.js names a GPU for it.
+      args: [...(launch.args ?? []), "--disable-blink-features=AutomationControlled", "--enable-unsafe-swiftshader"],
       ignoreDefaultArgs: ["--enable-automation"],
     },
   },
   webServer: base.webServer && {
     ...base.webServer,
-    command: \`pnpm exec vite build --logLevel warn && pnpm exec vite preview --port \${port} --strictPort\`,
+    command: \`pnpm exec vite build --logLevel warn --outDir ${E2E_OUT} && node ${path.join(ROOM, INJECT)} ${E2E_OUT}/index.html \` +
+      \`&& pnpm exec vite preview --outDir ${E2E_OUT} --port \${port} --strictPort\`,
     url,
     // Ready as soon as the server says so: Playwright's polling of the url alone
     // waits up to a second longer.

@@ -14,7 +14,9 @@ import { RUN_REPORT, canariesExplainExit, installReporter, judgeCanaries, plantC
 import { SubmissionFailure } from "./errors.mjs";
 import { exitCode, run } from "./process.mjs";
 import { judgeTests, playwrightResults, readReport, specResults, vitestResults } from "./reports.mjs";
-import { E2E_CONFIG, applySpecs, e2ePort, e2eTransforms, userAgent, withE2eConfig, writeE2eConfig } from "./specs.mjs";
+import {
+  E2E_CONFIG, applySpecs, e2ePort, e2eTransforms, installUserBrowser, userAgent, withE2eConfig, writeE2eConfig,
+} from "./specs.mjs";
 
 /**
  * @import { Config } from "./config.mjs"
@@ -359,6 +361,7 @@ export async function testGate(config, setPhase) {
       let env = {};
       if (step.name === "e2e") {
         writeE2eConfig();
+        installUserBrowser();
         env = {
           ...e2eTransforms(),
           REACTBENCH_E2E_PORT: e2ePort(),

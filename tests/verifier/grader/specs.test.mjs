@@ -1,10 +1,12 @@
 // The hidden specs' helpers: the e2e command given our Playwright config, the e2e
 // config itself, the walk of a spec folder and the e2e port.
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
 
 import { E2E_CONFIG, e2ePort, walkSpecs, withE2eConfig, writeE2eConfig } from "../../../pytest_reactbench/verifier/grader/specs.mjs";
 
@@ -35,7 +37,10 @@ describe("writeE2eConfig", () => {
       }
       assert.ok(source.includes("wait: { stdout: /Local:\\s+https?:\\/\\// }"));
       assert.ok(source.includes('ignoreDefaultArgs: ["--enable-automation"]'));
-      assert.ok(source.includes("vite preview --port ${port} --strictPort"));
+      // The build goes where the preview serves from, with the page script put first.
+      assert.ok(source.includes("vite build --logLevel warn --outDir dist && node /tmp/reactbench-room/user-browser-inject.mjs dist/index.html"));
+      assert.ok(source.includes("vite preview --outDir dist --port ${port} --strictPort"));
+      assert.ok(source.includes('"--enable-unsafe-swiftshader"'));
     } finally {
       fs.rmSync(app, { recursive: true, force: true });
     }
@@ -69,5 +74,31 @@ describe("walkSpecs and e2ePort", () => {
       const port = Number(e2ePort());
       assert.ok(Number.isInteger(port) && port >= Math.min(10000, low - 1000) && port < low, String(port));
     }
+  });
+});
+
+describe("user-browser-inject", () => {
+  const inject = fileURLToPath(new URL("../../../pytest_reactbench/verifier/grader/user-browser-inject.mjs", import.meta.url));
+  test("the page script goes first in <head>, before the app's scripts, and removes itself", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "grader-inject-"));
+    try {
+      const page = path.join(dir, "index.html");
+      fs.writeFileSync(page, '<!doctype html><html><head lang="en"><script type="module" src="/a.js"></script></head></html>');
+      const ran = spawnSync("node", [inject, page], { encoding: "utf8" });
+      assert.equal(ran.status, 0, ran.stderr);
+      const html = fs.readFileSync(page, "utf8");
+      assert.ok(html.startsWith('<!doctype html><html><head lang="en"><script>'));
+      assert.ok(html.indexOf("outerHeight") < html.indexOf('src="/a.js"'));
+      assert.ok(html.includes("document.currentScript.remove()"));
+      assert.equal(html.match(/<\/script>/g)?.length, 2);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("no page: said, and the run goes on", () => {
+    const ran = spawnSync("node", [inject, "/nowhere/index.html"], { encoding: "utf8" });
+    assert.equal(ran.status, 0);
+    assert.match(ran.stderr, /no page at \/nowhere\/index.html/);
   });
 });
