@@ -96,12 +96,14 @@ def test_fingerprinting_reads_are_named() -> None:
         **BASE,
         "src/Counter.tsx": b"const bot = window.outerWidth === window.innerWidth || navigator.webdriver;\n",
         "src/gl.ts": b'const ext = gl.getExtension("WEBGL_debug_renderer_info"); /SwiftShader/.test(r);\n',
-        "src/hints.ts": b"navigator.userAgentData?.brands; screen.availHeight; globalThis.__vitest_index__;\n",
+        "src/hints.ts": b"navigator.userAgentData?.brands; screen.availHeight; "
+                        b"globalThis.__vitest_index__;\n",
         "src/Plain.tsx": b"export const width = window.innerWidth;\n",
     }
     found = {f.path: f for f in audit([transfer(files)], index())}
     assert set(found) == {"src/Counter.tsx", "src/gl.ts", "src/hints.ts"}
-    assert str(found["src/Counter.tsx"]) == "fingerprinting: src/Counter.tsx (outerWidth, navigator.webdriver)"
+    assert str(found["src/Counter.tsx"]) == \
+        "fingerprinting: src/Counter.tsx (outerWidth, navigator.webdriver)"
     assert found["src/gl.ts"].detail == "WEBGL_debug_renderer_info, SwiftShader"
     assert found["src/hints.ts"].detail == "userAgentData, availHeight, __vitest"
     # The base's own reads are not the agent's: an unchanged file is not audited.
