@@ -77,21 +77,21 @@ DEFAULT_ENGINE = "unix:///var/run/docker.sock"
 LABEL = "reactbench.owner"
 #: Every image we build carries it (the recipe's name).
 RECIPE_LABEL = "reactbench.recipe"
-# Kills every process in the container but init (pid 1) and the container's main
-# process: a timed-out command's whole tree goes, orphans that setsid'd away and were
-# reparented to init included. The main process is init's oldest child: the kernel
-# appends children, reparented orphans included, at the end of the list.
-KILL_ALL = (
-    'read main _ < /proc/1/task/1/children; '
-    'for p in /proc/[0-9]*; do p=${p#/proc/}; case " 1 $main $$ " in *" $p "*) ;; '
-    '*) kill -9 "$p" 2>/dev/null;; esac; done; true'
-)
-#: Lists the processes KILL_ALL would kill (this shell and its parent excluded), forking nothing.
-LEFTOVERS = (
-    'read main _ < /proc/1/task/1/children; '
-    'for p in /proc/[0-9]*; do p=${p#/proc/}; case " 1 $main $$ $PPID " in *" $p "*) ;; '
-    '*) [ -e "/proc/$p/stat" ] && echo "$p";; esac; done; true'
-)
+def _each_other_process(action: str, spared: str = "1 $main $$") -> str:
+    """A shell loop, forking nothing, that runs `action` on "$p" for every process of
+    the container but init (pid 1), the container's main process and `spared`. The main
+    process is init's oldest child: the kernel appends children, reparented orphans
+    included, at the end of the list."""
+    return ('read main _ < /proc/1/task/1/children; '
+            f'for p in /proc/[0-9]*; do p=${{p#/proc/}}; case " {spared} " in *" $p "*) ;; '
+            f'*) {action};; esac; done; true')
+
+
+# Kills every process in the container but init and the main process: a timed-out
+# command's whole tree goes, orphans that setsid'd away and were reparented to init included.
+KILL_ALL = _each_other_process('kill -9 "$p" 2>/dev/null')
+#: Lists the processes KILL_ALL would kill (this shell and its parent spared).
+LEFTOVERS = _each_other_process('[ -e "/proc/$p/stat" ] && echo "$p"', "1 $main $$ $PPID")
 #: The container's main process: it makes the log directories and then idles.
 MAIN = ["sh", "-c", "mkdir -p /logs/agent /logs/verifier && exec sleep infinity"]
 
