@@ -561,10 +561,12 @@ def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: 
     for name in ("runner-skips-and-rewrites-e2e", "daemon-forges-the-reports"):
         assert "e2e/counter.spec.ts > resets the counter in the real app" in failing(verdicts[name]) or (
             "the e2e tests never ran" in failing(verdicts[name])), (name, failing(verdicts[name]))
-    # The unit phase passed on its own (unless the daemon, killed mid-write, left the
-    # report it forged empty); the e2e spec that ran was the hidden one.
+    # The unit phase passed on its own, or the report the daemon forged was caught: by
+    # the canaries (a forged report names none of them) or as no JSON (the daemon,
+    # killed mid-write, left it empty); the e2e spec that ran was the hidden one.
     forged = failing(verdicts["daemon-forges-the-reports"]).splitlines()
     assert forged[0] == "e2e/counter.spec.ts > resets the counter in the real app (failed)" or (
+        forged[0].startswith("test results tampered: src/__verifier__/counter.spec.tsx: ")) or (
         "the test room's vitest.json is not JSON" in "\n".join(forged)), forged
     # A spoiled report loses its runner's results, not the grading or its log.
     spoiled = details["room-spoils-the-report"]
