@@ -1,11 +1,32 @@
 from __future__ import annotations
 
+import os
+import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
 
 pytest_plugins = ["pytester"]
+
+
+def _registry_signs(spec: str = "pnpm@11.10.0") -> bool:
+    """Whether the npm registry this machine reaches serves npm's signatures (a mirror
+    or a re-signing proxy often serves none)."""
+    try:
+        shown = subprocess.run(["npm", "view", spec, "dist.signatures", "--json"],
+                               capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return True
+    return shown.returncode != 0 or shown.stdout.strip() not in ("", "[]")
+
+
+# The suite's bakes fetch pinned package managers (corepack, pnpm's own switch): on a
+# machine whose registry serves no signatures they run as a user behind such a mirror
+# would, with --reactbench-unsigned-registry (here through its variable, which the test
+# sessions and backends inherit). A test of the default sets the variable itself.
+if "REACTBENCH_UNSIGNED_REGISTRY" not in os.environ:
+    os.environ["REACTBENCH_UNSIGNED_REGISTRY"] = "0" if _registry_signs() else "1"
 
 #: The built-in backends as a parameter; the docker one carries the `docker` marker,
 #: so `pytest -m "not docker"` runs everything else on a machine without an engine.

@@ -178,7 +178,8 @@ def pytest_configure(config: pytest.Config) -> None:
                 agents=list(settings.agents),
                 agent_versions={a.name: a.version for a in session.agents.values() if a.version},
                 attempts=settings.attempts, retries=settings.retries, strict=settings.strict,
-                images=settings.images, timeout_multiplier=settings.timeout_multiplier,
+                images=settings.images, unsigned_registry=settings.unsigned_registry,
+                timeout_multiplier=settings.timeout_multiplier,
                 shard=shards.shard_text(settings.shard) or None,
                 engines=list(settings.docker_hosts)))
         if config.pluginmanager.hasplugin("xdist"):

@@ -48,6 +48,8 @@ def replay_options(settings: Settings) -> list[str]:
     options.append(f"--reactbench-images={settings.images}")
     if settings.strict:
         options.append("--reactbench-strict")
+    if settings.unsigned_registry:
+        options.append("--reactbench-unsigned-registry")
     if settings.timeout_multiplier != 1:
         options.append(f"--reactbench-timeout-multiplier={settings.timeout_multiplier:g}")
     return options

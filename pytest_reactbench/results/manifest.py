@@ -68,6 +68,8 @@ class RunManifest(_Manifest):
     retries: int | None = None
     strict: bool | None = None
     images: str | None = None
+    #: Whether bakes and sandboxes accepted a registry without npm signatures.
+    unsigned_registry: bool | None = None
     timeout_multiplier: float | None = None
     #: "K/N" when the run is one shard of a sharded run.
     shard: str | None = None

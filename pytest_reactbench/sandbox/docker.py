@@ -632,6 +632,7 @@ class DockerBackend(BakingBackend):
         declared = git_env(self._mirror_daemon.rewrites(mirrors)) if mirrors else {}
         if self.downloads is not None:
             declared.update(self.downloads.env())
+        declared.update(self.options.registry_env)
         if declared:
             build_args.update(declared)
             text = with_build_args(text, list(declared))
@@ -789,7 +790,8 @@ class DockerBackend(BakingBackend):
             "detach": True,
             "init": True,
             "network_mode": gate.network.name if gate else ("bridge" if network else "none"),
-            "environment": proxy_env(f"http://egress:{EGRESS_PORT}") if gate else {},
+            "environment": {**self.options.registry_env,
+                            **(proxy_env(f"http://egress:{EGRESS_PORT}") if gate else {})},
             "nano_cpus": int(cpus * 1e9),
             "mem_limit": f"{limits.memory_mb}m",
             "memswap_limit": f"{limits.memory_mb}m",

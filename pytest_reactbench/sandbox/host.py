@@ -48,13 +48,20 @@ def missing_tools(tools: Sequence[str]) -> list[str]:
 
 
 def tls_hint(output: str) -> str:
-    """A line telling how to fix a download that failed TLS verification, or ''."""
+    """A line telling how to fix a download that failed TLS verification, or that a
+    package manager refused for want of npm's signatures; or ''."""
     markers = ("UNABLE_TO_GET_ISSUER_CERT", "SELF_SIGNED_CERT", "CERT_HAS_EXPIRED",
                "certificate verify failed", "unable to get local issuer certificate")
     if any(m in output for m in markers):
         return ("\nhint: downloads failed TLS verification; behind a proxy that re-signs "
                 "certificates, pass its CA bundle with --reactbench-ca-bundle=PATH "
                 "(or REACTBENCH_CA_BUNDLE)")
+    unsigned = ("registry signature could not be verified",  # pnpm's switch to a pinned version
+                "No compatible signature found in package metadata")  # corepack
+    if any(m in output for m in unsigned):
+        return ("\nhint: the package registry serves no npm signatures (a mirror or proxy may "
+                "strip them); if you trust it, pass --reactbench-unsigned-registry "
+                "(or REACTBENCH_UNSIGNED_REGISTRY=1)")
     return ""
 
 

@@ -70,7 +70,6 @@ DEFAULT_ENV = {
     # As the docker backend's system layer (images/system) sets them for corepack.
     "COREPACK_ENABLE_DOWNLOAD_PROMPT": "0",
     "COREPACK_NPM_REGISTRY": "https://registry.npmjs.org",
-    "COREPACK_INTEGRITY_KEYS": "0",
 }
 CONTEXT_MOUNT = "/run/reactbench/context"
 EGRESS_MOUNT = "/run/reactbench/egress.cjs"
@@ -478,7 +477,8 @@ class LocalBackend(BakingBackend):
         # The bake's own variables (CA, git mirrors): in every step, never in the image.
         bake_only = {**(ca_env(CA_MOUNT) if self.ca_bundle else {}),
                      **(git_env(rewrites) if mirrors else {}),
-                     **(self.downloads.env() if self.downloads else {})}
+                     **(self.downloads.env() if self.downloads else {}),
+                     **self.options.registry_env}
         bake_env = {**DEFAULT_ENV, **env, **bake_only}
         if self.ca_bundle:
             ro_binds[CA_MOUNT] = self.ca_bundle.resolve()
@@ -618,7 +618,7 @@ class LocalBackend(BakingBackend):
         (root / "owner.json").write_text(
             json.dumps({"pid": os.getpid(), "owner": self.owner, "labels": dict(labels)})
         )
-        env = {**DEFAULT_ENV, **meta["env"]}  # type: ignore[dict-item]
+        env = {**DEFAULT_ENV, **meta["env"], **self.options.registry_env}  # type: ignore[dict-item]
         binds: dict[str, Path] = {}
         proxy = None
         if egress:

@@ -34,6 +34,23 @@ def default_ca_bundle() -> Path | None:
     return HOST_CA_BUNDLE if HOST_CA_BUNDLE.is_file() else None
 
 
+YES = ("1", "true", "yes", "on")
+NO = ("0", "false", "no", "off", "")
+
+
+def parse_yes(text: str, source: str) -> bool:
+    """A yes-or-no setting's text (1/0, true/false, yes/no, on/off)."""
+    value = text.strip().lower()
+    if value not in YES + NO:
+        raise ValueError(f"{source}: {text!r} is not a yes or no (1/0, true/false, yes/no, on/off)")
+    return value in YES
+
+
+def default_unsigned_registry() -> bool:
+    """REACTBENCH_UNSIGNED_REGISTRY, where no option says otherwise; off by default."""
+    return parse_yes(os.environ.get("REACTBENCH_UNSIGNED_REGISTRY", ""), "env REACTBENCH_UNSIGNED_REGISTRY")
+
+
 #: What docker-py reaches an engine through.
 DOCKER_SCHEMES = ("unix://", "tcp://", "ssh://", "npipe://")
 
@@ -56,6 +73,15 @@ def images_mode(value: str, source: str) -> ImagesMode:
     return value
 
 
+#: What makes the package managers accept a registry that serves no npm signatures (a
+#: mirror's, a company's proxy): corepack skips its signature check, and pnpm runs as
+#: installed where it would switch to a project's pinned version only once its
+#: signature verified. In bakes and sandboxes alike: a verifier runs the pnpm its bake
+#: ran (offline, it could not switch anyway).
+UNSIGNED_REGISTRY_ENV: Mapping[str, str] = {
+    "COREPACK_INTEGRITY_KEYS": "0", "pnpm_config_pm_on_fail": "ignore"}
+
+
 @dataclass(frozen=True)
 class SandboxOptions:
     """Everything a backend is made from."""
@@ -66,6 +92,9 @@ class SandboxOptions:
     image_map: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_IMAGE_MAP))
     #: A CA bundle that downloads during bakes trust.
     ca_bundle: Path | None = None
+    #: Bakes and sandboxes accept a package registry that serves no npm signatures (a
+    #: mirror's): UNSIGNED_REGISTRY_ENV.
+    unsigned_registry: bool = field(default_factory=default_unsigned_registry)
     images: ImagesMode = "auto"
     #: Git URL prefixes fetched from local mirrors during bakes (`--reactbench-git-mirror`).
     git_mirrors: tuple[GitMirror, ...] = ()
@@ -74,6 +103,11 @@ class SandboxOptions:
     #: The host cache of package downloads that every bake shares (npm, pnpm, yarn),
     #: or None for none.
     download_cache: Path | None = None
+    @property
+    def registry_env(self) -> dict[str, str]:
+        """The variables of `unsigned_registry`, for bakes and sandboxes."""
+        return dict(UNSIGNED_REGISTRY_ENV) if self.unsigned_registry else {}
+
     #: Who owns the sandboxes (host:pid by default): a later run removes those of
     #: owners that died.
     owner: str = ""

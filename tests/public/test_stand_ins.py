@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.sandbox.base import BakeError, Limits
+from pytest_reactbench.sandbox.base import BakeError, ImageRecipe, Limits
 from pytest_reactbench.sandbox.docker import DockerBackend
 from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle
 from tests.sandbox.helpers import recipe
@@ -40,6 +41,52 @@ def test_the_agents_image_has_the_public_toolchain(tmp_path: Path, backend: Dock
         assert versions[1].startswith("1.") and versions[2].startswith("11.")  # yarn 1, pnpm 11
     finally:
         box.close()
+
+
+#: A pnpm the stand-ins do not carry, pinned as a project pins it.
+PINNED_PNPM = "11.5.0"
+
+
+def pinned_pnpm_recipe(tmp_path: Path, label: str) -> ImageRecipe:
+    """(`label`: the variables of a bake are not in its key, so each bake here has
+    a recipe of its own.)"""
+    return recipe(tmp_path, (
+        "ARG BASE_IMAGE=ghcr.io/millionco/react-bench-agents:latest\nFROM ${BASE_IMAGE}\n"
+        "WORKDIR /app\n"
+        f"RUN echo '{{\"name\": \"pinned\", \"packageManager\": \"pnpm@{PINNED_PNPM}\"}}' > package.json"
+        f" && pnpm --version && echo {label}\n"), timeout=1800)
+
+
+def test_a_registry_without_signatures_is_accepted_only_when_the_user_says_so(
+        tmp_path: Path, backend: DockerBackend) -> None:
+    """pnpm 11 switches to a project's pinned pnpm only once npm's signature of it
+    verifies. With --reactbench-unsigned-registry the bake and the offline sandbox run
+    the pnpm they have; without it, on a registry that serves no signatures, the bake
+    stops with a hint naming the option."""
+    trusting = DockerBackend(SandboxOptions(cache=backend.options.cache, ca_bundle=default_ca_bundle(),
+                                            unsigned_registry=True))
+    try:
+        image = trusting.bake(pinned_pnpm_recipe(tmp_path / "trusting", "trusting"), lambda _: None)
+        box = trusting.boot(image, network=False, limits=Limits(), labels={})
+        try:
+            offline = box.exec("cd /app && pnpm --version", timeout=120)
+            assert offline.ok and offline.text.strip().startswith("11."), offline.text + offline.error_text
+        finally:
+            box.close()
+    finally:
+        trusting.close()
+    strict = DockerBackend(SandboxOptions(cache=backend.options.cache, ca_bundle=default_ca_bundle(),
+                                          unsigned_registry=False))
+    try:
+        if os.environ.get("REACTBENCH_UNSIGNED_REGISTRY") == "1":  # this machine's registry: no signatures
+            with pytest.raises(BakeError) as refused:
+                strict.bake(pinned_pnpm_recipe(tmp_path / "strict", "strict"), lambda _: None)
+            assert f"Refusing to run pnpm@{PINNED_PNPM}" in str(refused.value), refused.value
+            assert "--reactbench-unsigned-registry" in str(refused.value), refused.value
+        else:  # a registry with npm's signatures: the pinned pnpm verifies and runs
+            strict.bake(pinned_pnpm_recipe(tmp_path / "strict", "strict"), lambda _: None)
+    finally:
+        strict.close()
 
 
 def test_playwright_install_finds_chromium_and_ffmpeg_served(tmp_path: Path,

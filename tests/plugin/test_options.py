@@ -1,0 +1,106 @@
+"""The options' table: each option is declared once and read the same way (command
+line, then environment, then ini, then default), and a value that does not parse is
+a usage error naming where it was read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pytest_reactbench.plugin.options import OPTIONS
+from pytest_reactbench.plugin.settings import Settings, read_settings
+from pytest_reactbench.sandbox.options import UNSIGNED_REGISTRY_ENV, SandboxOptions
+
+Read = Callable[..., Settings]
+
+
+@pytest.fixture
+def settings(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Read:
+    monkeypatch.delenv("REACTBENCH_UNSIGNED_REGISTRY", raising=False)
+    monkeypatch.delenv("REACTBENCH_CACHE", raising=False)
+    (pytester.path / "tasks").mkdir()
+
+    def read(*args: str, ini: str = "") -> Settings:
+        pytester.makeini("[pytest]\n" + ini)
+        return read_settings(pytester.parseconfig("--reactbench-agent=oracle", *args))
+    return read
+
+
+def test_every_option_is_declared_with_its_ini_key_and_variable(pytester: pytest.Pytester) -> None:
+    config = pytester.parseconfig()
+    fields = set(Settings.__dataclass_fields__) | {"resume_id"}
+    for option in OPTIONS:
+        assert option.field in fields, option.field
+        assert hasattr(config.option, option.dest), option.flag
+        if option.ini:
+            config.getini(option.ini)  # declared: no ValueError
+            assert f"ini: {option.ini}" in option.full_help()
+        if option.env:
+            assert f"env {option.env}" in option.full_help()
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(["*--reactbench-unsigned-registry*"])
+    result.stdout.fnmatch_lines(["*reactbench_unsigned_registry (bool):*"])
+
+
+def test_the_command_line_beats_the_environment_which_beats_the_ini(
+        settings: Read, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An ini path is relative to the ini file's folder; a command line's to the cwd.
+    assert settings(ini="reactbench_cache = from-ini").cache == pytester.path / "from-ini"
+    monkeypatch.setenv("REACTBENCH_CACHE", "/from/env")
+    assert settings(ini="reactbench_cache = from-ini").cache == Path("/from/env")
+    assert settings("--reactbench-cache=/from/cli", ini="reactbench_cache = x").cache == Path("/from/cli")
+    # A bool: off by default, then the ini, the variable and the flag.
+    assert settings().unsigned_registry is False
+    assert settings(ini="reactbench_unsigned_registry = true").unsigned_registry is True
+    monkeypatch.setenv("REACTBENCH_UNSIGNED_REGISTRY", "0")
+    assert settings(ini="reactbench_unsigned_registry = true").unsigned_registry is False
+    assert settings("--reactbench-unsigned-registry").unsigned_registry is True
+    # The download cache follows the cache unless it is given; 'none' is none.
+    monkeypatch.delenv("REACTBENCH_CACHE")
+    assert settings("--reactbench-cache=/c").download_cache == Path("/c/downloads")
+    assert settings("--reactbench-download-cache=none").download_cache is None
+
+
+def test_repeated_options_add_to_the_ini_or_replace_it(settings: Read) -> None:
+    assert settings("--reactbench-model-host=b.example", ini="reactbench_model_hosts = a.example b.example"
+                    ).model_hosts == ("a.example", "b.example")
+    assert settings("--reactbench-docker-host=unix:///b.sock",
+                    ini="reactbench_docker_hosts = unix:///a.sock").docker_hosts == ("unix:///b.sock",)
+    assert settings(ini="reactbench_docker_hosts = unix:///a.sock").docker_hosts == ("unix:///a.sock",)
+
+
+@pytest.mark.parametrize(("args", "ini", "said"), [
+    ((), "reactbench_attempts = two", "ini reactbench_attempts: expected a whole number, got 'two'"),
+    (("--reactbench-attempts=0",), "", "--reactbench-attempts: 0 is outside 1..100"),
+    (("--reactbench-timeout-multiplier=0",), "", "--reactbench-timeout-multiplier: 0 must be above 0"),
+    ((), "reactbench_docker_hosts = localhost:2375",
+     "ini reactbench_docker_hosts: 'localhost:2375' is not an engine URL"),
+    (("--reactbench-agent-command=nothing",), "",
+     "--reactbench-agent-command: 'nothing' must be NAME=COMMAND"),
+    (("--reactbench-shard=3/2",), "", "--reactbench-shard: '3/2' must be K/N"),
+])
+def test_a_value_that_does_not_parse_names_where_it_was_read(
+        settings: Read, args: tuple[str, ...], ini: str, said: str) -> None:
+    with pytest.raises(pytest.UsageError) as refused:
+        settings(*args, ini=ini)
+    assert said in str(refused.value)
+
+
+def test_a_garbled_variable_is_a_usage_error_naming_it(settings: Read,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REACTBENCH_UNSIGNED_REGISTRY", "maybe")
+    said = "env REACTBENCH_UNSIGNED_REGISTRY: 'maybe' is not a yes or no"
+    with pytest.raises(pytest.UsageError, match=said):
+        settings()
+
+
+def test_the_unsigned_registry_reaches_bakes_and_sandboxes_only_when_asked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("REACTBENCH_UNSIGNED_REGISTRY", raising=False)
+    assert SandboxOptions().registry_env == {}
+    assert SandboxOptions(unsigned_registry=True).registry_env == dict(UNSIGNED_REGISTRY_ENV)
+    # A backend made outside a pytest session (`reactbench images`, the miner) reads the variable.
+    monkeypatch.setenv("REACTBENCH_UNSIGNED_REGISTRY", "yes")
+    assert SandboxOptions().unsigned_registry is True
