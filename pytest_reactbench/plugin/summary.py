@@ -14,7 +14,7 @@ from _pytest.junitxml import xml_key
 from pytest_reactbench.plugin.settings import ini_records
 from pytest_reactbench.results import TrialResult, Verdict
 from pytest_reactbench.results.aggregate import MAX_ERROR_RATE, AgentScore, score_agents
-from pytest_reactbench.results.compare import Comparison, compare
+from pytest_reactbench.results.compare import INCONCLUSIVE_EXIT, Comparison, compare
 from pytest_reactbench.results.load import ResultsError, load_run
 from pytest_reactbench.results.records import RunRecords
 from pytest_reactbench.results.render import markdown, provenance, usage_lines
@@ -146,6 +146,11 @@ class ResultsSummary:
             return
         if self.comparison.failed:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        elif self.comparison.inconclusive and session.exitstatus in (pytest.ExitCode.OK,
+                                                                     pytest.ExitCode.TESTS_FAILED):
+            # No regression, but items without a verdict (their errors would make it 1):
+            # exit as `reactbench compare` does, so that a CI step tells it apart.
+            session.exitstatus = INCONCLUSIVE_EXIT
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.outcomes:

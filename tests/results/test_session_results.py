@@ -114,6 +114,24 @@ def test_baseline_gate_fails_the_session_on_a_regression(suite: pytest.Pytester)
     assert result.ret == 0
 
 
+def test_baseline_gate_over_items_that_only_errored_exits_inconclusive(suite: pytest.Pytester) -> None:
+    write_task(suite.path / "tasks", "alpha")
+    write_task(suite.path / "tasks", "beta")
+    suite.runpytest("--reactbench-agent=oracle", "--junitxml=base.xml").assert_outcomes(passed=2)
+    # beta cannot be set up now: an error, no verdict, neither a pass nor a regression.
+    (suite.path / "tasks" / "beta" / "environment" / "Dockerfile").write_text(
+        "FROM reactbench/system\nRUN exit 7\n")
+    result = suite.runpytest("--reactbench-agent=oracle", "--reactbench-baseline=base.xml")
+    result.stdout.fnmatch_lines(["*reactbench compare: INCONCLUSIVE: no regression, 1 item(s) without a "
+                                 "verdict in the new run*", "*beta [[]oracle[]]: no verdict (errors)*"])
+    assert result.ret == 3
+    assert "1 without a verdict for the baseline gate" in result.stdout.lines[-1]
+    # A regression beside it is a regression: exit 1.
+    (suite.path / "tasks" / "alpha" / "solution" / "solve.sh").write_text("#!/bin/bash\ntrue\n")
+    result = suite.runpytest("--reactbench-agent=oracle", "--reactbench-baseline=base.xml")
+    assert result.ret == 1
+
+
 def _paeth(a: int, b: int, c: int) -> int:
     p = a + b - c
     if abs(p - a) <= abs(p - b) and abs(p - a) <= abs(p - c):
