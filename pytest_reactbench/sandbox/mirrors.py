@@ -219,15 +219,6 @@ class MirrorDaemon:
                 rewrites[mirror.location] = mirror.prefix
         return rewrites
 
-    def build_file(self, mirrors: Sequence[GitMirror], dockerfile: Path, copy: Path) -> dict[str, str]:
-        """For a Docker build: writes `copy`, the Dockerfile with the git variables
-        declared (outside the build context: the task's file is unchanged), and returns
-        the build arguments that give them their values."""
-        args = git_env(self.rewrites(mirrors))
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        copy.write_text(with_build_args(dockerfile.read_text(), list(args)))
-        return args
-
     def _serve(self, directory: str) -> int:
         running = self._processes.get(directory)
         if running and running[0].poll() is None:
