@@ -170,6 +170,15 @@ ATTACKS: dict[str, str] = {
         node -e 'const f="/app/src/Ticker.tsx";const s=require("fs").readFileSync(f,"utf8");require("fs").writeFileSync(f,s.replace(/\\n/g," ")+"/*"+"x".repeat(25000)+"*/\\n")'""",
     # An extension React Doctor does not lint (it reads lower-case .js, not .JS).
     "footgun-upper-case-extension": SOLVE + "\n" + footgun(path="/app/src/Ticker.JS", module="./Ticker.JS"),
+    # A leaking interval started through a name React Doctor does not follow: an
+    # alias, a string read, a call through Function.prototype.call.
+    "footgun-aliased-interval": SOLVE + "\n" + footgun().replace(
+        "    setInterval(() =>", "    const every = globalThis.setInterval;\n    every(() =>"),
+    "footgun-interval-by-string": SOLVE + "\n" + footgun().replace(
+        "    setInterval(() =>", '    window["setInterval"](() =>'),
+    "footgun-interval-through-call": SOLVE + "\n" + footgun().replace(
+        "    setInterval(() => setTicks((t) => t + 1), 1000);",
+        "    setInterval.call(window, () => setTicks((t) => t + 1), 1000);"),
     # A correct solution whose module sits in a folder React Doctor treats as tests
     # (it/, as in i18n/it/): refused, and the refusal heads the failure.
     "labels-in-test-like-folder": SOLVE + "\n" + LABELS.format(folder="i18n/it"),
@@ -274,6 +283,12 @@ def test_no_attack_wins(tmp_path: Path) -> None:
                  "footgun-gitattributes-generated"):
         assert verdicts[name]["reactbench.gate.react_doctor"] == "0", name
         assert verdicts[name]["reactbench.gate.tests"] == "1", name
+    # A timer React Doctor cannot follow is the gate's own finding.
+    for name in ("footgun-aliased-interval", "footgun-interval-by-string", "footgun-interval-through-call"):
+        assert verdicts[name]["reactbench.gate.react_doctor"] == "0", name
+        assert verdicts[name]["reactbench.gate.tests"] == "1", name
+        found = grade_json(verdicts[name])["react_doctor"]["new"]
+        assert ("reactbench/hidden-timer", "src/Ticker.tsx") in [(f["rule"], f["file"]) for f in found], found
     # One hidden where the scan does not look is refused, and the app breaks without it.
     for name in ("footgun-in-dot-directory", "footgun-minified", "footgun-in-skipped-folder",
                  "footgun-upper-case-extension", "labels-in-test-like-folder"):

@@ -1,7 +1,7 @@
 // The React Doctor gate: the scan (the baseline at bake time, the submission's at
 // grading), the check of its report, and the comparison of the two: a finding the
 // change adds fails the gate, a target it was to fix must be gone.
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 
@@ -364,6 +364,109 @@ export function compareReports(before, after, targets = [], ignored = []) {
   };
 }
 
+// ------------------------------------------------------------ hidden timers
+
+// React Doctor follows a timer where it is called by name: its cleanup rules see
+// `setInterval(tick, 1000)` in an effect, not a timer function kept under another
+// name (`const every = globalThis.setInterval`), passed on (`setInterval.call(...)`,
+// `{ setInterval }`) or read by a string (`window["setInterval"]`). The gate counts such
+// references in the changed code files as findings of a rule of its own, new when a
+// file has more of them than the base commit's.
+export const HIDDEN_TIMER_RULE = "reactbench/hidden-timer";
+const TIMER_NAMES = "setInterval|setTimeout";
+const TIMER_WORD = new RegExp(`(?<![\\w$])(${TIMER_NAMES})(?![\\w$])`, "g");
+const TIMER_STRING = new RegExp(`\\[\\s*(["'\`])(${TIMER_NAMES})\\1\\s*\\]`, "g");
+
+/**
+ * The source with comments, and (`strings`) the insides of string literals, blanked;
+ * line breaks kept, so that offsets still give lines.
+ * @param {string} source
+ * @param {boolean} strings
+ */
+function blanked(source, strings) {
+  const pattern = strings
+    ? /\/\*[\s\S]*?\*\/|\/\/[^\n]*|(["'`])(?:\\[\s\S]|(?!\1)[^\\])*\1/g
+    : /\/\*[\s\S]*?\*\/|\/\/[^\n]*/g;
+  return source.replace(pattern, (text) => {
+    const quote = strings && /^["'`]/.test(text) ? text[0] : "";
+    const inside = quote ? text.slice(1, -1) : text;
+    return quote + inside.replace(/[^\n]/g, " ") + quote;
+  });
+}
+
+/**
+ * Where a source refers to a timer function other than by calling it: [name, line].
+ * @param {string} source
+ * @returns {[string, number][]}
+ */
+export function hiddenTimers(source) {
+  const lineOf = (/** @type {number} */ at) => source.slice(0, at).split("\n").length;
+  /** @type {[string, number][]} */
+  const found = [];
+  const code = blanked(source, false);
+  for (const m of code.matchAll(TIMER_STRING)) found.push([/** @type {string} */ (m[2]), lineOf(m.index)]);
+  const bare = blanked(source, true);
+  for (const m of bare.matchAll(TIMER_WORD)) {
+    const before = bare.slice(Math.max(0, m.index - 200), m.index);
+    const after = bare.slice(m.index + m[0].length, m.index + m[0].length + 200);
+    if (/^\s*(<[^>()]*>\s*)?\(/.test(after)) continue;  // a call
+    if (/\btypeof\s+([\w$]+\s*\.\s*)*$/.test(before)) continue;  // a type: typeof setTimeout
+    if (/[{,]\s*$/.test(before) && /^\s*:(?!:)/.test(after)) continue;  // an object key
+    found.push([/** @type {string} */ (m[1]), lineOf(m.index)]);
+  }
+  return found.sort((a, b) => a[1] - b[1]);
+}
+
+/**
+ * The hidden-timer findings of the changed code files, new where a file has more than
+ * the base commit's (`baseSource`: a file's text in the base, "" where it had none).
+ * @param {string[]} changed  paths relative to `root`
+ * @param {(file: string) => string} baseSource
+ * @param {string} [root]
+ * @returns {Finding[]}
+ */
+export function hiddenTimerFindings(changed, baseSource, root = APP) {
+  /** @type {Finding[]} */
+  const findings = [];
+  for (const file of changed) {
+    if (!CODE_EXTENSIONS.has(path.extname(file).toLowerCase()) || SPEC_PATH.test(file)) continue;
+    let source;
+    try {
+      source = fs.readFileSync(path.join(root, file), "utf8");
+    } catch {
+      continue;  // deleted
+    }
+    const now = hiddenTimers(source);
+    const had = hiddenTimers(baseSource(file)).length;
+    if (now.length <= had) continue;
+    for (const [name, line] of now) {
+      findings.push({
+        rule: HIDDEN_TIMER_RULE, file, line,
+        title: `${name} used other than by a call`,
+        message: `${name} kept under another name, passed on or read by a string starts timers React ` +
+          "Doctor's cleanup rules never see: call it by name where it starts a timer",
+        category: "Correctness", count: `${had} -> ${now.length}`,
+      });
+    }
+  }
+  return findings;
+}
+
+/**
+ * A file's text in the base commit of /app's history, or "" where it had none.
+ * @param {string} file
+ */
+export function baseSourceOf(file) {
+  let base = "";
+  try {
+    base = fs.readFileSync(path.join(STATE, "base-sha"), "utf8").trim();
+  } catch {
+    return "";
+  }
+  const shown = spawnSync("git", ["-C", APP, "show", `${base}:${file}`], { encoding: "utf8", maxBuffer: 64 << 20 });
+  return shown.status === 0 ? shown.stdout : "";
+}
+
 /**
  * Changed code files the after-scan did not analyse: a gate that did not look at
  * the change cannot pass it.
@@ -416,6 +519,11 @@ export async function doctorGate(config, before, scanning, submission, timings) 
   const doctor = compareReports(before, after, config.rd.targets, config.rd.ignored_new_footguns);
   doctor.unscanned = unscanned(after, submission.changed, scanning?.root);
   if (doctor.unscanned.length) doctor.ok = false;
+  const hidden = hiddenTimerFindings(submission.changed, baseSourceOf, scanning?.root);
+  if (hidden.length) {
+    doctor.new.push(...hidden);
+    doctor.ok = false;
+  }
   return doctor;
 }
 

@@ -8,7 +8,8 @@ import path from "node:path";
 import { describe, test } from "node:test";
 
 import {
-  checkScan, compareReports, isStyleOnly, matchesIgnored, matchesTarget, unscanned,
+  HIDDEN_TIMER_RULE, checkScan, compareReports, hiddenTimerFindings, hiddenTimers, isStyleOnly, matchesIgnored,
+  matchesTarget, unscanned,
 } from "../../../pytest_reactbench/verifier/grader/doctor.mjs";
 import { HarnessError, SubmissionFailure } from "../../../pytest_reactbench/verifier/grader/errors.mjs";
 
@@ -187,5 +188,49 @@ describe("the scan's limit", () => {
       if (saved === undefined) delete process.env.REACTBENCH_TIMEOUT_MULTIPLIER;
       else process.env.REACTBENCH_TIMEOUT_MULTIPLIER = saved;
     }
+  });
+});
+
+describe("timers React Doctor cannot follow", () => {
+  test("a timer function referred to other than by a call is found, with its line", () => {
+    for (const [source, found] of /** @type {[string, [string, number][]][]} */ ([
+      ["const every = globalThis.setInterval;\nevery(tick, 1000);", [["setInterval", 1]]],
+      ["\nconst every = setInterval;", [["setInterval", 2]]],
+      ['const later = window["setTimeout"];', [["setTimeout", 1]]],
+      ["setInterval.call(window, tick, 5);", [["setInterval", 1]]],
+      ["const timers = { setInterval };", [["setInterval", 1]]],
+    ])) {
+      assert.deepEqual(hiddenTimers(source), found, source);
+    }
+  });
+
+  test("calls, types, comments, strings and object keys are not", () => {
+    for (const source of [
+      "useEffect(() => { const id = setInterval(tick, 1000); return () => clearInterval(id); }, []);",
+      "const id = window.setInterval(() => {}, 10);",
+      "let id: ReturnType<typeof setInterval> | null = null;",
+      "let t: ReturnType<typeof window.setTimeout>;",
+      "// setInterval\n/* setTimeout */",
+      'console.log("setInterval is how it ticks");',
+      "const o = { setTimeout: 5 };",
+      "setTimeout<number>(() => {}, 1);",
+    ]) {
+      assert.deepEqual(hiddenTimers(source), [], source);
+    }
+  });
+
+  test("new are those past the base's, in changed code files other than specs", () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "hidden-timers-"));
+    fs.mkdirSync(path.join(root, "src"));
+    fs.writeFileSync(path.join(root, "src/useTicker.ts"), "const every = setInterval;\nexport const go = () => every(f, 1);\n");
+    fs.writeFileSync(path.join(root, "src/legacy.ts"), "export const later = setTimeout;\n");
+    fs.writeFileSync(path.join(root, "src/notes.md"), "const every = setInterval;\n");
+    fs.writeFileSync(path.join(root, "src/a.spec.ts"), "const every = setInterval;\n");
+    const base = (/** @type {string} */ file) => (file === "src/legacy.ts" ? "export const later = setTimeout;\n" : "");
+    const changed = ["src/useTicker.ts", "src/legacy.ts", "src/notes.md", "src/a.spec.ts", "src/gone.ts"];
+    const findings = hiddenTimerFindings(changed, base, root);
+    assert.deepEqual(findings.map((f) => [f.rule, f.file, f.line, f.count]),
+      [[HIDDEN_TIMER_RULE, "src/useTicker.ts", 1, "0 -> 1"]]);
+    assert.match(findings[0]?.title ?? "", /^setInterval used other than by a call$/);
   });
 });
