@@ -27,10 +27,10 @@ from pytest_reactbench.controls import CONTROLS, run_controls, stop_controls_on_
 from pytest_reactbench.mining import MiningError, Request, commits_in, mine, mine_many, write_summary
 from pytest_reactbench.plugin import builtins, hookspecs
 from pytest_reactbench.results.compare import ALPHA, compare
-from pytest_reactbench.results.load import ResultsError, load_run
+from pytest_reactbench.results.load import ResultsError, load_outcomes, load_run
 from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.render import markdown
-from pytest_reactbench.results.site import RunInfo, write_site
+from pytest_reactbench.results.site import RunInfo, junit_run_info, write_site
 from pytest_reactbench.sandbox.bake import BakingBackend
 from pytest_reactbench.sandbox.base import Backend, BaseImage, ImageRecipe, Progress, SandboxError
 from pytest_reactbench.sandbox.image_registry import parse_image_registry
@@ -203,6 +203,11 @@ def _report(args: argparse.Namespace) -> int:
         outcomes = load_run([Path(raw) for raw in args.runs], merge_runs=args.merge_runs)
         for raw in args.runs:
             folder = Path(raw)
+            if folder.is_file():
+                # A JUnit file alone: what it says of its run (incomplete, say).
+                info = junit_run_info(folder, load_outcomes(folder))
+                runs += [info] if info is not None else []
+                continue
             for manifest in ([folder / "manifest.json"] if (folder / "manifest.json").is_file()
                              else sorted(folder.glob("*/manifest.json")) if folder.is_dir() else []):
                 info = RunInfo.read(manifest.parent)

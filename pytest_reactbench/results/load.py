@@ -70,6 +70,17 @@ def junit_testcases(path: Path) -> list[tuple[str, dict[str, str]]]:
             for case in root.iter("testcase")]
 
 
+def junit_suite_properties(path: Path) -> dict[str, str]:
+    """The properties of a JUnit XML file's suites (pytest's global properties)."""
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError) as exc:
+        raise ResultsError(f"{path}: not readable JUnit XML ({exc})") from None
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    return {str(p.get("name")): str(p.get("value") or "")
+            for suite in suites for props in suite.findall("properties") for p in props.iter("property")}
+
+
 def from_junit(path: Path) -> list[TrialResult]:
     return [result for _, props in junit_testcases(path)
             if (result := TrialResult.from_properties(props)) is not None]

@@ -23,7 +23,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from pytest_reactbench.results.evidence import Evidence, ToolCall, gather
-from pytest_reactbench.results.load import ResultsError
+from pytest_reactbench.results.load import ResultsError, junit_suite_properties
 from pytest_reactbench.results.manifest import RunManifest
 from pytest_reactbench.results.render import (
     BOARD_COLUMNS,
@@ -87,6 +87,18 @@ class RunInfo:
             incomplete=manifest.incomplete or "",
             collection_errors=errors,
         )
+
+
+def junit_run_info(path: Path, outcomes: Sequence[TrialResult]) -> RunInfo | None:
+    """What a run's JUnit file says of the run itself (its records may be gone): that
+    it is incomplete, with the run of its results; None when it says nothing."""
+    incomplete = junit_suite_properties(path).get("reactbench.incomplete", "")
+    if not incomplete:
+        return None
+    runs = sorted({o.run for o in outcomes if o.run})
+    return RunInfo(run_id=runs[0] if len(runs) == 1 else path.name,
+                   backend=",".join(sorted({o.backend for o in outcomes if o.backend})),
+                   incomplete=incomplete)
 
 
 def write_collection_errors(run_dir: Path, errors: Sequence[CollectionError]) -> None:

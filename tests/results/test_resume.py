@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_reactbench.cli import main
 from pytest_reactbench.results import TrialRecord
 from pytest_reactbench.results.load import from_records, junit_testcases
 from tests.conftest import write_task
@@ -163,6 +164,10 @@ def test_an_interrupted_run_says_what_never_ran_and_how_to_resume(suite: pytest.
     assert f"**INCOMPLETE**: {said}" in (run / "report.md").read_text()
     assert json.loads((run / "manifest.json").read_text())["incomplete"] == said
     assert f'name="reactbench.incomplete" value="{said}"' in (suite.path / "r.xml").read_text()
+    # A report made from the JUnit file alone says so too.
+    assert main(["report", str(suite.path / "r.xml"), "--out", str(suite.path / "from-junit")]) == 0
+    assert f"**INCOMPLETE**: run {run.name}: {said}" in (suite.path / "from-junit" / "report.md").read_text()
+    assert "INCOMPLETE" in (suite.path / "from-junit" / "report.html").read_text()
 
     # The printed command resumes it, and the run is whole again.
     (suite.path / "interrupt").unlink()
