@@ -101,6 +101,19 @@ class ResultsSummary:
             command += f" --reactbench-records={self.records.root}"
         return command
 
+    def _whole_run(self) -> list[TrialResult]:
+        """What the run's report covers: this session's trials, and for a resumed run
+        every other trial its records hold (a resumption of some of its tasks never
+        makes the report of the whole run smaller)."""
+        if self.kept is None:
+            return self.outcomes
+        try:
+            recorded = load_run([self.records.run_dir])
+        except ResultsError:
+            return self.outcomes
+        mine = {(o.task, o.agent, o.attempt) for o in self.outcomes}
+        return [*self.outcomes, *(o for o in recorded if (o.task, o.agent, o.attempt) not in mine)]
+
     def _mark_incomplete(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.records.run_dir.is_dir():
             return
@@ -131,10 +144,11 @@ class ResultsSummary:
         run_dir = self.records.run_dir
         if self.collection_errors:
             write_collection_errors(run_dir, list(self.collection_errors.values()))
-        (run_dir / "report.md").write_text(markdown(self.outcomes,
-                                                    incomplete=[self.incomplete] if self.incomplete else []))
+        whole = self._whole_run()
+        incomplete = [self.incomplete] if self.incomplete else []
+        (run_dir / "report.md").write_text(markdown(whole, incomplete=incomplete))
         info = RunInfo.read(run_dir)
-        write_site(self.outcomes, run_dir, runs=[info] if info else [])
+        write_site(whole, run_dir, runs=[info] if info else [])
         if not self.baselines:
             return
         try:

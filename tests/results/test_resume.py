@@ -143,6 +143,11 @@ def test_a_resumed_run_keeps_its_attempts_and_refuses_other_options(suite: pytes
                                       f"and this command gives {option}; a resumed run keeps its own*"])
     # The same value, given again, is no conflict.
     suite.runpytest("--reactbench-resume=last", "--reactbench-attempts=2").assert_outcomes(passed=4)
+    # Resuming some of its tasks never makes the run's report smaller.
+    whole = (run / "report.md").read_text()
+    assert "beta" in whole
+    suite.runpytest("--reactbench-resume=last", "tasks/alpha").assert_outcomes(passed=2)
+    assert (run / "report.md").read_text() == whole
 
 
 # What Ctrl-C does to the session while beta runs.
