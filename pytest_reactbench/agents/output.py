@@ -304,6 +304,56 @@ def aider_turns(history: str) -> tuple[tuple[Turn, ...], str]:
     return tuple(turns), said or error
 
 
+def _event_line(event: Mapping[str, Any]) -> str:
+    """One line saying what a CLI's stream event (Claude Code's or Codex's) holds."""
+    kind, sub = str(event.get("type") or "?"), event.get("subtype")
+    message = event.get("message")
+    blocks = message.get("content") if isinstance(message, dict) else None
+    given = event.get("item")
+    item: Mapping[str, Any] = given if isinstance(given, dict) else {}
+    if sub == "api_retry":
+        return (f"model API retry {event.get('attempt')} of {event.get('max_retries')}: "
+                f"HTTP {event.get('error_status') or 'none'}: {event.get('error')}")
+    if kind == "system":
+        return f"[{sub or kind}]" + (f" model {event['model']}" if event.get("model") else "")
+    if kind in ("assistant", "user") and isinstance(blocks, list):
+        parts = []
+        for block in (b for b in blocks if isinstance(b, dict)):
+            if block.get("type") == "text":
+                parts.append(f"{kind}: {_first_line(block.get('text'), 200)}")
+            elif block.get("type") == "tool_use":
+                parts.append(f"tool {block.get('name')}: {_first_line(json.dumps(block.get('input')), 200)}")
+            elif block.get("type") == "tool_result":
+                failed = " (error)" if block.get("is_error") else ""
+                parts.append(f"tool result{failed}: {_first_line(_text_of(block.get('content')), 200)}")
+        return "\n".join(parts) or f"[{kind}]"
+    if kind == "result":
+        return f"result ({sub or 'done'}): {_first_line(event.get('result'), 300)}"
+    if item.get("type") == "agent_message":
+        return f"assistant: {_first_line(item.get('text'), 200)}"
+    if item.get("type") == "command_execution":
+        return f"command: {_first_line(item.get('command'), 200)} (exit {item.get('exit_code')})"
+    error = event.get("error")
+    text = error.get("message") if isinstance(error, dict) else event.get("message")
+    return f"[{kind}]" + (f" {_first_line(text, 300)}" if isinstance(text, str) and text else "")
+
+
+def readable_log(text: str) -> str:
+    """A CLI's log with each JSON event line as one line of what it holds (the other
+    lines as they are): what a failure shows of an agent that ended without a word."""
+    lines = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        event = None
+        if stripped.startswith("{"):
+            try:
+                event = json.loads(stripped)
+            except json.JSONDecodeError:
+                event = None
+        lines.append(_event_line(event) if isinstance(event, dict) else line)
+    return "\n".join(lines)
+
+
 READERS: dict[str, Callable[[str, str], Reading]] = {
     "claude-stream-json": claude_stream_json,
     "codex-jsonl": codex_jsonl,

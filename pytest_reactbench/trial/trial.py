@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_reactbench.agents import Agent, AgentAPIError, AgentAuthError, AgentContext, AgentOutcome
-from pytest_reactbench.agents.output import failed_by_egress
+from pytest_reactbench.agents.output import failed_by_egress, readable_log
 from pytest_reactbench.results import (
     AGENT_SAID,
     BaseImage,
@@ -387,7 +387,8 @@ class Trial:
             ending: dict[str, Any] = (
                 {"agent_ending": outcome.ending,
                  # What the CLI said in the end, rather than the tail of its raw stream.
-                 "agent_log_tail": AGENT_SAID + outcome.said if outcome.said else _tail(outcome.log)}
+                 "agent_log_tail": AGENT_SAID + outcome.said if outcome.said
+                 else _tail(readable_log(outcome.log))}
                 if outcome else {})
             if outcome and outcome.usage:
                 ending.update(input_tokens=outcome.usage.input_tokens,

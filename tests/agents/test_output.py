@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_reactbench.agents import Usage
-from pytest_reactbench.agents.output import Turn, failed_by_egress, read_output
+from pytest_reactbench.agents.output import Turn, failed_by_egress, read_output, readable_log
 
 
 def test_claude_code_result_line_gives_tokens_and_cost() -> None:
@@ -201,3 +201,32 @@ def test_what_the_egress_proxy_saw_says_whether_the_model_api_failed() -> None:
     # A refused host is the allowlist's doing, a 404 the client's: no API failure.
     assert failed_by_egress([seen(refused=True), seen(status=404)]) == ""
     assert failed_by_egress([]) == ""
+
+
+def test_a_cli_that_ended_without_a_word_shows_its_stream_as_lines_not_json() -> None:
+    stream = "\n".join([
+        json.dumps({"type": "system", "subtype": "init", "model": "claude-x", "tools": ["Bash"] * 200,
+                    "mcp_servers": [], "cwd": "/app"}),
+        json.dumps({"type": "assistant", "message": {"content": [
+            {"type": "text", "text": "I will look first."},
+            {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls src"}}]}}),
+        json.dumps({"type": "user", "message": {"content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "Counter.tsx\nmain.tsx"}]}}),
+        *(json.dumps({"type": "system", "subtype": "api_retry", "attempt": n, "max_retries": 10,
+                      "error_status": 500, "error": "server_error"}) for n in (1, 2)),
+        "a plain line the CLI printed",
+    ])
+    shown = readable_log(stream).splitlines()
+    assert shown == [
+        "[init] model claude-x",
+        "assistant: I will look first.",
+        'tool Bash: {"command": "ls src"}',
+        "tool result: Counter.tsx",
+        "model API retry 1 of 10: HTTP 500: server_error",
+        "model API retry 2 of 10: HTTP 500: server_error",
+        "a plain line the CLI printed",
+    ]
+    # Codex's events, from a server that failed it.
+    codex = readable_log((FAULTS / "codex-500.jsonl").read_text())
+    assert not any(line.startswith("{") for line in codex.splitlines())
+    assert "[turn.failed] " in codex
