@@ -273,11 +273,50 @@ export function runInRoom(cmd, { cwd, budget, env = {} }) {
   });
 }
 
-/** Every process of the room's user, wherever it hid (a detached daemon included). */
-export function killRoom() {
+/**
+ * The live processes whose real or effective user is `uid` (read from their status: a
+ * process's /proc folder belongs to root once it is not dumpable).
+ * @param {number} uid
+ * @returns {number[]}
+ */
+export function processesOf(uid) {
+  /** @type {number[]} */
+  const found = [];
   for (const pid of fs.readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
     try {
-      if (fs.statSync(`/proc/${pid}`).uid === ROOM_UID) process.kill(Number(pid), "SIGKILL");
+      const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
+      const ids = /^Uid:\s+(\d+)\s+(\d+)/m.exec(status);
+      // A zombie is dead already: only its parent's wait is left.
+      if (/^State:\s+[ZX]/m.test(status)) continue;
+      if (ids && (Number(ids[1]) === uid || Number(ids[2]) === uid)) found.push(Number(pid));
+    } catch {}  // gone meanwhile
+  }
+  return found;
+}
+
+/**
+ * Every process of the room's user, wherever it hid (a detached daemon, a chain of
+ * forks). Where the room has no PID namespace of its own (docker), one pass of kills
+ * could be outrun by a process that forks and exits over and over: the processes are
+ * stopped first, pass after pass, until a pass finds none that is not stopped (a
+ * stopped process cannot fork, and SIGSTOP cannot be caught), then killed.
+ * @param {number} [uid]
+ */
+export function killRoom(uid = ROOM_UID) {
+  const stopped = new Set();
+  for (let pass = 0; pass < 1000; pass++) {
+    const running = processesOf(uid).filter((pid) => !stopped.has(pid));
+    if (!running.length) break;
+    for (const pid of running) {
+      try {
+        process.kill(pid, "SIGSTOP");
+      } catch {}
+      stopped.add(pid);
+    }
+  }
+  for (const pid of processesOf(uid)) {
+    try {
+      process.kill(pid, "SIGKILL");
     } catch {}
   }
 }

@@ -8,7 +8,9 @@ import path from "node:path";
 import { describe, test } from "node:test";
 
 import { APP, LOGS, ROOM, ROOM_REPORTS } from "../../../pytest_reactbench/verifier/grader/config.mjs";
-import { inRoom, pnpmExec, roomEnv, stepBudget, testPlan } from "../../../pytest_reactbench/verifier/grader/test-room.mjs";
+import {
+  inRoom, killRoom, pnpmExec, processesOf, roomEnv, stepBudget, testPlan,
+} from "../../../pytest_reactbench/verifier/grader/test-room.mjs";
 
 /**
  * @import { Config, TestConfig } from "../../../pytest_reactbench/verifier/grader/config.mjs"
@@ -122,6 +124,30 @@ describe("pnpmExec", () => {
       }
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("ending the room", () => {
+  // A user no other test runs as: the sweep ends every process of its user.
+  const uid = 65533;
+  const asRoot = process.getuid?.() === 0;
+
+  test("a chain of forks that never stops is ended, with a daemon beside it", { skip: !asRoot && "needs root" }, async () => {
+    const spawnAs = (/** @type {string} */ script) => spawnSync("setpriv", [
+      `--reuid=${uid}`, `--regid=${uid}`, "--clear-groups", "sh", "-c", `(${script}) >/dev/null 2>&1 &`]);
+    // Each process starts the next and exits: one pass of kills over /proc misses the
+    // one born meanwhile.
+    spawnAs("hop() { (hop &); exit 0; }; hop");
+    spawnAs("exec sleep 600");
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.ok(processesOf(uid).length > 0, "the chain runs");
+      killRoom(uid);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.deepEqual(processesOf(uid), []);
+    } finally {
+      for (let i = 0; i < 20 && processesOf(uid).length; i++) killRoom(uid);
     }
   });
 });
