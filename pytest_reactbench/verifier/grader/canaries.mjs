@@ -94,13 +94,20 @@ export function firstDescribe(source) {
   return /\bdescribe\(\s*(["'])([^"'\\\n]*)\1\s*,/.exec(source)?.[2] ?? null;
 }
 
+// The opening of a spec's first describe block with a plain string title, up to the
+// brace of its body: where canaries go among the spec's own tests.
+const DESCRIBE_OPENING = /\bdescribe\(\s*(["'])([^"'\\\n]*)\1\s*,\s*(?:\(\s*\)\s*=>|function\s*\(\s*\))\s*\{/;
+
 /**
- * The canaries' source, for the end of a spec file (imports are hoisted, so they may
- * come last), and the canaries it defines.
+ * The canaries' source and the canaries it defines: some at the head of the spec's
+ * first describe block (`head`, to go at offset `at`, among the spec's own tests),
+ * the rest for the end of the file in a describe block of the same title (imports are
+ * hoisted, so they may come last). Where they stand differs from grading to grading,
+ * so that the tested code cannot tell them by their place either.
  * @param {string} file  relative to /app
  * @param {string} source  the spec's own
  * @param {Set<string>} taken  names in use
- * @returns {{ code: string, canaries: Canary[] }}
+ * @returns {{ code: string, head: { at: number, code: string } | null, canaries: Canary[] }}
  */
 export function canarySource(file, source, taken) {
   const id = crypto.randomBytes(4).toString("hex");
@@ -123,12 +130,19 @@ export function canarySource(file, source, taken) {
     [bodies[i], bodies[j]] = [/** @type {typeof bodies[0]} */ (bodies[j]), /** @type {typeof bodies[0]} */ (bodies[i])];
   }
   const named = bodies.map((b) => ({ ...b, name: specLikeName(taken) }));
-  const tests = named.map((b) => `  ${t}(${JSON.stringify(b.name)}, () => {\n    ${b.body}\n  });`).join("\n");
+  /** @param {typeof named} some */
+  const tests = (some) => some.map((b) => `  ${t}(${JSON.stringify(b.name)}, () => {\n    ${b.body}\n  });`).join("\n");
   const imports = [`import { describe as ${d}, test as ${t}, expect as ${e} } from "vitest";`];
   if (dom) imports.push(`import { screen as ${s} } from "@testing-library/react";`);
-  const block = title === null ? tests.replace(/^ {2}/gm, "") : `${d}(${JSON.stringify(title)}, () => {\n${tests}\n});`;
+  // One or more at the head of the spec's own block, when its opening can be found.
+  const opening = title === null ? null : DESCRIBE_OPENING.exec(source);
+  const first = opening && opening[2] === title ? crypto.randomInt(1, named.length) : 0;
+  const atHead = named.slice(0, first);
+  const atEnd = named.slice(first);
+  const block = title === null ? tests(atEnd).replace(/^ {2}/gm, "") : `${d}(${JSON.stringify(title)}, () => {\n${tests(atEnd)}\n});`;
   return {
     code: `\n${imports.join("\n")}\n\n${block}\n`,
+    head: opening && atHead.length ? { at: opening.index + opening[0].length, code: `\n${tests(atHead)}\n` } : null,
     canaries: named.map((b) => ({ file, titles: title === null ? [b.name] : [title, b.name], must: b.must })),
   };
 }
@@ -152,7 +166,9 @@ export function plantCanaries(cmd, expected, app = APP) {
     const source = fs.readFileSync(target, "utf8");
     const taken = new Set(names.flatMap((n) => [n, ...n.split(" > ")]));
     const planted = canarySource(file, source, taken);
-    fs.appendFileSync(target, planted.code);
+    const { head } = planted;
+    const placed = head ? source.slice(0, head.at) + head.code + source.slice(head.at) : source;
+    fs.writeFileSync(target, placed + planted.code);
     canaries.push(...planted.canaries);
   }
   return { cmd: canaries.length ? reported : cmd, canaries };
