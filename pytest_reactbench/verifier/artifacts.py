@@ -116,6 +116,28 @@ def sanitize(raw: bytes, patterns: list[str],
     return out.getvalue(), files, size, dropped
 
 
+#: Paths of PATH_MAX bytes or more, for find (an interval past 255 is not allowed).
+_PAST_PATH_MAX = f"(.{{128}}){{{PATH_MAX // 128},}}"
+
+
+def _left_out(sandbox: Sandbox, root: str, patterns: list[str], named: set[str]) -> list[tuple[str, str]]:
+    """Paths past PATH_MAX under `root` that the sandbox's archive left out without a
+    word (the Docker engine's does), so that they are refused by name as on a backend
+    whose archive holds them."""
+    found = sandbox.exec(["find", root, "-regextype", "posix-extended", "-regex", _PAST_PATH_MAX, "-print0"],
+                         cwd="/", env={"LC_ALL": "C"}, timeout=120)
+    left: list[tuple[str, str]] = []
+    for path in found.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        name = _normalize(posixpath.relpath(path, root)) if path.startswith(root + "/") else None
+        if not name or excluded(name, patterns):
+            continue
+        shown = name[:200] + ("…" if len(name) > 200 else "")
+        if shown not in named and (why := _too_long(root, name)) is not None:
+            left.append((shown, why))
+            named.add(shown)
+    return left
+
+
 def collect(sandbox: Sandbox, artifacts: list[Artifact],
             limit: int = MAX_SUBMISSION_BYTES) -> list[Transfer]:
     transfers = []
@@ -123,6 +145,7 @@ def collect(sandbox: Sandbox, artifacts: list[Artifact],
     for artifact in artifacts:
         raw = sandbox.get_archive(artifact.source, exclude=artifact.exclude)
         data, files, size, dropped = sanitize(raw, artifact.exclude, artifact.source)
+        dropped += _left_out(sandbox, artifact.source, artifact.exclude, {name for name, _ in dropped})
         total += size
         if total > limit:
             raise SubmissionRefused(

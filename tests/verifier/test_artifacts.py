@@ -125,3 +125,30 @@ def test_garbled_reward_is_an_error(tmp_path: Path, name: str, text: str, messag
 def test_missing_reward(tmp_path: Path) -> None:
     with pytest.raises(RewardFileNotFoundError, match=r"neither /logs/verifier/reward\.json"):
         read_reward(tmp_path)
+
+
+class _Listing:
+    """A sandbox whose find prints these paths (the archive-independent listing)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+        self.asked: list[list[str]] = []
+
+    def exec(self, cmd: list[str], **_: object) -> object:
+        from pytest_reactbench.sandbox.base import ExecResult
+
+        self.asked.append(cmd)
+        return ExecResult(0, "\0".join(self.paths).encode() + b"\0", b"", 0.0)
+
+
+def test_paths_an_archive_left_out_are_refused_by_name_once() -> None:
+    from pytest_reactbench.verifier.artifacts import _left_out
+
+    deep = "/app/src/" + "/".join(["d" * 200] * 21) + "/x.ts"
+    kept_out = "/app/node_modules/" + "/".join(["m" * 200] * 21) + "/y.js"
+    named_already = "/app/src/" + "/".join(["e" * 200] * 21) + "/z.ts"
+    sandbox = _Listing([deep, kept_out, named_already])
+    already = {named_already.removeprefix("/app/")[:200] + "…"}
+    left = _left_out(sandbox, "/app", EXCLUDES, already)  # type: ignore[arg-type]
+    assert [(name[:20], "PATH_MAX" in why) for name, why in left] == [("src/" + "d" * 16, True)]
+    assert "-regex" in sandbox.asked[0]
