@@ -12,8 +12,9 @@ from pytest_reactbench.sandbox.options import SandboxOptions
 
 
 @pytest.mark.slow
-def test_images_builds_the_playwright_stand_in(capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    cache = Path.home() / ".cache" / "reactbench"
+def test_images_builds_the_playwright_stand_in(capsys, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                               bake_cache: Path) -> None:
+    cache = bake_cache  # the session's, never the user's
     public = "ghcr.io/millionco/react-bench-verifier-playwright"
     assert main(["images", "--sandbox", "local", "--cache", str(cache), "--only", public]) == 0
     out = capsys.readouterr().out

@@ -16,9 +16,9 @@ pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="module")
-def backend() -> DockerBackend:
-    b = DockerBackend(SandboxOptions(cache=Path.home() / ".cache" / "reactbench",
-                                     ca_bundle=default_ca_bundle()))
+def backend(bake_cache: Path) -> DockerBackend:
+    # The session's bake cache, never the user's (the engine's images are shared by key).
+    b = DockerBackend(SandboxOptions(cache=bake_cache, ca_bundle=default_ca_bundle()))
     yield b
     b.close()
 

@@ -120,7 +120,7 @@ def test_the_scan_reads_the_graded_tree_beside_the_tests_never_the_hidden_specs(
 
 
 @pytest.mark.docker
-def test_the_room_loads_its_commands_from_a_compile_cache_it_cannot_change() -> None:
+def test_the_room_loads_its_commands_from_a_compile_cache_it_cannot_change(bake_cache: Path) -> None:
     """The bake fills Node's compile cache with what the room's commands load; the
     room's user reads it (a hit per module), owns nothing in it, and cannot write it."""
     from pytest_reactbench.sandbox.base import ImageRecipe, Limits
@@ -128,8 +128,7 @@ def test_the_room_loads_its_commands_from_a_compile_cache_it_cannot_change() -> 
     from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle
     from pytest_reactbench.verifier.layer import grader_layer
 
-    backend = DockerBackend(SandboxOptions(cache=Path.home() / ".cache" / "reactbench",
-                                           ca_bundle=default_ca_bundle()))
+    backend = DockerBackend(SandboxOptions(cache=bake_cache, ca_bundle=default_ca_bundle()))
     tests = ROOT / "tasks" / "counter-reset" / "tests"
     try:
         image = backend.bake(ImageRecipe("counter-reset/tests", tests / "Dockerfile", tests, timeout=1800,
