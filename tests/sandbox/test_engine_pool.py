@@ -31,7 +31,8 @@ from pytest_reactbench.plugin.bakes import prebake
 from pytest_reactbench.results.load import junit_testcases
 from pytest_reactbench.sandbox import engines as engines_module
 from pytest_reactbench.sandbox.base import EngineLost, Image, ImageRecipe, SandboxError
-from pytest_reactbench.sandbox.engines import EnginePool, Ledger, Room
+from pytest_reactbench.sandbox.docker.ledger import Ledger, Room
+from pytest_reactbench.sandbox.engines import EnginePool
 from pytest_reactbench.sandbox.options import SandboxOptions
 from tests.sandbox.extra_engines import ExtraEngine, build_tiny_base, extra_engine, tiny_task
 

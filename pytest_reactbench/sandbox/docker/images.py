@@ -1,0 +1,244 @@
+"""Baking on the engine: the Debian root, the system layer, and every recipe on the
+images it builds on (the resolved bases as build arguments, the bake's own variables
+declared in a copy of the Dockerfile, its steps' failures named by line)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from pytest_reactbench.sandbox import dockerfile as df
+from pytest_reactbench.sandbox.bake import (
+    NotBaked,
+    Parent,
+    replace_if_changed,
+)
+from pytest_reactbench.sandbox.base import (
+    BakeError,
+    BaseImage,
+    Image,
+    ImageRecipe,
+    Progress,
+)
+from pytest_reactbench.sandbox.docker.sandbox import docker_sdk
+from pytest_reactbench.sandbox.docker.share import RECIPE_LABEL, SharedImages
+from pytest_reactbench.sandbox.host import file_lock, tls_hint
+from pytest_reactbench.sandbox.mirrors import MirrorDaemon, git_env, original_step, relevant, with_build_args
+from pytest_reactbench.sandbox.recipes import (
+    SYSTEM_IMAGE,
+    from_instructions,
+    images_dir,
+    recipe_key,
+)
+
+ROOT_IMAGE = "reactbench/debian-root:bookworm"
+
+
+STEP = re.compile(r"Step (\d+)/\d+ : ")
+
+
+EXIT_CODE = re.compile(r"returned a non-zero code: (\d+)")
+
+
+def _step_location(dockerfile: Path, number: int) -> str:
+    """`Dockerfile:line` of the engine's step `number` (it counts instructions)."""
+    try:
+        return f"{dockerfile}:{df.parse(dockerfile)[number - 1].line}"
+    except (df.DockerfileError, IndexError):
+        return str(dockerfile)
+
+
+def packed_name(spec: str) -> str:
+    """The file `npm pack` writes for `name@version` (`@scope/x` -> `scope-x-version.tgz`)."""
+    name, _, version = spec.rpartition("@")
+    return f"{name.lstrip('@').replace('/', '-')}-{version}.tgz"
+
+
+class ImageBaking(SharedImages):
+    """The bake template's steps on the engine."""
+
+    #: Set by DockerBackend: what tells this engine's bake locks from another's, and
+    #: the git daemons of the bakes' mirrors.
+    lock_scope: str
+    _mirror_daemon: MirrorDaemon
+
+    def system_layer(self, progress: Progress, deadline: float, *, build: bool) -> Parent:
+        """The system layer: a debootstrap root plus images/system."""
+        if build:
+            self._root_image(progress)
+            recipe = self._system_recipe(progress, deadline)
+        else:
+            recipe = self._system_recipe(None, deadline)
+        image = self._bake(recipe, progress, deadline, 1, build=build)
+        return Parent(SYSTEM_IMAGE, image.ref, image.digest,
+                      (BaseImage(SYSTEM_IMAGE, image.digest, "system"),), image)
+
+    def build(self, recipe: ImageRecipe, key: str, parents: Sequence[Parent], progress: Progress,
+              deadline: float) -> Image:
+        build_args = dict(recipe.build_args)
+        use = {parent.name: parent.use for parent in parents}
+        rewrite: dict[int, tuple[str, str]] = {}
+        for ref in from_instructions(recipe):
+            if use[ref.image] == ref.image:
+                continue
+            if ref.variable:
+                build_args[ref.variable] = use[ref.image]
+            else:
+                rewrite[ref.line] = (ref.raw, use[ref.image])
+        dockerfile = recipe.dockerfile
+        lines = recipe.dockerfile.read_text().splitlines(keepends=True)
+        # A FROM that names a public image (or part of it) literally: the build reads a
+        # copy whose FROM names the resolved image; nothing is tagged under the public
+        # name, and the lines keep their numbers.
+        for line, (raw, resolved) in rewrite.items():
+            lines[line - 1] = lines[line - 1].replace(raw, resolved, 1)
+        text = "".join(lines)
+        mirrors = relevant(self.options.git_mirrors, recipe.dockerfile, recipe.context)
+        # git's URL rewrites, and the package managers' registries (the download cache,
+        # reached over the host's loopback: builds run on the host's network), reach RUN
+        # steps as build arguments the copy declares; they are not part of the key.
+        declared = git_env(self._mirror_daemon.rewrites(mirrors)) if mirrors else {}
+        if self.downloads is not None:
+            declared.update(self.downloads.env())
+        declared.update(self.options.registry_env)
+        if declared:
+            build_args.update(declared)
+            text = with_build_args(text, list(declared))
+        if rewrite or declared:
+            dockerfile = self.cache_dir / "dockerfiles" / f"{key}.Dockerfile"
+            dockerfile.parent.mkdir(parents=True, exist_ok=True)
+            replace_if_changed(dockerfile, text.encode())
+        tag = self._tag(recipe, key)
+        self._build(recipe, dockerfile, tag, build_args, progress, deadline, bool(declared))
+        image = self.find(key, recipe)
+        if image is None:
+            raise BakeError(f"{recipe.dockerfile}: the engine built {tag} but cannot find it")
+        return image
+
+    def _build(self, recipe: ImageRecipe, dockerfile: Path, tag: str, build_args: Mapping[str, str],
+               progress: Progress, deadline: float, declared: bool = False) -> None:
+        docker = docker_sdk()
+        progress(f"{recipe.name}: building {recipe.dockerfile} on the Docker engine")
+        started = time.monotonic()
+        remaining = max(1.0, deadline - time.monotonic())
+        api = self._api_client(remaining)
+        tail: list[str] = []
+        try:
+            stream = api.build(
+                path=str(recipe.context),
+                # An absolute path: docker-py sends a Dockerfile from outside the
+                # context along with it.
+                dockerfile=str(dockerfile.resolve()),
+                pull=False,
+                tag=tag,
+                buildargs=dict(build_args),
+                network_mode="host",
+                rm=True,
+                forcerm=True,
+                decode=True,
+                labels={RECIPE_LABEL: recipe.name},
+            )
+            where = str(recipe.dockerfile)
+            for chunk in stream:
+                text = str(chunk.get("stream", "")).rstrip()
+                if text:
+                    tail = (tail + text.splitlines())[-15:]
+                    if step := STEP.match(text):
+                        progress(f"{recipe.name}: {text[:100]} ({time.monotonic() - started:.0f} s)")
+                        number = int(step.group(1))
+                        if declared:  # the copy declares one ARG step after each FROM
+                            number = original_step(recipe.dockerfile.read_text(), number)
+                        where = _step_location(recipe.dockerfile, number)
+                if "error" in chunk:
+                    error = str(chunk["error"]).strip()
+                    code = EXIT_CODE.search(error)
+                    what = f"step failed with exit code {code.group(1)}" if code else error
+                    raise BakeError(
+                        f"{where}: {what}\n  " + "\n  ".join(tail) + tls_hint("\n".join(tail))
+                    )
+                if time.monotonic() > deadline:
+                    raise BakeError(f"{recipe.dockerfile}: build_timeout_sec ran out")
+        except docker.errors.DockerException as exc:
+            raise BakeError(f"{recipe.dockerfile}: the engine refused the build: {exc}") from None
+        except OSError as exc:  # a read timeout of the build stream
+            raise BakeError(f"{recipe.dockerfile}: build_timeout_sec ran out ({exc})") from None
+        finally:
+            api.close()
+
+    def _system_recipe(self, progress: Progress | None, deadline: float) -> ImageRecipe:
+        """images/system with the npm tarballs it installs packed beside it; without
+        `progress`, only what is there already (a look-up packs nothing)."""
+        recipe_path = images_dir() / "system"
+        # One context per version of the recipe: sessions of different checkouts
+        # sharing a cache do not repack each other's tarballs.
+        context = self.cache_dir / "system-context" / recipe_key(
+            (recipe_path / "packages.txt").read_text(), (recipe_path / "Dockerfile").read_text())[:16]
+        recipe = ImageRecipe("system", context / "Dockerfile", context,
+                             build_args={"ROOT_IMAGE": ROOT_IMAGE}, timeout=deadline - time.monotonic())
+        if progress is None:
+            if not recipe.dockerfile.is_file() or self._image(ROOT_IMAGE) is None:
+                raise NotBaked("system")
+            return recipe
+        packages = [line.strip() for line in (recipe_path / "packages.txt").read_text().splitlines()
+                    if line.strip() and not line.startswith("#")]
+        with file_lock(self.cache_dir / "locks" / f"system-context-{context.name}.lock"):
+            stage = context / "packages"
+            stage.mkdir(parents=True, exist_ok=True)
+            wanted = {packed_name(spec) for spec in packages}
+            for spec in packages:
+                if not (stage / packed_name(spec)).exists():
+                    progress(f"system: packing {spec}")
+                    packed = subprocess.run(["npm", "pack", "--silent", spec,
+                                             "--pack-destination", str(stage)],
+                                            capture_output=True, text=True,
+                                            env={**os.environ, **(self.downloads.env()
+                                                                  if self.downloads else {})})
+                    if packed.returncode != 0:
+                        raise BakeError(f"npm pack {spec} failed: {packed.stderr.strip()[-500:]}")
+            for stale in stage.glob("*.tgz"):
+                if stale.name not in wanted:
+                    stale.unlink()
+            # Other workers may be reading these: replace them whole, and only on change.
+            replace_if_changed(stage / "ca.crt", self.ca_bundle.read_bytes() if self.ca_bundle else b"")
+            replace_if_changed(context / "Dockerfile", (recipe_path / "Dockerfile").read_bytes())
+        return recipe
+
+    @property
+    def lock_dir(self) -> Path:
+        """The engine's images are shared by every session of this machine, whatever its
+        bake cache (two test workers, a miner beside a run): so are the locks that keep
+        two of them from baking one recipe at once (the second would get another image
+        id, and every image baked on it another key)."""
+        return Path(tempfile.gettempdir()) / "reactbench-bake-locks"
+
+    def _root_image(self, progress: Progress) -> None:
+        with file_lock(self.lock_dir / f"{self.lock_scope}root.lock"):
+            if self._image(ROOT_IMAGE) is not None:
+                return
+            # The root every key builds on: another machine's, shared, keeps their keys.
+            if self._pull_shared(ROOT_IMAGE, progress):
+                return
+            if shutil.which("debootstrap") is None or os.geteuid() != 0:
+                raise BakeError(
+                    f"the base root {ROOT_IMAGE} is missing and building it needs root and "
+                    "debootstrap (apt-get install debootstrap)"
+                )
+            progress(f"system: debootstrap of a Debian bookworm root for {ROOT_IMAGE}")
+            with tempfile.TemporaryDirectory(prefix="root-", dir=self.cache_dir) as tmp:
+                root = Path(tmp, "root")
+                made = subprocess.run(["debootstrap", "--variant=minbase", "bookworm", str(root)],
+                                      capture_output=True, text=True)
+                if made.returncode != 0:
+                    raise BakeError(f"debootstrap failed: {made.stdout[-800:]}{made.stderr[-800:]}")
+                archive = Path(tmp, "root.tar")
+                subprocess.run(["tar", "-C", str(root), "-cf", str(archive), "."], check=True)
+                repository, _, tag = ROOT_IMAGE.partition(":")
+                with archive.open("rb") as data:
+                    self.api.import_image_from_data(data, repository=repository, tag=tag)
+            self._push_later(ROOT_IMAGE, progress)

@@ -1,0 +1,164 @@
+"""Room on a Docker engine: `Ledger`, what our sandboxes hold of one engine (CPUs and
+memory, by the task's limits), shared by every process of this machine through a file
+lock, so that xdist workers wait for room instead of asking the engine for more than
+it has. The two sandboxes of one trial (agent and verifier) are one group: they never
+work at once, so the group holds the larger of their limits, and the second one is
+admitted at once (waiting for it could deadlock two trials that each hold their first).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_reactbench.sandbox.base import (
+    SandboxError,
+)
+from pytest_reactbench.sandbox.host import file_lock, pid_alive
+
+if TYPE_CHECKING:
+    pass
+
+
+#: How often a worker waiting for room looks again.
+ROOM_POLL_SECONDS = 0.5
+#: A worker that waits this long for room says so (once).
+ROOM_WAIT_NOTICE_SECONDS = 10.0
+
+_HOST = socket.gethostname()
+
+
+@dataclass(frozen=True)
+class Room:
+    cpus: float
+    memory_mb: int
+
+    def fits(self, cpus: float, memory_mb: int) -> bool:
+        # A hair of slack: CPU shares are floats summed in any order.
+        return cpus <= self.cpus + 1e-9 and memory_mb <= self.memory_mb
+
+    def __str__(self) -> str:
+        return f"{self.cpus:g} CPU(s), {self.memory_mb} MiB"
+
+
+def group_of(labels: Mapping[str, str]) -> str:
+    """The sandboxes of one trial: one xdist worker of one run runs one trial at a time."""
+    if "run" in labels and "worker" in labels:
+        return f"{labels['run']}/{labels['worker']}/{labels.get('task', '')}"
+    return f"own-{uuid.uuid4().hex}"
+
+
+@contextlib.contextmanager
+def locked_json(path: Path, lock: Path) -> Iterator[dict[str, Any]]:
+    """A JSON object kept in `path` for every process of the machine: read under `lock`
+    (an unreadable file reads as empty), written back atomically if changed."""
+    with file_lock(lock):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            data = {}
+        if not isinstance(data, dict):
+            data = {}
+        before = json.dumps(data, sort_keys=True)
+        yield data
+        if json.dumps(data, sort_keys=True) != before:
+            tmp = path.with_name(f".{path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(data, sort_keys=True))
+            os.replace(tmp, path)
+
+
+class Ledger:
+    """The reservations of one engine, in a JSON file under a lock of its own. Entries
+    of processes of this machine that died are dropped when read: a killed worker's
+    room comes back."""
+
+    def __init__(self, path: Path, capacity: Room) -> None:
+        self.path = path
+        self.capacity = capacity
+        self._lock = path.with_suffix(".lock")
+
+    @contextlib.contextmanager
+    def _open(self) -> Iterator[dict[str, Any]]:
+        with locked_json(self.path, self._lock) as data:
+            holders = data.setdefault("holders", {})
+            for key, entry in list(holders.items()):
+                if entry.get("host") == _HOST and not pid_alive(int(entry.get("pid", 0))):
+                    del holders[key]
+            yield data
+
+    @staticmethod
+    def _held(holders: Mapping[str, Mapping[str, Any]]) -> Room:
+        """What the groups hold: each group the larger of its members' limits."""
+        groups: dict[str, tuple[float, int]] = {}
+        for entry in holders.values():
+            cpus, memory = groups.get(entry["group"], (0.0, 0))
+            groups[entry["group"]] = (max(cpus, float(entry["cpus"])), max(memory, int(entry["memory_mb"])))
+        return Room(sum(c for c, _ in groups.values()), sum(m for _, m in groups.values()))
+
+    def free(self) -> Room:
+        with self._open() as data:
+            held = self._held(data["holders"])
+        return Room(self.capacity.cpus - held.cpus, self.capacity.memory_mb - held.memory_mb)
+
+    def load(self) -> tuple[int, int]:
+        """(trials placed on the engine now, trials ever placed): how busy it is."""
+        with self._open() as data:
+            claims = sum(1 for e in data["holders"].values() if e.get("claim"))
+            return claims, int(data.get("placed", 0))
+
+    def claim(self) -> str:
+        """A trial placed on this engine, until `release`: it holds no room (its
+        sandboxes reserve that when they boot) but counts in `load`."""
+        holder = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        with self._open() as data:
+            data["placed"] = int(data.get("placed", 0)) + 1
+            data["holders"][holder] = {"group": f"claim-{holder}", "cpus": 0.0, "memory_mb": 0, "claim": True,
+                                       "pid": os.getpid(), "host": _HOST}
+        return holder
+
+    def try_reserve(self, holder: str, group: str, cpus: float, memory_mb: int) -> bool:
+        if not self.capacity.fits(cpus, memory_mb):
+            raise SandboxError(
+                f"a sandbox asks for {cpus:g} CPU(s) and {memory_mb} MiB; the engine has "
+                f"{self.capacity} in all: lower the task's [environment] limits or use a larger engine")
+        with self._open() as data:
+            holders = data["holders"]
+            joining = any(e["group"] == group for e in holders.values())
+            entry = {"group": group, "cpus": cpus, "memory_mb": memory_mb, "pid": os.getpid(), "host": _HOST}
+            if not joining:
+                held = self._held(holders)
+                if not Room(self.capacity.cpus - held.cpus,
+                            self.capacity.memory_mb - held.memory_mb).fits(cpus, memory_mb):
+                    return False
+            holders[holder] = entry
+            return True
+
+    def reserve(self, group: str, cpus: float, memory_mb: int,
+                notice: Callable[[str], None] | None = None) -> str:
+        """Wait for room and take it; returns the holder id to release."""
+        holder = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        started = time.monotonic()
+        noticed = False
+        while not self.try_reserve(holder, group, cpus, memory_mb):
+            if notice and not noticed and time.monotonic() - started > ROOM_WAIT_NOTICE_SECONDS:
+                noticed = True
+                notice(f"waiting for room ({cpus:g} CPU(s), {memory_mb} MiB) on the engine")
+            time.sleep(ROOM_POLL_SECONDS)
+        return holder
+
+    def release(self, holder: str) -> None:
+        with self._open() as data:
+            data["holders"].pop(holder, None)
+
+
+def ledger_path(cache: Path, identity: str) -> Path:
+    return cache / "docker" / "engines" / f"{hashlib.sha256(identity.encode()).hexdigest()[:16]}.json"

@@ -1,0 +1,218 @@
+"""The docker backend's sandbox: a container started with an init, and what runs in it
+(commands, archives in and out, the processes an agent left, its egress gate)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_reactbench.sandbox.base import (
+    ExecResult,
+    Sandbox,
+    SandboxError,
+    egress_lines,
+)
+from pytest_reactbench.sandbox.relay import LoopbackRelay
+
+DEFAULT_ENGINE = "unix:///var/run/docker.sock"
+
+
+LABEL = "reactbench.owner"
+
+
+def _each_other_process(action: str, spared: str = "1 $main $$") -> str:
+    """A shell loop, forking nothing, that runs `action` on "$p" for every process of
+    the container but init (pid 1), the container's main process and `spared`. The main
+    process is init's oldest child: the kernel appends children, reparented orphans
+    included, at the end of the list."""
+    return ('read main _ < /proc/1/task/1/children; '
+            f'for p in /proc/[0-9]*; do p=${{p#/proc/}}; case " {spared} " in *" $p "*) ;; '
+            f'*) {action};; esac; done; true')
+
+
+# Kills every process in the container but init and the main process: a timed-out
+# command's whole tree goes, orphans that setsid'd away and were reparented to init included.
+KILL_ALL = _each_other_process('kill -9 "$p" 2>/dev/null')
+
+
+#: Lists the processes KILL_ALL would kill (this shell and its parent spared).
+LEFTOVERS = _each_other_process('[ -e "/proc/$p/stat" ] && echo "$p"', "1 $main $$ $PPID")
+
+
+#: The container's main process: it makes the log directories and then idles.
+MAIN = ["sh", "-c", "mkdir -p /logs/agent /logs/verifier && exec sleep infinity"]
+
+
+def docker_sdk() -> Any:
+    try:
+        import docker
+    except ImportError as exc:  # pragma: no cover - docker is a dependency
+        raise SandboxError("the docker backend needs the `docker` package") from exc
+    return docker
+
+
+def engine_kwargs(host: str | None) -> dict[str, Any]:
+    """docker-py's client arguments for the engine at `host` (None: DOCKER_HOST and its
+    TLS variables). A tcp:// engine uses DOCKER_TLS_VERIFY and DOCKER_CERT_PATH as the
+    docker CLI does; an ssh:// one the ssh client and its configuration."""
+    kwargs: dict[str, Any] = dict(docker_sdk().utils.kwargs_from_env())
+    if host is None:
+        return kwargs
+    kwargs["base_url"] = host
+    if not host.startswith("tcp://"):
+        kwargs.pop("tls", None)
+    if host.startswith("ssh://"):
+        kwargs["use_ssh_client"] = True
+    return kwargs
+
+
+class EgressGate:
+    """An internal network with no route out, and the allowlisting proxy on it (alias
+    `egress`) that is also on the default bridge: the agent's only way out."""
+
+    def __init__(self, network: Any, proxy: Any, relays: Sequence[LoopbackRelay] = ()) -> None:
+        self.network = network
+        self.proxy = proxy
+        #: Ports of this host's loopback the proxy reaches (a model gateway on 127.0.0.1).
+        self.relays = list(relays)
+
+    def close(self) -> None:
+        errors = docker_sdk().errors
+        with contextlib.suppress(errors.NotFound):
+            self.proxy.remove(force=True)
+        with contextlib.suppress(errors.NotFound):
+            self.network.remove()
+        for relay in self.relays:
+            relay.close()
+
+
+class DockerSandbox(Sandbox):
+    backend = "docker"
+
+    def __init__(self, container: Any, api: Any, on_close: Any, gate: EgressGate | None = None) -> None:
+        self.container = container
+        self.api = api
+        self.gate = gate
+        self._on_close = on_close
+        self._closed = False
+
+    def _errors(self) -> Any:
+        return docker_sdk().errors
+
+    def egress_requests(self) -> list[dict[str, Any]]:
+        if self.gate is None:
+            return []
+        try:
+            logs = self.gate.proxy.logs(stdout=True, stderr=False)
+        except docker_sdk().errors.DockerException:
+            return []
+        return egress_lines(logs.decode("utf-8", "replace"))
+
+    def exec(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        if self._closed:
+            raise SandboxError("sandbox is closed")
+        argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        errors = self._errors()
+        started = time.monotonic()
+        try:
+            exec_id = self.api.exec_create(
+                self.container.id, argv, workdir=cwd, environment=dict(env or {}), user=user or ""
+            )["Id"]
+        except errors.DockerException as exc:
+            raise SandboxError(f"cannot run a command in container {self.container.name}: {exc}") from None
+        output: dict[str, Any] = {}
+
+        def pump() -> None:
+            try:
+                output["streams"] = self.api.exec_start(exec_id, demux=True)
+            except Exception as exc:  # reported below, in the caller's thread
+                output["error"] = exc
+
+        worker = threading.Thread(target=pump, daemon=True)
+        worker.start()
+        worker.join(timeout)
+        timed_out = worker.is_alive()
+        if timed_out:
+            self._kill_all()
+            worker.join(30)
+        if "error" in output:
+            raise SandboxError(f"container {self.container.name} broke: {output['error']}")
+        stdout, stderr = output.get("streams") or (b"", b"")
+        try:
+            code = self.api.exec_inspect(exec_id).get("ExitCode")
+        except errors.DockerException as exc:
+            raise SandboxError(f"container {self.container.name} went away: {exc}") from None
+        return ExecResult(
+            124 if timed_out else (code if code is not None else -1),
+            stdout or b"",
+            stderr or b"",
+            time.monotonic() - started,
+            timed_out,
+        )
+
+    def _kill_all(self) -> bool:
+        """Run KILL_ALL (it forks nothing, so a container at its pids limit runs it too)."""
+        try:
+            killer = self.api.exec_create(self.container.id, ["sh", "-c", KILL_ALL])["Id"]
+            self.api.exec_start(killer)
+            return bool(self.api.exec_inspect(killer).get("ExitCode") == 0)
+        except self._errors().DockerException:
+            return False
+
+    def end_leftovers(self) -> None:
+        if self._closed:
+            raise SandboxError("sandbox is closed")
+        # A process being forked as the killer walks /proc escapes one pass; a few more
+        # passes find it. Something that still will not stop shows in the collection.
+        for _ in range(3):
+            if self._kill_all() and not self._leftovers():
+                return
+
+    def _leftovers(self) -> bool:
+        listed = self.exec(["sh", "-c", LEFTOVERS], cwd="/")
+        return listed.ok and bool(listed.text.strip())
+
+    def put_archive(self, dest: str, data: bytes) -> None:
+        if dest.rstrip("/") == "/tmp" or dest.startswith("/tmp/"):
+            # The engine's archive API writes under a tmpfs mount, not into it: stage
+            # the files on the container's own filesystem and copy them in.
+            stage = f"/.reactbench-put-{uuid.uuid4().hex[:8]}"
+            self._unpack(stage, data)
+            moved = self.exec(["sh", "-c", 'mkdir -p "$2" && cp -a "$1"/. "$2"/ && rm -rf "$1"',
+                               "put", stage, dest], cwd="/")
+            if not moved.ok:
+                raise SandboxError(f"could not unpack into {dest}: {moved.failure}")
+            return
+        self._unpack(dest, data)
+
+    def _unpack(self, dest: str, data: bytes) -> None:
+        errors = self._errors()
+        try:
+            # Most destinations exist: a mkdir only when the engine says it does not.
+            with contextlib.suppress(errors.NotFound):
+                self.container.put_archive(dest, data)
+                return
+            made = self.exec(["mkdir", "-p", dest], cwd="/")
+            if not made.ok:
+                raise SandboxError(f"could not create {dest}: {made.failure}")
+            self.container.put_archive(dest, data)
+        except errors.DockerException as exc:
+            raise SandboxError(f"could not unpack into {dest}: {exc}") from None
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._on_close(self.container, self.gate)
