@@ -32,7 +32,7 @@ from pytest_reactbench.sandbox.base import (
     Progress,
 )
 from pytest_reactbench.sandbox.downloads import DownloadCache, Traffic
-from pytest_reactbench.sandbox.host import file_lock
+from pytest_reactbench.sandbox.locks import file_lock
 from pytest_reactbench.sandbox.mirrors import key_of, relevant
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import (

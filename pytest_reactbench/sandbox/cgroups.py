@@ -22,8 +22,8 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+from pytest_reactbench.results.records import pid_alive
 from pytest_reactbench.sandbox.base import PIDS_LIMIT, Limits
-from pytest_reactbench.sandbox.host import pid_alive
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CONTROLLERS = ("memory", "pids", "cpu")

@@ -7,8 +7,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from pytest_reactbench.results.records import pid_alive
 from pytest_reactbench.results.records import pid_alive as record_owner_alive
-from pytest_reactbench.sandbox.host import pid_alive
 
 
 def test_a_zombie_is_not_alive() -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.sandbox import local
 from pytest_reactbench.sandbox.base import BakeError, Limits
 from pytest_reactbench.sandbox.local import LocalBackend
+from pytest_reactbench.sandbox.local import sandbox as local
 from pytest_reactbench.sandbox.options import SandboxOptions
 from tests.sandbox.helpers import assert_tmp_is_usable_scratch, kill_a_bake_half_way, recipe
 

@@ -17,6 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
+from pytest_reactbench.results.records import pid_alive
 from pytest_reactbench.sandbox.bake import (
     Pruned,
 )
@@ -44,7 +45,6 @@ from pytest_reactbench.sandbox.docker.sandbox import (
     engine_kwargs,
 )
 from pytest_reactbench.sandbox.docker.share import RECIPE_LABEL
-from pytest_reactbench.sandbox.host import pid_alive
 from pytest_reactbench.sandbox.image_registry import ImageRegistry
 from pytest_reactbench.sandbox.mirrors import MirrorDaemon
 from pytest_reactbench.sandbox.options import SandboxOptions

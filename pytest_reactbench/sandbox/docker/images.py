@@ -28,7 +28,7 @@ from pytest_reactbench.sandbox.base import (
 )
 from pytest_reactbench.sandbox.docker.sandbox import docker_sdk
 from pytest_reactbench.sandbox.docker.share import RECIPE_LABEL, SharedImages
-from pytest_reactbench.sandbox.host import file_lock, tls_hint
+from pytest_reactbench.sandbox.locks import file_lock
 from pytest_reactbench.sandbox.mirrors import MirrorDaemon, git_env, original_step, relevant, with_build_args
 from pytest_reactbench.sandbox.recipes import (
     SYSTEM_IMAGE,
@@ -36,6 +36,7 @@ from pytest_reactbench.sandbox.recipes import (
     images_dir,
     recipe_key,
 )
+from pytest_reactbench.sandbox.tls import tls_hint
 
 ROOT_IMAGE = "reactbench/debian-root:bookworm"
 

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_reactbench.results.records import pid_alive
 from pytest_reactbench.sandbox.base import (
     SandboxError,
 )
-from pytest_reactbench.sandbox.host import file_lock, pid_alive
+from pytest_reactbench.sandbox.locks import file_lock
 
 if TYPE_CHECKING:
     pass
