@@ -38,6 +38,7 @@ from pytest_reactbench.mining.changes import (
 )
 from pytest_reactbench.mining.runners import (
     REGISTRY_LACKS,
+    Runners,
     TestPlan,
     Toolchain,
     detect_runners,
@@ -408,11 +409,31 @@ def test_log_tail(result: TrialResult, lines: int = 40) -> list[str]:
     return []
 
 
-def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
-    """Mine one change into a task directory; refuse it with the reasons."""
-    repo = request.repo.resolve()
-    base, head = _revisions(repo, request)
-    changes, given, declared = settle_sources(repo, head, read_changes(repo, base, head))
+@dataclass(frozen=True)
+class Survey:
+    """How the repository at head tests the change: its toolchain, its test runners,
+    the change's specs and the package they run in."""
+
+    toolchain: Toolchain
+    runners: Runners
+    #: The specs the verifier runs (Cypress's and, without a browser to serve them,
+    #: Playwright's left out).
+    specs: list[str]
+    #: The workspace packages the specs are in ("" for the root).
+    packages: list[str]
+    #: The folder the tests run in: the package's, or the root's when its runner is.
+    runs_in: str
+    #: Playwright specs carried with the tests but not run.
+    e2e_dropped: list[str]
+    root: set[str]
+
+    @property
+    def package(self) -> str:
+        return self.packages[0] if len(self.packages) == 1 else ""
+
+
+def survey(repo: Path, head: str, changes: list[Change]) -> Survey:
+    """Stage 1: what the repository at `head` says (its manifests, its runners)."""
     root = _root_entries(repo, head)
     read = _read_at(repo, head)
     toolchain = detect_toolchain(read("package.json"), root, read)
@@ -424,7 +445,6 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
     packages = sorted({package_of(spec, manifests) for spec in specs})
     package = packages[0] if len(packages) == 1 else ""
     runners = detect_runners(read("package.json"), root, read)
-    # The folder the tests run in: the package's, or the root's when its runner is.
     runs_in = package
     if package:
         in_package = _read_at(repo, head, package)
@@ -438,14 +458,97 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
         prefix = f"{runs_in}/" if runs_in else ""
         e2e_dropped = [s for s in specs if runners.runner_of(s.removeprefix(prefix)) == "playwright"]
         specs = [s for s in specs if s not in e2e_dropped]
-    reasons = early_refusals(changes, specs, runners.names)
+    return Survey(toolchain, runners, specs, packages, runs_in, e2e_dropped, root)
+
+
+def triage(found: Survey, changes: list[Change], node: int | None) -> tuple[list[Reason], TestPlan | None]:
+    """Stage 2, before any sandbox: the reasons to refuse the change, and its test plan
+    (None when there is none to make)."""
+    specs = found.specs
+    reasons = early_refusals(changes, specs, found.runners.names)
     if [s for s in specs if "/" not in s]:
         reasons.append(Reason("test-command", "it has specs at the repository's root ("
                               + ", ".join(s for s in specs if "/" not in s)
                               + "): the verifier's hidden specs are folders"))
-    if e2e_dropped and not specs:
+    if found.e2e_dropped and not specs:
         reasons = [r for r in reasons if r.code != "no-spec"]
-        reasons.append(Reason("test-command", f"its only specs are Playwright's and {runners.e2e_unserved}"))
+        reasons.append(Reason("test-command",
+                              f"its only specs are Playwright's and {found.runners.e2e_unserved}"))
+    if not reasons and len(found.packages) > 1:
+        reasons.append(Reason("workspace", "its specs are in more than one workspace package ("
+                              + ", ".join(p or "the root" for p in found.packages)
+                              + "): a task runs one package's tests"))
+    if not reasons:
+        reasons += toolchain_refusals(found.toolchain, node)
+    if reasons:
+        return reasons, None
+    try:
+        return reasons, plan_tests(specs, found.runners, found.runs_in)
+    except MiningError as exc:
+        return [Reason("test-command", str(exc))], None
+
+
+def _echo_changes(changes: list[Change], given: dict[str, str], echo: Callable[[str], None]) -> None:
+    for change in changes:
+        moved = f"{change.old_path} -> " if change.old_path else ""
+        echo(f"  {change.status} {change.kind.value:10} {moved}{change.path}"
+             + ("  (binary)" if change.binary else "")
+             + (f"  (given as at head: {given[change.path]})" if change.path in given else ""))
+
+
+def prove(draft: Path, request: Request, records: Path,
+          echo: Callable[[str], None]) -> tuple[ControlRun, list[Reason], list[DoctorFinding]]:
+    """Stage 3: the written task run with the controls (oracle 1, nop 0). The reasons
+    to refuse it, and the React Doctor findings of the reference it tolerates."""
+    task_id = draft.name
+    controls = run_controls([draft], sandbox=request.sandbox, records=records, echo=echo)
+    reasons = control_refusals(controls, task_id)
+    tolerated: list[DoctorFinding] = []
+    if [r.code for r in reasons] == ["oracle-react-doctor"] and not request.strict_react_doctor:
+        tolerated = reference_findings(controls.result(task_id, "oracle"))
+        if tolerated:
+            reasons = []
+            echo(f"  the task tolerates the {len(tolerated)} React Doctor finding(s) the reference "
+                 "adds (--strict-react-doctor refuses it instead): "
+                 + "; ".join(f"{f.rule} {f.file}:{f.line or ''}" for f in tolerated[:5]))
+    for agent in ("oracle", "nop"):
+        result = controls.result(task_id, agent)
+        if result is not None and result.verdict.value == "error":
+            echo(f"  {agent} ended in error ({result.failure}):\n{result.message}")
+        elif result is not None and result.verdict.value != CONTROLS[agent]:
+            # The test run's own words: why a spec failed (or passed) where it should not.
+            tail = test_log_tail(result)
+            if tail:
+                echo(f"  {agent}'s test log, last lines:\n" + "\n".join("    " + t for t in tail))
+    return controls, reasons, tolerated
+
+
+def mining_record(request: Request, plan: TaskPlan, found: Survey, origin: str, outcome: Outcome,
+                  expected: dict[str, list[str]], tolerated: list[DoctorFinding]) -> MiningRecord:
+    """Stage 4: the task's mining.json, from what the stages found."""
+    toolchain = plan.toolchain
+    return MiningRecord(
+        repository=str(plan.repo), base=plan.base, head=plan.head, merge=request.merge, title=plan.title,
+        description_from=origin, package_manager=toolchain.label, toolchain_from=toolchain.why,
+        engines_node=toolchain.node, package=found.package, runners=list(found.runners.names),
+        test_command=plan.tests.cmd, e2e_command=plan.tests.e2e_cmd,
+        expected_from="the oracle control's reports" if expected else None,
+        react_doctor_tolerated=[f"{f.rule} {f.file}:{f.line or ''} {f.title}".rstrip() for f in tolerated],
+        changes=[ChangeRecord(status=c.status, path=c.path, old_path=c.old_path, kind=c.kind.value,
+                              binary=c.binary) for c in plan.changes],
+        controls=outcome.controls, accepted=not outcome.reasons,
+        refused_because=[str(r) for r in outcome.reasons],
+        mined_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    )
+
+
+def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
+    """Mine one change into a task directory; refuse it with the reasons."""
+    repo = request.repo.resolve()
+    base, head = _revisions(repo, request)
+    changes, given, declared = settle_sources(repo, head, read_changes(repo, base, head))
+    found = survey(repo, head, changes)
+    reasons, tests = triage(found, changes, sandbox_node(request.sandbox))
     task_id = f"{slug(repo.name)}-{head[:10]}"
     out = (request.out or Path("tasks") / task_id).resolve()
     task_id = out.name
@@ -453,35 +556,19 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
         raise MiningError(f"{out} already exists")
     title, body, origin = describe(request, base, head)
     echo(f"mining {repo.name} {base[:10]}..{head[:10]}: {title}")
-    if e2e_dropped and specs:
-        echo(f"  Playwright specs carried but not run ({', '.join(e2e_dropped)}): {runners.e2e_unserved}")
-    for change in changes:
-        moved = f"{change.old_path} -> " if change.old_path else ""
-        echo(f"  {change.status} {change.kind.value:10} {moved}{change.path}"
-             + ("  (binary)" if change.binary else "")
-             + (f"  (given as at head: {given[change.path]})" if change.path in given else ""))
-    if not reasons and len(packages) > 1:
-        reasons.append(Reason("workspace", "its specs are in more than one workspace package ("
-                              + ", ".join(p or "the root" for p in packages)
-                              + "): a task runs one package's tests"))
-    if not reasons:
-        reasons += toolchain_refusals(toolchain, sandbox_node(request.sandbox))
-    tests: TestPlan | None = None
-    if not reasons:
-        try:
-            tests = plan_tests(specs, runners, runs_in)
-        except MiningError as exc:
-            reasons.append(Reason("test-command", str(exc)))
-    if reasons and not (request.keep_anyway and tests is not None):
+    if found.e2e_dropped and found.specs:
+        echo(f"  Playwright specs carried but not run ({', '.join(found.e2e_dropped)}): "
+             f"{found.runners.e2e_unserved}")
+    _echo_changes(changes, given, echo)
+    if tests is None:
         if request.keep_anyway:
             echo("  not kept: without a spec and a test runner there is no verifier to write")
         return Outcome(None, reasons)
-    assert tests is not None
     sources = [p for c in of_kind(changes, Kind.SOURCE) for p in c.paths]
     plan = TaskPlan(
         task_id=task_id, repo=repo, base=base, head=head, title=title, body=body,
-        changes=tuple(changes), toolchain=toolchain, runners=runners, specs=tuple(specs),
-        sources=tuple(source_roots(sources, root)), tests=tests, package=runs_in,
+        changes=tuple(changes), toolchain=found.toolchain, runners=found.runners, specs=tuple(found.specs),
+        sources=tuple(source_roots(sources, found.root)), tests=tests, package=found.runs_in,
         declared=tuple(declared),
     )
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -490,29 +577,11 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
     with tempfile.TemporaryDirectory(prefix=".mining-", dir=out.parent) as scratch:
         draft = Path(scratch) / task_id
         write_task(plan, draft)
-        echo(f"  {toolchain.label} (from {toolchain.why})"
-             + (f", package {package}" if package else "") + f", tests: {tests.cmd}"
+        echo(f"  {found.toolchain.label} (from {found.toolchain.why})"
+             + (f", package {found.package}" if found.package else "") + f", tests: {tests.cmd}"
              + (f"; e2e: {tests.e2e_cmd}" if tests.e2e_cmd else ""))
         records = request.records or Path(scratch) / "records"
-        controls = run_controls([draft], sandbox=request.sandbox, records=records, echo=echo)
-        reasons += control_refusals(controls, task_id)
-        tolerated: list[DoctorFinding] = []
-        if [r.code for r in reasons] == ["oracle-react-doctor"] and not request.strict_react_doctor:
-            tolerated = reference_findings(controls.result(task_id, "oracle"))
-            if tolerated:
-                reasons = []
-                echo(f"  the task tolerates the {len(tolerated)} React Doctor finding(s) the reference "
-                     "adds (--strict-react-doctor refuses it instead): "
-                     + "; ".join(f"{f.rule} {f.file}:{f.line or ''}" for f in tolerated[:5]))
-        for agent in ("oracle", "nop"):
-            result = controls.result(task_id, agent)
-            if result is not None and result.verdict.value == "error":
-                echo(f"  {agent} ended in error ({result.failure}):\n{result.message}")
-            elif result is not None and result.verdict.value != CONTROLS[agent]:
-                # The test run's own words: why a spec failed (or passed) where it should not.
-                tail = test_log_tail(result)
-                if tail:
-                    echo(f"  {agent}'s test log, last lines:\n" + "\n".join("    " + t for t in tail))
+        controls, reasons, tolerated = prove(draft, request, records, echo)
         outcome = Outcome(None, reasons, _summary(controls, task_id, request.records is not None))
         for agent, props in outcome.controls.items():
             echo(f"  {agent}: {props.get('verdict', 'not run')} (tests {props.get('gate.tests', '-')}, "
@@ -528,19 +597,7 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
             # a skipped or missing one then fails, as in a hand-written task.
             (draft / "tests" / "config.json").write_text(
                 json.dumps(tests_config(plan, expected, tolerated), indent=2) + "\n")
-        record = MiningRecord(
-            repository=str(repo), base=base, head=head, merge=request.merge, title=title,
-            description_from=origin, package_manager=toolchain.label, toolchain_from=toolchain.why,
-            engines_node=toolchain.node, package=package, runners=list(runners.names),
-            test_command=tests.cmd, e2e_command=tests.e2e_cmd,
-            expected_from="the oracle control's reports" if expected else None,
-            react_doctor_tolerated=[f"{f.rule} {f.file}:{f.line or ''} {f.title}".rstrip()
-                                    for f in tolerated],
-            changes=[ChangeRecord(status=c.status, path=c.path, old_path=c.old_path, kind=c.kind.value,
-                                  binary=c.binary) for c in changes],
-            controls=outcome.controls, accepted=not reasons, refused_because=[str(r) for r in reasons],
-            mined_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        )
+        record = mining_record(request, plan, found, origin, outcome, expected, tolerated)
         (draft / "mining.json").write_text(record.model_dump_json(indent=2) + "\n")
         draft.rename(out)
     outcome.task = out
