@@ -9,7 +9,7 @@ from __future__ import annotations
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -50,6 +50,7 @@ from pytest_reactbench.tasks import EnvironmentConfig, Task
 from pytest_reactbench.verifier import (
     Grade,
     SubmissionFailure,
+    Transfer,
     VerifierError,
     audit,
     collect,
@@ -422,23 +423,7 @@ class Trial:
             if outcome.api_failure:
                 # The model API's fault, not the agent's work: no score; a retry may get through.
                 return finish(Verdict.ERROR, AgentAPIError.__name__, outcome.api_failure)
-            diff = agent_box.exec(DIFF_COMMAND, cwd="/", timeout=120).stdout
-            if len(diff) > MAX_RECORDED_DIFF:
-                diff = diff[:MAX_RECORDED_DIFF] + b"\n[diff truncated at 10 MiB by the run record]\n"
-            record.write_text("diff.patch", diff)
-            found["diff"] = stat_of(diff.decode("utf-8", "replace"))
-            with _timed(durations, "artifacts", record):
-                transfers = collect(agent_box, task.config.artifacts)
-                for transfer in transfers:
-                    if transfer.artifact.destination:
-                        record.write_text(f"artifacts/{transfer.artifact.destination}.tar", transfer.data)
-            record.write_json("artifacts.json", [
-                {"source": t.artifact.source, "files": t.files, "bytes": t.size,
-                 "dropped": [{"path": p, "reason": r} for p, r in t.dropped]}
-                for t in transfers
-            ])
-            found["audit"] = [str(f) for f in audit(transfers, base_index)]
-            record.write_json("audit.json", found["audit"])
+            transfers = _collected(record, agent_box, task, base_index, found, durations)
             if self.options.strict and found["audit"]:
                 return finish(Verdict.FAILED, "audit", "--reactbench-strict: the submission touches "
                               + f"{len(found['audit'])} file(s) that can fool a grader: "
@@ -457,36 +442,69 @@ class Trial:
             for phase in ("test_command", "scan"):
                 if phase in graded.details.timings:
                     durations[phase] = graded.details.timings[phase]
-        fields = _grade_fields(graded)
-        # What could not cross to the verifier is refused too (its base version graded).
-        dropped = [Refusal(path=path, reason=f"not carried to the verifier: {why}")
-                   for transfer in transfers for path, why in transfer.dropped]
-        if dropped:
-            fields["refused"] = [*fields.get("refused", []), *dropped]
-        test_log = record.path / "verifier" / "test-stdout.txt"
-        if test_log.is_file():
-            fields["test_log_tail"] = _tail(test_log.read_text(errors="replace"))
-        if graded.passed:
-            return finish(Verdict.PASSED, "", "", **fields)
-        failed = [gate.value for gate, ok in fields["gates"].items() if ok is False]
-        message = (f"reward {graded.reward.reward:g} < 1" if not failed else
-                   "failed gate" + ("s " if len(failed) > 1 else " ") + ", ".join(failed))
-        if "grading_stopped" in fields:
-            message += "; " + fields.pop("grading_stopped")
-        if refused := fields.get("refused"):
-            # A file the graded code needs may be among them: the refusal comes first,
-            # not only the failure it caused.
-            first = refused[0]
-            message = (f"{len(refused)} file(s) of the submission refused ({first.path}: {first.reason}"
-                       + (", and more" if len(refused) > 1 else "") + f"); {message}")
-        failure = "+".join(failed) or "reward"
-        if graded.details is not None and graded.details.tests.tampered:
-            # The grader's canaries were reported otherwise than planted: the code
-            # under test rewrote the test results, which says more than any of them.
-            failure, message = "tampered", f"{graded.details.tests.tampered[0]}; {message}"
-        if outcome is not None and outcome.headline:
-            message = f"{outcome.headline}; {message}"
-        return finish(Verdict.FAILED, failure, message, **fields)
+        verdict, failure, message, fields = _judged(graded, transfers, record,
+                                                     outcome.headline if outcome else "")
+        return finish(verdict, failure, message, **fields)
+
+
+def _collected(record: TrialRecord, agent_box: Sandbox, task: Task, base_index: Any,
+               found: dict[str, Any], durations: dict[str, float]) -> list[Transfer]:
+    """The agent's work out of its sandbox: its diff (recorded), the task's artifacts
+    (recorded, with what was dropped) and the audit of what can fool a grader."""
+    diff = agent_box.exec(DIFF_COMMAND, cwd="/", timeout=120).stdout
+    if len(diff) > MAX_RECORDED_DIFF:
+        diff = diff[:MAX_RECORDED_DIFF] + b"\n[diff truncated at 10 MiB by the run record]\n"
+    record.write_text("diff.patch", diff)
+    found["diff"] = stat_of(diff.decode("utf-8", "replace"))
+    with _timed(durations, "artifacts", record):
+        transfers = collect(agent_box, task.config.artifacts)
+        for transfer in transfers:
+            if transfer.artifact.destination:
+                record.write_text(f"artifacts/{transfer.artifact.destination}.tar", transfer.data)
+    record.write_json("artifacts.json", [
+        {"source": t.artifact.source, "files": t.files, "bytes": t.size,
+         "dropped": [{"path": p, "reason": r} for p, r in t.dropped]}
+        for t in transfers
+    ])
+    found["audit"] = [str(f) for f in audit(transfers, base_index)]
+    record.write_json("audit.json", found["audit"])
+    return transfers
+
+
+def _judged(graded: Grade, transfers: Sequence[Transfer], record: TrialRecord,
+            headline: str) -> tuple[Verdict, str, str, dict[str, Any]]:
+    """The verdict of a graded submission: its failure class and message, and the
+    result's grade fields (refusals, the test log's tail)."""
+    fields = _grade_fields(graded)
+    # What could not cross to the verifier is refused too (its base version graded).
+    dropped = [Refusal(path=path, reason=f"not carried to the verifier: {why}")
+               for transfer in transfers for path, why in transfer.dropped]
+    if dropped:
+        fields["refused"] = [*fields.get("refused", []), *dropped]
+    test_log = record.path / "verifier" / "test-stdout.txt"
+    if test_log.is_file():
+        fields["test_log_tail"] = _tail(test_log.read_text(errors="replace"))
+    if graded.passed:
+        return Verdict.PASSED, "", "", fields
+    failed = [gate.value for gate, ok in fields["gates"].items() if ok is False]
+    message = (f"reward {graded.reward.reward:g} < 1" if not failed else
+               "failed gate" + ("s " if len(failed) > 1 else " ") + ", ".join(failed))
+    if "grading_stopped" in fields:
+        message += "; " + fields.pop("grading_stopped")
+    if refused := fields.get("refused"):
+        # A file the graded code needs may be among them: the refusal comes first,
+        # not only the failure it caused.
+        first = refused[0]
+        message = (f"{len(refused)} file(s) of the submission refused ({first.path}: {first.reason}"
+                   + (", and more" if len(refused) > 1 else "") + f"); {message}")
+    failure = "+".join(failed) or "reward"
+    if graded.details is not None and graded.details.tests.tampered:
+        # The grader's canaries were reported otherwise than planted: the code
+        # under test rewrote the test results, which says more than any of them.
+        failure, message = "tampered", f"{graded.details.tests.tampered[0]}; {message}"
+    if headline:
+        message = f"{headline}; {message}"
+    return Verdict.FAILED, failure, message, fields
 
 
 def _baked(record: TrialRecord, durations: dict[str, float], name: str, make: Callable[[], Image],
