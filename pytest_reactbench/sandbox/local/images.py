@@ -152,21 +152,7 @@ class LocalImages(BakingBackend):
         chain = list(parent_meta["chain"]) if parent_meta else []  # type: ignore[call-overload]
         building = self.images / f"{key}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         layers = [self.images / str(k) / "layer" for k in reversed(chain)]
-        mirrors = relevant(self.options.git_mirrors, recipe.dockerfile, recipe.context)
-        mirror_binds, rewrites = local_binds(mirrors)
-        ro_binds = {CONTEXT_MOUNT: recipe.context.resolve(), **mirror_binds}
-        # The bake's own variables (CA, git mirrors): in every step, never in the image.
-        bake_only = {**(ca_env(CA_MOUNT) if self.ca_bundle else {}),
-                     **(git_env(rewrites) if mirrors else {}),
-                     **(self.downloads.env() if self.downloads else {}),
-                     **self.options.registry_env}
-        bake_env = {**DEFAULT_ENV, **env, **bake_only}
-        if self.ca_bundle:
-            ro_binds[CA_MOUNT] = self.ca_bundle.resolve()
-        box = LocalSandbox(
-            building / "box", layers, network=True, env=bake_env, workdir=workdir,
-            upper=building / "layer", ro_binds=ro_binds,
-        )
+        box, bake_only = self._bake_box(recipe, building, layers, env, workdir)
         progress(f"{recipe.name}: baking {recipe.dockerfile} ({len(steps)} steps)")
         started = time.monotonic()
         try:
@@ -217,6 +203,24 @@ class LocalImages(BakingBackend):
         except BaseException:
             _rmtree(building)
             raise
+
+    def _bake_box(self, recipe: ImageRecipe, building: Path, layers: list[Path], env: Mapping[str, str],
+                  workdir: str) -> tuple[LocalSandbox, dict[str, str]]:
+        """The sandbox a bake's steps run in, writing its new layer, and the bake's own
+        variables (CA, git mirrors, download cache, registry): in every step, never in
+        the image."""
+        mirrors = relevant(self.options.git_mirrors, recipe.dockerfile, recipe.context)
+        mirror_binds, rewrites = local_binds(mirrors)
+        ro_binds = {CONTEXT_MOUNT: recipe.context.resolve(), **mirror_binds}
+        bake_only = {**(ca_env(CA_MOUNT) if self.ca_bundle else {}),
+                     **(git_env(rewrites) if mirrors else {}),
+                     **(self.downloads.env() if self.downloads else {}),
+                     **self.options.registry_env}
+        if self.ca_bundle:
+            ro_binds[CA_MOUNT] = self.ca_bundle.resolve()
+        box = LocalSandbox(building / "box", layers, network=True, env={**DEFAULT_ENV, **env, **bake_only},
+                           workdir=workdir, upper=building / "layer", ro_binds=ro_binds)
+        return box, bake_only
 
     def _step(
         self,
