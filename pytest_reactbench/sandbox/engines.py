@@ -17,6 +17,7 @@ is placed on it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 import time
 import warnings
@@ -110,6 +111,10 @@ class Wanted:
 
 def _identity(recipe: ImageRecipe) -> tuple[str, str, str]:
     return recipe.name, str(recipe.dockerfile), str(recipe.context)
+
+
+def _digest(recipe: ImageRecipe) -> str:
+    return hashlib.sha256("\0".join(_identity(recipe)).encode()).hexdigest()[:16]
 
 
 class PooledSandbox(Sandbox):
@@ -364,31 +369,47 @@ class EnginePool(Backend):
 
     def _bake_on(self, target: DockerBackend, recipe: ImageRecipe, progress: Progress) -> Image:
         with self._on(target):
-            image = target.baked(recipe)
+            image = self._found_for(target, recipe, progress)
             if image is not None:
-                progress(f"{recipe.name}: reusing baked image on {target.engine}")
                 return image
-            for source in self._live():
-                if source is target:
-                    continue
-                with self._on(source):
-                    image = source.baked(recipe)
+            # One bake of a recipe in the whole pool at a time, for every process of this
+            # machine (each engine's own bake lock is per engine): a trial placed on
+            # another engine while the prebake bakes its image waits for it and gets a
+            # copy, the same image, not a build of its own.
+            with file_lock(target.lock_dir / f"pool-{_digest(recipe)}.lock"):
+                image = self._found_for(target, recipe, progress)
                 if image is not None:
-                    self.deliver(target, [image.ref], progress)
                     return image
-            try:
-                return target.bake(recipe, progress)
-            except BakeError as failed:
-                # Some engines cannot build everything (a base image only one of them
-                # has, no registry in reach): baked on one that can, then copied.
-                for source in self._live():
-                    if source is target:
-                        continue
-                    with contextlib.suppress(BakeError), self._on(source):
-                        image = source.bake(recipe, progress)
-                        self.deliver(target, [image.ref], progress)
-                        return image
-                raise failed from None
+                try:
+                    return target.bake(recipe, progress)
+                except BakeError as failed:
+                    # Some engines cannot build everything (a base image only one of
+                    # them has, no registry in reach): baked on one that can, then copied.
+                    for source in self._live():
+                        if source is target:
+                            continue
+                        with contextlib.suppress(BakeError), self._on(source):
+                            image = source.bake(recipe, progress)
+                            self.deliver(target, [image.ref], progress)
+                            return image
+                    raise failed from None
+
+    def _found_for(self, target: DockerBackend, recipe: ImageRecipe, progress: Progress) -> Image | None:
+        """The recipe's image on `target`: there already, or copied from an engine that
+        has it; None when no engine has it."""
+        image = target.baked(recipe)
+        if image is not None:
+            progress(f"{recipe.name}: reusing baked image on {target.engine}")
+            return image
+        for source in self._live():
+            if source is target:
+                continue
+            with self._on(source):
+                image = source.baked(recipe)
+            if image is not None:
+                self.deliver(target, [image.ref], progress)
+                return image
+        return None
 
     def wanted(self, member: DockerBackend) -> Wanted:
         return Wanted(member.ledger.path.with_suffix(".wanted.json"))

@@ -138,12 +138,13 @@ def test_the_shipped_suite_over_three_engines_has_the_verdicts_of_one(
         assert json.loads(status.read_text())["engine"] in hosts
     # A task's images are the same (the same ids) on whichever engine its trials ran:
     # the empty engines got copies, not builds of their own.
-    # Each empty engine got the suite's images in one save (the prebake's spread), or
-    # two when a trial placed there first copied its own with what was listed by then;
-    # not one copy per image.
+    # Each empty engine got the suite's images in the prebake's spread (one save), and
+    # at most one more save per trial placed there that waited for its image's bake
+    # (then copied with what was listed by then); not one copy per image.
     copies = re.findall(r"copied (\d+) image\(s\) to (\S+) in", proc.stderr)
     for engine in engines:
-        assert 1 <= len([n for n, url in copies if url == engine.url]) <= 2, copies
+        placed = sum(1 for p in results.values() if p["reactbench.engine"] == engine.url)
+        assert 1 <= len([n for n, url in copies if url == engine.url]) <= placed + 1, copies
     held = {engine.url: _image_ids(engine.url) for engine in engines}
     for task in shipped:
         for role in ("agent", "verifier"):
