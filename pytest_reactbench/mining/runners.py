@@ -91,10 +91,9 @@ class Toolchain:
         steps.append(self._install_command())
         return " \\\n && ".join(steps)
 
-    def _install_command(self) -> str:
-        """The frozen install CI runs; where the lockfile is out of date with the
-        manifests (a merge that kept one side's lockfile, say), the install that
-        brings it up to date, with a line saying so in the bake's log."""
+    def _installs(self) -> tuple[str, str, str]:
+        """The package manager's frozen install, its unfrozen one ("": none to try) and
+        its download cache ("": none)."""
         if self.name == "pnpm":
             common = "--store-dir /tmp/pnpm-store --package-import-method=copy"
             if self.hoisted:
@@ -120,12 +119,21 @@ class Toolchain:
             frozen, thawed = install.format(" --frozen-lockfile"), install.format("")
             cache = "/tmp/yarn-cache"
         elif self.name == "bun":
-            return "bun install --frozen-lockfile"
+            return "bun install --frozen-lockfile", "", ""
         else:
             # The download caches go with the step: they would only make the image bigger.
             frozen = "npm ci --no-audit --no-fund --cache /tmp/npm-cache"
             thawed = frozen.replace("npm ci", "npm install")
             cache = "/tmp/npm-cache"
+        return frozen, thawed, cache
+
+    def _install_command(self) -> str:
+        """The frozen install CI runs; where the lockfile is out of date with the
+        manifests (a merge that kept one side's lockfile, say), the install that
+        brings it up to date, with a line saying so in the bake's log."""
+        frozen, thawed, cache = self._installs()
+        if not thawed:
+            return frozen
         # The repository's own install hooks (prepare, postinstall) build what its
         # developers need (git hooks, submodules, generated types) and often fail in a
         # sandbox: a failed install is tried again without them (the dependencies' own
