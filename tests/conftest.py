@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -27,57 +26,6 @@ def _registry_signs(spec: str = "pnpm@11.10.0") -> bool:
 # sessions and backends inherit). A test of the default sets the variable itself.
 if "REACTBENCH_UNSIGNED_REGISTRY" not in os.environ:
     os.environ["REACTBENCH_UNSIGNED_REGISTRY"] = "0" if _registry_signs() else "1"
-
-#: The built-in backends as a parameter; the docker one carries the `docker` marker,
-#: so `pytest -m "not docker"` runs everything else on a machine without an engine.
-BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
-
-ORACLE_WRITES = "#!/bin/bash\necho hello > /app/out.txt\n"
-CHECKS_OUT = """#!/bin/bash
-if [ "$(cat /app/out.txt 2>/dev/null)" = hello ]; then t=1; else t=0; fi
-echo "tests gate: $t"
-echo "{\\"reward\\": $t, \\"tests\\": $t, \\"react_doctor\\": 1}" > /logs/verifier/reward.json
-"""
-
-
-def write_task(
-    root: Path,
-    name: str,
-    *,
-    test_sh: str = CHECKS_OUT,
-    solve_sh: str = ORACLE_WRITES,
-    environment: str = "FROM reactbench/system\nWORKDIR /app\nRUN echo base > /app/base.txt\n",
-    extra_toml: str = "",
-    agent_timeout: float = 30,
-    verifier_timeout: float = 30,
-    tags: tuple[str, ...] = ("smoke",),
-) -> Path:
-    """A tiny task whose verifier is plain bash: fast, and it needs no Node."""
-    task = root / name
-    (task / "environment").mkdir(parents=True)
-    (task / "tests").mkdir()
-    (task / "solution").mkdir()
-    (task / "task.toml").write_text(textwrap.dedent(f"""\
-        version = "1.0"
-        [[artifacts]]
-        source = "/app"
-        exclude = ["**/node_modules/**"]
-        [metadata]
-        difficulty = "easy"
-        tags = {list(tags)!r}
-        [agent]
-        timeout_sec = {agent_timeout}
-        [verifier]
-        timeout_sec = {verifier_timeout}
-        """) + extra_toml)
-    (task / "instruction.md").write_text("Write hello to /app/out.txt\n")
-    (task / "environment" / "Dockerfile").write_text(environment)
-    (task / "tests" / "Dockerfile").write_text(
-        "FROM reactbench/system\nWORKDIR /app\nCOPY test.sh /tests/test.sh\n")
-    (task / "tests" / "test.sh").write_text(test_sh)
-    (task / "solution" / "solve.sh").write_text(solve_sh)
-    return task
-
 
 def suite_leftovers(basetemp: Path, engine: bool) -> list[str]:
     """What the whole test session left on this machine: containers and networks of

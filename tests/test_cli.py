@@ -72,7 +72,7 @@ def test_console_script_is_installed() -> None:
 
 
 def test_validate_checks_schema_and_controls(tmp_path: Path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from tests.conftest import CHECKS_OUT, write_task
+    from tests.helpers import CHECKS_OUT, write_task
 
     monkeypatch.chdir(tmp_path)
     good = write_task(tmp_path, "good")

@@ -19,7 +19,7 @@ import pytest
 from pytest_reactbench.agents.command import load_presets
 from pytest_reactbench.results.load import junit_testcases
 from tests.agents.model_server import INPUT_TOKENS, ModelServer, Script
-from tests.conftest import write_task
+from tests.helpers import write_task
 from tests.results.test_report import _browser, _text
 
 ROOT = Path(__file__).resolve().parents[2]

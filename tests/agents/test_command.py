@@ -6,7 +6,7 @@ import pytest
 from pytest_reactbench.agents import AgentConfigError
 from pytest_reactbench.agents.command import CommandAgent, load_presets, parse_commands
 from pytest_reactbench.tasks import load_task
-from tests.conftest import write_task
+from tests.helpers import write_task
 
 ENV = {"ANTHROPIC_API_KEY": "sk-ant-secret", "OPENAI_API_KEY": "sk-openai", "HOME": "/root",
        "AIDER_MODEL": "anthropic/claude-x"}

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import write_task
+from tests.helpers import write_task
 
 AGENTS = textwrap.dedent('''\
     from pytest_reactbench.agents import Agent, AgentOutcome, Install

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.agents.model_server import INPUT_TOKENS, OUTPUT_TOKENS, ModelServer, Script
-from tests.conftest import write_task
+from tests.helpers import write_task
 
 KEY = "sk-reactbench-test"
 PROVIDERS = {

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from pytest_reactbench.agents import PatchInputError, load_predictions
-from tests.conftest import write_task
+from tests.helpers import write_task
 
 DIFF = """diff --git a/out.txt b/out.txt
 new file mode 100644

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.conftest import write_task
+from tests.helpers import write_task
 
 SLOW_AGENT = "--reactbench-agent-command=slow=sleep 3; echo hello > /app/out.txt"
 

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_reactbench.results.load import junit_testcases
 from pytest_reactbench.tasks import find_tasks, load_task
-from tests.conftest import BACKENDS
+from tests.helpers import BACKENDS
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(p.name for p in find_tasks(ROOT / "tasks"))

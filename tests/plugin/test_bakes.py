@@ -11,7 +11,7 @@ import pytest
 
 from pytest_reactbench.plugin.bakes import prebake, summary_lines
 from pytest_reactbench.sandbox.base import BakeError, ImageRecipe
-from tests.conftest import write_task
+from tests.helpers import write_task
 
 
 def test_the_summary_counts_each_image_once_by_how_it_was_had() -> None:

@@ -1,6 +1,6 @@
 import pytest
 
-from tests.conftest import write_task
+from tests.helpers import write_task
 
 
 def test_items_are_task_path_and_agent(suite: pytest.Pytester) -> None:

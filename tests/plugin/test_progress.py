@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 
-from tests.conftest import write_task
+from tests.helpers import write_task
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])

@@ -11,7 +11,7 @@ from pytest_reactbench.cli import main
 from pytest_reactbench.plugin.shards import parse_shard, shard_of
 from pytest_reactbench.results.aggregate import score_agents
 from pytest_reactbench.results.load import load_run
-from tests.conftest import write_task
+from tests.helpers import write_task
 
 TASKS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_reactbench.results.load import junit_testcases
-from tests.conftest import write_task
+from tests.helpers import write_task
 
 SLEEPER_CONFTEST = """
 import pytest

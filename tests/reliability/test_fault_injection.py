@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BACKENDS, write_task
+from tests.helpers import BACKENDS, write_task
 from tests.reliability.faults import (
     junit_properties,
     kill_tree_when_seen,

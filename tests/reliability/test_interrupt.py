@@ -10,7 +10,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.conftest import BACKENDS, write_task
+from tests.helpers import BACKENDS, write_task
 
 HANGS = "#!/bin/bash\necho started > /app/started\nsleep 600\n"
 

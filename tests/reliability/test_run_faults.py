@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BACKENDS, write_task
+from tests.helpers import BACKENDS, write_task
 from tests.reliability.faults import leftovers
 
 KILLER_CONFTEST = """

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_reactbench.cli import main
 from pytest_reactbench.results.site import wilson
-from tests.conftest import write_task
+from tests.helpers import write_task
 from tests.results.test_session_results import _pixels
 
 AGENTS = """

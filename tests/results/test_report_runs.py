@@ -13,7 +13,7 @@ from pytest_reactbench.cli import main
 from pytest_reactbench.results.load import ResultsError, check_one_run
 from pytest_reactbench.results.trial_result import TrialResult, Verdict
 from tests.agents.test_patch import DIFF
-from tests.conftest import write_task
+from tests.helpers import write_task
 
 
 def _board_row(report: str, agent: str) -> str:

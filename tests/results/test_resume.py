@@ -12,7 +12,7 @@ import pytest
 from pytest_reactbench.cli import main
 from pytest_reactbench.results import TrialRecord
 from pytest_reactbench.results.load import from_records, junit_testcases
-from tests.conftest import write_task
+from tests.helpers import write_task
 
 
 def solver_failing_on_beta(flag: str, fault: str) -> str:

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_reactbench.cli import main
 from pytest_reactbench.results.load import junit_testcases
-from tests.conftest import write_task
+from tests.helpers import write_task
 
 FLAKY_CONFTEST = """
 import pytest

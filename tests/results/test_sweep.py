@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import write_task
+from tests.helpers import write_task
 
 ROOT = Path(__file__).resolve().parents[2]
 

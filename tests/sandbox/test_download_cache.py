@@ -19,7 +19,7 @@ import pytest
 from pytest_reactbench.sandbox.downloads import DownloadCache, preferred_port
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.registry import BUILTIN_BACKENDS
-from tests.conftest import BACKENDS
+from tests.helpers import BACKENDS
 from tests.sandbox.helpers import recipe
 
 TARBALL = b"\x1f\x8b pretend tarball"

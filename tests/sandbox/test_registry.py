@@ -10,7 +10,7 @@ import pytest
 from pytest_reactbench.cli import main, registered_backends
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.registry import BUILTIN_BACKENDS, BackendRegistryError, merge_backends
-from tests.conftest import write_task
+from tests.helpers import write_task
 from tests.sandbox.wrapped import WrappedBackend
 
 

@@ -19,7 +19,7 @@ from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.tasks import Task, load_task
 from pytest_reactbench.trial import Stages, Trial, TrialOptions
 from pytest_reactbench.trial.trial import Role
-from tests.conftest import write_task
+from tests.helpers import write_task
 
 
 @pytest.fixture
