@@ -261,7 +261,9 @@ class EnginePool(Backend):
                     raise SandboxError("every Docker engine of the pool was lost: "
                                        + ", ".join(sorted(self.lost)))
                 loads = {m.engine: m.ledger.load() for m in live}
-                # Fewest trials now (by the engine's size), then fewest placed so far.
+                # Fewest trials now (by the engine's size), then the one placed on longest
+                # ago: engines take turns, and one that ran many trials in earlier runs is
+                # not passed over for a new one (a count of trials ever placed would be).
                 chosen = min(live, key=lambda m: (loads[m.engine][0] / max(m.ledger.capacity.cpus, 1),
                                                   loads[m.engine][1]))
                 # Another worker may have seen it die: a new trial goes only to an engine that answers.
@@ -376,7 +378,7 @@ class EnginePool(Backend):
             # machine (each engine's own bake lock is per engine): a trial placed on
             # another engine while the prebake bakes its image waits for it and gets a
             # copy, the same image, not a build of its own.
-            with file_lock(target.lock_dir / f"pool-{_digest(recipe)}.lock"):
+            with file_lock(self._placing.parent / f"bake-{_digest(recipe)}.lock"):
                 image = self._found_for(target, recipe, progress)
                 if image is not None:
                     return image

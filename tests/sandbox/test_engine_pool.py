@@ -343,6 +343,27 @@ def test_workers_placing_at_once_see_each_others_trials(tmp_path: Path) -> None:
     assert [m.ledger.load()[0] for m in first.members] == [0, 1]
 
 
+def test_engines_take_turns_whatever_they_ran_in_earlier_runs(tmp_path: Path) -> None:
+    options = SandboxOptions(cache=tmp_path, docker_hosts=("unix:///a", "unix:///b"))
+    recipe = ImageRecipe("t", tmp_path / "Dockerfile", tmp_path)
+
+    def placements(pool: EnginePool, trials: int) -> list[str]:
+        placed = []
+        for _ in range(trials):
+            pool.bake(recipe, lambda _: None)
+            placed.append(pool.placement())
+            pool.end_placement()
+        return placed
+
+    earlier = placements(EnginePool(options, member=FakeEngine), 6)  # type: ignore[arg-type]
+    assert sorted(earlier) == ["unix:///a"] * 3 + ["unix:///b"] * 3
+    # A run that adds an engine: the new one takes its turn, and so do the old ones
+    # (by the count of trials they ever ran, the new engine would get every trial).
+    grown = SandboxOptions(cache=tmp_path, docker_hosts=("unix:///a", "unix:///b", "unix:///c"))
+    assert sorted(placements(EnginePool(grown, member=FakeEngine), 3)) == [  # type: ignore[arg-type]
+        "unix:///a", "unix:///b", "unix:///c"]
+
+
 def test_the_prebake_bakes_on_one_engine_and_places_no_trial(tmp_path: Path) -> None:
     options = SandboxOptions(cache=tmp_path, docker_hosts=("unix:///a", "unix:///b"))
     pool = EnginePool(options, member=FakeEngine)  # type: ignore[arg-type]

@@ -110,18 +110,19 @@ class Ledger:
             held = self._held(data["holders"])
         return Room(self.capacity.cpus - held.cpus, self.capacity.memory_mb - held.memory_mb)
 
-    def load(self) -> tuple[int, int]:
-        """(trials placed on the engine now, trials ever placed): how busy it is."""
+    def load(self) -> tuple[int, float]:
+        """(trials placed on the engine now, when the last one was placed, 0 for never):
+        how busy it is, and whose turn it is among the engines as busy."""
         with self._open() as data:
             claims = sum(1 for e in data["holders"].values() if e.get("claim"))
-            return claims, int(data.get("placed", 0))
+            return claims, float(data.get("last_placed", 0.0))
 
     def claim(self) -> str:
         """A trial placed on this engine, until `release`: it holds no room (its
         sandboxes reserve that when they boot) but counts in `load`."""
         holder = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         with self._open() as data:
-            data["placed"] = int(data.get("placed", 0)) + 1
+            data["last_placed"] = time.time()
             data["holders"][holder] = {"group": f"claim-{holder}", "cpus": 0.0, "memory_mb": 0, "claim": True,
                                        "pid": os.getpid(), "host": _HOST}
         return holder
