@@ -2,16 +2,17 @@
 bake is mostly waiting on downloads and installs, so one per xdist worker leaves the
 engine idle), and summed up at the end in the terminal and in the run's `bakes.json`.
 
-The first process that runs items (the only one, or xdist's `gw0`) bakes every image
-its items need; the other workers find them baked, or wait on the same per-key file
-locks. A bake that fails here fails its trials as it would have anyway: the backend
-remembers the failure for the session.
+The process that claims the session's prebake (the only one, or the first of xdist's
+workers to ask) bakes every image its items need; the other workers find them baked,
+or wait on the same per-key file locks. A bake that fails here fails its trials as it
+would have anyway: the backend remembers the failure for the session.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import queue
 import shutil
 import threading
@@ -86,6 +87,22 @@ def prebake(backend: Backend, recipes: Iterable[ImageRecipe], progress: Callable
     if broken:
         raise broken[0]
     progress(f"bakes done in {time.monotonic() - started:.0f} s")
+
+
+def claims_prebake(run_dir: Path, session: str | None) -> bool:
+    """Whether this process bakes the session's images ahead of its trials: without
+    xdist (`session` None) the one process does; with it, the first worker to ask, by
+    creating a file only one process can (the session's, so a resumed run bakes again).
+    The parts' folder, and the claim with it, is removed when the parts are merged."""
+    if session is None:
+        return True
+    folder = run_dir / PARTS
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        os.close(os.open(folder / f"prebake-{session}.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
 
 
 def write_part(run_dir: Path, worker: str, backend: Backend | None) -> None:

@@ -257,12 +257,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
     """Before the first trial: every image the items need, baked as a pool (by the one
-    process that runs items, or xdist's first worker)."""
+    process that runs items, or the first of xdist's workers to claim it)."""
     state = session.config.stash.get(SESSION_KEY, None)
-    if state is None or session.config.option.collectonly or state.worker not in ("controller", "gw0"):
+    if state is None or session.config.option.collectonly:
         return
     trials = _trials_to_run(session, state)
-    if not trials:
+    xdist_session = getattr(session.config, "workerinput", {}).get("testrunuid")
+    if not trials or not bakes.claims_prebake(state.records.run_dir, xdist_session):
         return
     progress = progress_printer(session.config, state.once)
     # Whatever breaks here (an engine that is down, a container removed under the sweep)

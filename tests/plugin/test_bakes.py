@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_reactbench.plugin import bakes
 from pytest_reactbench.plugin.bakes import prebake, summary_lines
 from pytest_reactbench.sandbox.base import BakeError, ImageRecipe
 from tests.helpers import write_task
@@ -86,3 +87,15 @@ def test_the_prebake_reports_a_fault_and_leaves_bake_errors_to_the_trials(tmp_pa
     broken = Engine(RuntimeError("the engine's answer made no sense"))
     with pytest.raises(RuntimeError, match="made no sense"):
         prebake(broken, recipes, lambda _: None)  # type: ignore[arg-type]
+
+
+def test_one_process_of_a_session_claims_its_prebake(tmp_path: Path) -> None:
+    # xdist's workers of one session: the first to ask, and only it.
+    assert [bakes.claims_prebake(tmp_path, "run-a") for _ in range(3)] == [True, False, False]
+    # Another session over the same run directory (a resume) bakes ahead again.
+    assert bakes.claims_prebake(tmp_path, "run-b")
+    # Without xdist the one process does, always.
+    assert bakes.claims_prebake(tmp_path, None) and bakes.claims_prebake(tmp_path, None)
+    # The claims go with the parts when the controller merges them, leaving no trace.
+    bakes.merge_parts(tmp_path)
+    assert list(tmp_path.iterdir()) == []
