@@ -30,5 +30,5 @@ class AddResetButton(Agent):
 
 @pytest.hookimpl
 def pytest_reactbench_agents():
-    return {"add-reset-button": lambda arg, settings: AddResetButton()}
+    return {"add-reset-button": lambda arg, options: AddResetButton()}
 # -- end of the README's example -------------------------------------------------------

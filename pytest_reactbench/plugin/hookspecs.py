@@ -3,27 +3,25 @@ agent or a sandbox backend by implementing them; built-ins use the same hooks.""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_reactbench.agents import Agent
-    from pytest_reactbench.plugin.settings import Settings
+    from pytest_reactbench.agents.registry import AgentFactory
     from pytest_reactbench.results import TrialResult
     from pytest_reactbench.sandbox.registry import BackendFactory
-
-    #: Builds an agent from the text after its name (`python:pkg.mod:Cls` -> "pkg.mod:Cls").
-    AgentFactory = Callable[[str, Settings], Agent]
 
 
 @pytest.hookspec
 def pytest_reactbench_agents() -> Mapping[str, AgentFactory]:  # type: ignore[empty-body]
     """Return agents by name: ``{"my-agent": factory}``.
 
-    ``--reactbench-agent=my-agent`` (or ``my-agent:ARG``) calls ``factory(ARG, settings)``
-    once per session and must return an :class:`~pytest_reactbench.agents.Agent`.
+    ``--reactbench-agent=my-agent`` (or ``my-agent:ARG``) calls ``factory(ARG, options)``
+    once per session, ``options`` the run's
+    :class:`~pytest_reactbench.agents.registry.AgentOptions`, and must return an
+    :class:`~pytest_reactbench.agents.Agent` (or a list of them).
     Results of all implementations are merged; a later plugin cannot silently
     replace a name (a clash is a usage error).
     """

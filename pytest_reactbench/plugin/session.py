@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 
 import pytest
 
 from pytest_reactbench import __version__
 from pytest_reactbench.agents import Agent
-from pytest_reactbench.agents.command import CommandAgent, CommandSpec
+from pytest_reactbench.agents.base import AgentConfigError
+from pytest_reactbench.agents.registry import make_agents, merge_agents
 from pytest_reactbench.plugin.progress import OncePerSession, progress_printer
 from pytest_reactbench.plugin.settings import Settings, UsageError
 from pytest_reactbench.plugin.shards import shard_text
@@ -22,16 +22,6 @@ from pytest_reactbench.sandbox.registry import BackendRegistryError, merge_backe
 from pytest_reactbench.sandbox.relay import loopback_port
 from pytest_reactbench.tasks import Task
 from pytest_reactbench.trial import AgentUnavailable, Stages, TrialOptions, preflight
-
-
-def _merge_agents(parts: list[Mapping[str, object]]) -> dict[str, object]:
-    merged: dict[str, object] = {}
-    for part in parts:
-        for key, value in part.items():
-            if key in merged and merged[key] is not value:
-                raise UsageError(f"two plugins register the agent {key!r}")
-            merged[key] = value
-    return merged
 
 
 def replay_options(settings: Settings) -> list[str]:
@@ -53,13 +43,6 @@ def replay_options(settings: Settings) -> list[str]:
     if settings.timeout_multiplier != 1:
         options.append(f"--reactbench-timeout-multiplier={settings.timeout_multiplier:g}")
     return options
-
-
-def command_factory(spec: CommandSpec) -> object:
-    def make(arg: str, settings: Settings) -> CommandAgent:
-        return CommandAgent(spec, settings.agent_env, settings.model_hosts)
-
-    return make
 
 
 class ReactbenchSession:
@@ -107,30 +90,13 @@ class ReactbenchSession:
         self._backend_factory = factory
 
     def _make_agents(self) -> dict[str, Agent]:
-        factories = _merge_agents(self.config.hook.pytest_reactbench_agents())
-        agents: dict[str, Agent] = {}
-        for name, command in self.settings.commands.items():
-            if name in factories:
-                raise UsageError(f"--reactbench-agent-command: {name!r} is already an agent's name")
-            factories[name] = command_factory(CommandSpec(name, command))
-        for spec in self.settings.agents:
-            name, _, arg = spec.partition(":")
-            factory = factories.get(name)
-            if factory is None:
-                near = difflib.get_close_matches(name, list(factories), n=1)
-                raise UsageError(
-                    f"--reactbench-agent: unknown agent {name!r}"
-                    + (f"; did you mean {near[0]!r}?" if near else "")
-                    + f" (known: {', '.join(sorted(factories))})"
-                )
-            made = factory(arg, self.settings)  # type: ignore[operator]
-            # A factory may make several agents (a predictions file of several models).
-            for agent in made if isinstance(made, list) else [made]:
-                if agent.name in agents:
-                    raise UsageError(f"--reactbench-agent: two agents are named {agent.name!r}")
-                agents[agent.name] = agent
-                self.agent_specs[agent.name] = spec
-        return agents
+        try:
+            made = make_agents(merge_agents(self.config.hook.pytest_reactbench_agents()),
+                               self.settings.agents, self.settings.agent_options())
+        except AgentConfigError as exc:
+            raise UsageError(str(exc)) from None
+        self.agent_specs.update({name: spec for name, (_, spec) in made.items()})
+        return {name: agent for name, (agent, _) in made.items()}
 
     def backend(self) -> Backend:
         if self._backend is None:

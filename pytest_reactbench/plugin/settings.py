@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pytest_reactbench.agents.registry import AgentOptions
 from pytest_reactbench.plugin.options import Source, addoption, resolve
 from pytest_reactbench.plugin.shards import Shard, parse_shard, shard_text
 from pytest_reactbench.results.load import ResultsError
@@ -59,6 +60,10 @@ class Settings:
     @property
     def active(self) -> bool:
         return bool(self.agents)
+
+    def agent_options(self) -> AgentOptions:
+        return AgentOptions(patch=self.patch, agent_env=self.agent_env, model_hosts=self.model_hosts,
+                            commands=self.commands)
 
     def sandbox_options(self) -> SandboxOptions:
         return SandboxOptions(cache=self.cache, image_map=self.image_map, ca_bundle=self.ca_bundle,
