@@ -89,6 +89,13 @@ def prebake(backend: Backend, recipes: Iterable[ImageRecipe], progress: Callable
     progress(f"bakes done in {time.monotonic() - started:.0f} s")
 
 
+def session_folder(run_dir: Path, session: str | None) -> Path | None:
+    """The folder the processes of an xdist session (`session`, its id) share for what
+    one learns for all (SandboxOptions.session_dir); None without xdist. Removed with
+    the bake parts when the session ends."""
+    return None if session is None else run_dir / PARTS / f"session-{session}"
+
+
 def claims_prebake(run_dir: Path, session: str | None) -> bool:
     """Whether this process bakes the session's images ahead of its trials: without
     xdist (`session` None) the one process does; with it, the first worker to ask, by

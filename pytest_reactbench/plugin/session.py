@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import pytest
 
@@ -10,6 +11,7 @@ from pytest_reactbench import __version__
 from pytest_reactbench.agents import Agent
 from pytest_reactbench.agents.base import AgentConfigError
 from pytest_reactbench.agents.registry import make_agents, merge_agents
+from pytest_reactbench.plugin import bakes
 from pytest_reactbench.plugin.progress import OncePerSession, progress_printer
 from pytest_reactbench.plugin.settings import Settings, UsageError
 from pytest_reactbench.plugin.shards import shard_text
@@ -100,7 +102,10 @@ class ReactbenchSession:
 
     def backend(self) -> Backend:
         if self._backend is None:
-            self._backend = self._backend_factory(self.settings.sandbox_options())
+            xdist_session = getattr(self.config, "workerinput", {}).get("testrunuid")
+            options = replace(self.settings.sandbox_options(),
+                              session_dir=bakes.session_folder(self.records.run_dir, xdist_session))
+            self._backend = self._backend_factory(options)
             removed = self._backend.sweep()
             if removed:
                 progress_printer(self.config, self.once)(

@@ -16,7 +16,7 @@ import json
 import os
 import time
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -369,10 +369,28 @@ class BakingBackend(Backend):
                       (BaseImage(name, image.digest, "stand-in"), *image.bases), image)
 
     def _public(self, name: str, progress: Progress, build: bool) -> Parent:
-        """The public image `name`; a pull that failed is not tried again this session
-        (every task naming the image would wait for the same timeout)."""
+        """The public image `name`; a pull that failed is not tried again this session,
+        by this process or (through the session's folder) another of its workers: every
+        task naming the image would wait for the same timeout. The workers take turns
+        per name, so that one pulls and the others learn how that went."""
         if name in self._unavailable:
             raise PublicImageUnavailable(self._unavailable[name])
+        shared = self.options.session_dir
+        if shared is None or not build:
+            return self._pull_public(name, progress, build)
+        with file_lock(shared / f"public-{recipe_key(name)[:16]}.lock"):
+            known = _read_unavailable(shared)
+            if name in known:
+                self._unavailable[name] = known[name]
+                raise PublicImageUnavailable(known[name])
+            try:
+                return self._pull_public(name, progress, build)
+            except PublicImageUnavailable as exc:
+                with file_lock(shared / "unavailable.lock"):
+                    _write_unavailable(shared, {**_read_unavailable(shared), name: str(exc)})
+                raise
+
+    def _pull_public(self, name: str, progress: Progress, build: bool) -> Parent:
         try:
             return self.public_image(name, progress, pull=build)
         except PublicImageUnavailable as exc:
@@ -393,3 +411,18 @@ class BakingBackend(Backend):
     @staticmethod
     def _stand_in_recipe(directory: Path, recipe: ImageRecipe) -> ImageRecipe:
         return ImageRecipe(directory.name, directory / "Dockerfile", directory, timeout=recipe.timeout)
+
+
+def _read_unavailable(folder: Path) -> dict[str, str]:
+    try:
+        known = json.loads((folder / "unavailable.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in known.items()} if isinstance(known, dict) else {}
+
+
+def _write_unavailable(folder: Path, known: Mapping[str, str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f"unavailable.json.{os.getpid()}"
+    partial.write_text(json.dumps(dict(known), indent=1))
+    os.replace(partial, folder / "unavailable.json")

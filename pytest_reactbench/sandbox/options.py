@@ -111,6 +111,10 @@ class SandboxOptions:
     #: Who owns the sandboxes (host:pid by default): a later run removes those of
     #: owners that died.
     owner: str = ""
+    #: A folder every process of the session shares (xdist's workers), where what one
+    #: learned is kept for the others: the public images that could not be had. None:
+    #: the one process keeps it.
+    session_dir: Path | None = None
     #: The docker backend's engines: one is one engine, several are a pool; none is
     #: DOCKER_HOST (or the local socket).
     docker_hosts: tuple[str, ...] = ()

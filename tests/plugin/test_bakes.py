@@ -99,3 +99,13 @@ def test_one_process_of_a_session_claims_its_prebake(tmp_path: Path) -> None:
     # The claims go with the parts when the controller merges them, leaving no trace.
     bakes.merge_parts(tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_session_folder_is_xdists_alone_and_goes_with_the_session(tmp_path: Path) -> None:
+    assert bakes.session_folder(tmp_path, None) is None
+    folder = bakes.session_folder(tmp_path, "run-a")
+    assert folder is not None and folder != bakes.session_folder(tmp_path, "run-b")
+    folder.mkdir(parents=True)
+    (folder / "unavailable.json").write_text("{}")
+    bakes.merge_parts(tmp_path)
+    assert list(tmp_path.iterdir()) == []

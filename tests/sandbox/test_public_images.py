@@ -10,7 +10,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import docker
@@ -145,6 +145,34 @@ def test_the_stand_in_when_the_registry_is_down(tmp_path: Path, bake_cache: Path
         f"stand-in (results are not formal)"]
     # A literal FROM built on the stand-in through a rewritten copy: no alias was made.
     assert names_on_engine(client, registry.down) == []
+
+
+def test_a_pull_that_failed_is_not_tried_again_by_another_worker_of_the_session(
+        tmp_path: Path, bake_cache: Path, registry: Registry, tidy: list[str]) -> None:
+    # Two backends over one session folder: two xdist workers of one session.
+    session = tmp_path / "session"
+    tried: list[list[str]] = []
+    for worker in ("gw0", "gw1"):
+        backend = backend_for(bake_cache, registry, "auto")
+        backend.options = replace(backend.options, session_dir=session)
+        lines: list[str] = []
+        try:
+            _, seen = bake_and_read(backend, tmp_path / worker, f"FROM {registry.down}\n", tidy, lines)
+        finally:
+            backend.close()
+        assert seen == "stand-in", worker
+        tried.append([line for line in lines if line.startswith(f"pulling {registry.down}")])
+    # The first worker pulled and failed; the second learned it from the session folder.
+    assert tried[0] and not tried[1], tried
+    # Another session (a new folder) tries again.
+    backend = backend_for(bake_cache, registry, "auto")
+    backend.options = replace(backend.options, session_dir=tmp_path / "next-session")
+    lines = []
+    try:
+        bake_and_read(backend, tmp_path / "next", f"FROM {registry.down}\n", tidy, lines)
+    finally:
+        backend.close()
+    assert f"pulling {registry.down}" in lines
 
 
 def base_reason(lines: list[str]) -> str:
