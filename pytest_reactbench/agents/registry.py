@@ -17,6 +17,7 @@ from pytest_reactbench.agents.command import CommandAgent, CommandSpec, load_pre
 from pytest_reactbench.agents.models import tools_agent
 from pytest_reactbench.agents.patch import PatchAgent, PatchInputError, load_predictions
 from pytest_reactbench.agents.tools import load_agent_class
+from pytest_reactbench.sandbox.registry import merge_registered
 
 
 @dataclass(frozen=True)
@@ -75,15 +76,7 @@ def builtin_agents() -> dict[str, AgentFactory]:
 
 
 def merge_agents(registered: Iterable[Mapping[str, AgentFactory]]) -> dict[str, AgentFactory]:
-    """The hook's answers merged into one registry; a name given twice is refused
-    rather than one plugin silently replacing another's agent."""
-    merged: dict[str, AgentFactory] = {}
-    for part in registered:
-        for name, factory in part.items():
-            if name in merged and merged[name] is not factory:
-                raise AgentConfigError(f"two plugins register the agent {name!r}")
-            merged[name] = factory
-    return merged
+    return merge_registered(registered, "agent", AgentConfigError)
 
 
 def make_agents(factories: Mapping[str, AgentFactory], specs: Sequence[str],
