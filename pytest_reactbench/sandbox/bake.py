@@ -12,6 +12,7 @@ under the public name: backends hand the resolved image to the build instead.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -378,16 +379,22 @@ class BakingBackend(Backend):
         shared = self.options.session_dir
         if shared is None or not build:
             return self._pull_public(name, progress, build)
-        with file_lock(shared / f"public-{recipe_key(name)[:16]}.lock"):
+        # What the engine holds is used whatever a pull elsewhere found (in a pool of
+        # engines one may have the image and another not): only pulls are shared.
+        with contextlib.suppress(PublicImageUnavailable):
+            return self.public_image(name, progress, pull=False)
+        # Per engine (its lock scope): engines may reach different registries.
+        which = f"{self.lock_scope}{name}"
+        with file_lock(shared / f"public-{recipe_key(which)[:16]}.lock"):
             known = _read_unavailable(shared)
-            if name in known:
-                self._unavailable[name] = known[name]
-                raise PublicImageUnavailable(known[name])
+            if which in known:
+                self._unavailable[name] = known[which]
+                raise PublicImageUnavailable(known[which])
             try:
                 return self._pull_public(name, progress, build)
             except PublicImageUnavailable as exc:
                 with file_lock(shared / "unavailable.lock"):
-                    _write_unavailable(shared, {**_read_unavailable(shared), name: str(exc)})
+                    _write_unavailable(shared, {**_read_unavailable(shared), which: str(exc)})
                 raise
 
     def _pull_public(self, name: str, progress: Progress, build: bool) -> Parent:
