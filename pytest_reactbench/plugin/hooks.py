@@ -262,8 +262,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     if state is None or session.config.option.collectonly:
         return
     trials = _trials_to_run(session, state)
-    xdist_session = getattr(session.config, "workerinput", {}).get("testrunuid")
-    if not trials or not bakes.claims_prebake(state.records.run_dir, xdist_session):
+    if not trials or not bakes.claims_prebake(state.records.run_dir, state.xdist_session):
         return
     progress = progress_printer(session.config, state.once)
     # Whatever breaks here (an engine that is down, a container removed under the sweep)

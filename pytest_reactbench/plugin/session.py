@@ -55,6 +55,9 @@ class ReactbenchSession:
         #: Filters progress lines to one per bake decision for the whole session.
         self.once = OncePerSession(self.records.run_dir / ".progress")
         self.worker: str = getattr(config, "workerinput", {}).get("workerid", "controller")
+        #: The xdist session this process is a worker of (None without xdist): what its
+        #: workers share is kept under it (bakes.session_folder, the prebake's claim).
+        self.xdist_session: str | None = getattr(config, "workerinput", {}).get("testrunuid")
         self.results: list[TrialResult] = []
         #: Ids of the task directories collected in this session.
         self.collected_tasks: set[str] = set()
@@ -102,9 +105,8 @@ class ReactbenchSession:
 
     def backend(self) -> Backend:
         if self._backend is None:
-            xdist_session = getattr(self.config, "workerinput", {}).get("testrunuid")
             options = replace(self.settings.sandbox_options(),
-                              session_dir=bakes.session_folder(self.records.run_dir, xdist_session))
+                              session_dir=bakes.session_folder(self.records.run_dir, self.xdist_session))
             self._backend = self._backend_factory(options)
             removed = self._backend.sweep()
             if removed:

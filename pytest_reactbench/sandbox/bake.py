@@ -17,7 +17,7 @@ import json
 import os
 import time
 from abc import abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -33,7 +33,7 @@ from pytest_reactbench.sandbox.base import (
     Progress,
 )
 from pytest_reactbench.sandbox.downloads import DownloadCache, Traffic
-from pytest_reactbench.sandbox.locks import file_lock
+from pytest_reactbench.sandbox.locks import file_lock, locked_json
 from pytest_reactbench.sandbox.mirrors import key_of, relevant
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import (
@@ -386,15 +386,16 @@ class BakingBackend(Backend):
         # Per engine (its lock scope): engines may reach different registries.
         which = f"{self.lock_scope}{name}"
         with file_lock(shared / f"public-{recipe_key(which)[:16]}.lock"):
-            known = _read_unavailable(shared)
-            if which in known:
-                self._unavailable[name] = known[which]
-                raise PublicImageUnavailable(known[which])
+            with locked_json(shared / "unavailable.json", shared / "unavailable.lock") as known:
+                why = known.get(which)
+            if why is not None:
+                self._unavailable[name] = str(why)
+                raise PublicImageUnavailable(str(why))
             try:
                 return self._pull_public(name, progress, build)
             except PublicImageUnavailable as exc:
-                with file_lock(shared / "unavailable.lock"):
-                    _write_unavailable(shared, {**_read_unavailable(shared), which: str(exc)})
+                with locked_json(shared / "unavailable.json", shared / "unavailable.lock") as known:
+                    known[which] = str(exc)
                 raise
 
     def _pull_public(self, name: str, progress: Progress, build: bool) -> Parent:
@@ -418,18 +419,3 @@ class BakingBackend(Backend):
     @staticmethod
     def _stand_in_recipe(directory: Path, recipe: ImageRecipe) -> ImageRecipe:
         return ImageRecipe(directory.name, directory / "Dockerfile", directory, timeout=recipe.timeout)
-
-
-def _read_unavailable(folder: Path) -> dict[str, str]:
-    try:
-        known = json.loads((folder / "unavailable.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return {str(k): str(v) for k, v in known.items()} if isinstance(known, dict) else {}
-
-
-def _write_unavailable(folder: Path, known: Mapping[str, str]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / f"unavailable.json.{os.getpid()}"
-    partial.write_text(json.dumps(dict(known), indent=1))
-    os.replace(partial, folder / "unavailable.json")

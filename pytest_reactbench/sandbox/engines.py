@@ -39,8 +39,7 @@ from pytest_reactbench.sandbox.base import (
     SandboxError,
 )
 from pytest_reactbench.sandbox.docker import DockerBackend
-from pytest_reactbench.sandbox.docker.ledger import locked_json
-from pytest_reactbench.sandbox.locks import file_lock
+from pytest_reactbench.sandbox.locks import file_lock, locked_json
 from pytest_reactbench.sandbox.options import SandboxOptions
 
 if TYPE_CHECKING:

@@ -1,12 +1,15 @@
-"""File locks shared by every process of this machine. Imports nothing of
-pytest_reactbench."""
+"""File locks shared by every process of this machine, and JSON kept under one.
+Imports nothing of pytest_reactbench."""
 
 from __future__ import annotations
 
 import fcntl
+import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 @contextmanager
@@ -22,3 +25,22 @@ def file_lock(path: Path, *, blocking: bool = True) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
+def locked_json(path: Path, lock: Path) -> Iterator[dict[str, Any]]:
+    """A JSON object kept in `path` for every process of the machine: read under `lock`
+    (an unreadable file reads as empty), written back atomically if changed."""
+    with file_lock(lock):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            data = {}
+        if not isinstance(data, dict):
+            data = {}
+        before = json.dumps(data, sort_keys=True)
+        yield data
+        if json.dumps(data, sort_keys=True) != before:
+            tmp = path.with_name(f".{path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(data, sort_keys=True))
+            os.replace(tmp, path)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import socket
 import time
@@ -24,7 +23,7 @@ from pytest_reactbench.results.records import pid_alive
 from pytest_reactbench.sandbox.base import (
     SandboxError,
 )
-from pytest_reactbench.sandbox.locks import file_lock
+from pytest_reactbench.sandbox.locks import locked_json
 
 if TYPE_CHECKING:
     pass
@@ -56,25 +55,6 @@ def group_of(labels: Mapping[str, str]) -> str:
     if "run" in labels and "worker" in labels:
         return f"{labels['run']}/{labels['worker']}/{labels.get('task', '')}"
     return f"own-{uuid.uuid4().hex}"
-
-
-@contextlib.contextmanager
-def locked_json(path: Path, lock: Path) -> Iterator[dict[str, Any]]:
-    """A JSON object kept in `path` for every process of the machine: read under `lock`
-    (an unreadable file reads as empty), written back atomically if changed."""
-    with file_lock(lock):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            data = {}
-        if not isinstance(data, dict):
-            data = {}
-        before = json.dumps(data, sort_keys=True)
-        yield data
-        if json.dumps(data, sort_keys=True) != before:
-            tmp = path.with_name(f".{path.name}.{os.getpid()}")
-            tmp.write_text(json.dumps(data, sort_keys=True))
-            os.replace(tmp, path)
 
 
 class Ledger:
