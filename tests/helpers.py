@@ -19,6 +19,13 @@ echo "{\\"reward\\": $t, \\"tests\\": $t, \\"react_doctor\\": 1}" > /logs/verifi
 """
 
 
+def run_folder(result: pytest.RunResult) -> Path:
+    """The run folder a pytest session printed it wrote (two runs started in one
+    second are not ordered by their folders' names)."""
+    (line,) = [line for line in result.stdout.lines if line.startswith("records and leaderboard: ")]
+    return Path(line.split(": ", 1)[1].rsplit(" (", 1)[0])
+
+
 def write_task(
     root: Path,
     name: str,

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from tests.helpers import write_task
+from tests.helpers import run_folder, write_task
 
 AGENTS = textwrap.dedent('''\
     from pytest_reactbench.agents import Agent, AgentOutcome, Install
@@ -39,7 +39,7 @@ def test_the_layer_is_baked_on_the_task_image_and_reused(suite: pytest.Pytester)
     first.assert_outcomes(passed=1)
     second = suite.runpytest("--reactbench-agent=python:layered_agents:Layered")
     second.assert_outcomes(passed=1)
-    records = sorted((suite.path / "records").glob("*/alpha__layered__1"))
+    records = [run_folder(run) / "alpha__layered__1" for run in (first, second)]
     events = [[json.loads(line) for line in (r / "events.jsonl").read_text().splitlines()] for r in records]
     bakes = [[e for e in run if e["event"] == "bake-end" and e["image"] == "agent-layered"] for run in events]
     # The first run bakes it once, before any trial (its CLI is checked there).

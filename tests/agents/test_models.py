@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.agents.model_server import INPUT_TOKENS, OUTPUT_TOKENS, ModelServer, Script
-from tests.helpers import write_task
+from tests.helpers import run_folder, write_task
 
 KEY = "sk-reactbench-test"
 PROVIDERS = {
@@ -37,8 +37,7 @@ def test_a_model_solves_through_the_tools_and_a_wrong_key_is_an_error(
         refused = suite.runpytest(f"--reactbench-agent={agent}", "-k", "alpha")
     result.assert_outcomes(passed=1, failed=1)
     name = f"tools-{provider}-scripted-model"
-    # The first run's record (run folders are named by their start time).
-    first = sorted((suite.path / "records").glob(f"*/alpha__{name}__1"))[0]
+    first = run_folder(result) / f"alpha__{name}__1"
     status = json.loads((first / "status.json").read_text())
     assert status["verdict"] == "passed"
     # One turn with the write, one with submit.

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_reactbench.cli import main
 from pytest_reactbench.results.load import junit_testcases
-from tests.helpers import write_task
+from tests.helpers import run_folder, write_task
 
 FLAKY_CONFTEST = """
 import pytest
@@ -92,7 +92,6 @@ def test_baseline_gate_fails_the_session_on_a_regression(suite: pytest.Pytester)
     suite.runpytest("--reactbench-agent=oracle", "--junitxml=base.xml").assert_outcomes(passed=2)
     # beta breaks: its solution no longer solves it.
     (suite.path / "tasks" / "beta" / "solution" / "solve.sh").write_text("#!/bin/bash\ntrue\n")
-    before = set((suite.path / "records").iterdir())
     result = suite.runpytest("--reactbench-agent=oracle", "--reactbench-baseline=base.xml")
     result.stdout.fnmatch_lines(["*reactbench compare: FAIL: 1 regression(s); baseline 100.0% -> now 50.0% "
                                  "over the 2 item(s) scored in both*",
@@ -101,8 +100,7 @@ def test_baseline_gate_fails_the_session_on_a_regression(suite: pytest.Pytester)
     # pytest's own last line counts the gate's finding: not a plain "1 passed".
     assert "1 failed, 1 passed, 1 failed the baseline gate in" in result.stdout.lines[-1]
     # The same comparison from the command line, and a run compared with itself.
-    # (The new run's directory: two runs of one second are not told apart by name order.)
-    (run,) = set((suite.path / "records").iterdir()) - before
+    run = run_folder(result)
     assert main(["compare", str(suite.path / "base.xml"), str(suite.path / "base.xml")]) == 0
     assert main(["compare", str(suite.path / "base.xml"), str(run)]) == 1
     # Items of the baseline that never ran are not a pass by omission.
