@@ -14,7 +14,7 @@ import re
 import shlex
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from pytest_reactbench.mining.changes import MiningError
 
@@ -26,18 +26,13 @@ PNPM_BY_LOCKFILE = {"5": "7.33.7", "6": "8.15.9", "9": "9.15.9"}
 YARN_CLASSIC = "1.22.22"
 YARN_BERRY_BY_LOCKFILE = {"4": "2.4.3", "5": "3.8.7", "6": "3.8.7", "7": "4.18.1", "8": "4.18.1"}
 YARN_BERRY_LATEST = "4.18.1"
-#: The root package's own install hooks, left out by the last try of an install.
-ROOT_HOOKS = ("preinstall", "install", "postinstall", "preprepare", "prepare", "postprepare")
-KEPT_MANIFEST = "/tmp/reactbench-package.json"
-#: What npm, pnpm and yarn (classic and berry) print when the registry has no such
-#: package or version: unpublished, or private to another registry.
-NOT_IN_REGISTRY = (r"E404|ETARGET|ERR_PNPM_FETCH_404|ERR_PNPM_NO_MATCHING_VERSION|"
-                   r"No matching version found|404 Not Found|Package not found|YN0035")
-#: The line a bake's log ends with when the registry lacks a package: what a refusal reads.
+#: The install script a mined task's bake runs, shipped beside this module, and where
+#: the bake puts it (the writer copies it into both build contexts).
+INSTALL_SCRIPT = Path(__file__).with_name("install.sh")
+INSTALL_AT = "/tmp/reactbench-install.sh"
+#: The line a bake's log ends with when the registry lacks a package: what a refusal
+#: reads (install.sh prints it).
 REGISTRY_LACKS = "reactbench: the registry has no such package or version"
-STRIP_HOOKS = ("const fs = require('fs'); const m = JSON.parse(fs.readFileSync('package.json')); "
-               "for (const hook of " + json.dumps(list(ROOT_HOOKS)) + ") delete (m.scripts || {})[hook]; "
-               "fs.writeFileSync('package.json', JSON.stringify(m, null, 2));")
 LOCKFILES = {"pnpm-lock.yaml": "pnpm", "yarn.lock": "yarn", "package-lock.json": "npm",
              "npm-shrinkwrap.json": "npm", "bun.lock": "bun", "bun.lockb": "bun"}
 PACKAGE_MANAGER_FIELD = re.compile(r"^(pnpm|yarn|npm|bun)@(\d+)\.(\d+)\.(\d+)([-.\w]*)(\+.*)?$")
@@ -88,7 +83,7 @@ class Toolchain:
                       # release: make it the one the lockfile was written by.
                       f"corepack install -g {self.name}@{self.version}",
                       f"{self.name} --version"]
-        steps.append(self._install_command())
+        steps.append(self.install_command())
         return " \\\n && ".join(steps)
 
     def _installs(self) -> tuple[str, str, str]:
@@ -127,63 +122,15 @@ class Toolchain:
             cache = "/tmp/npm-cache"
         return frozen, thawed, cache
 
-    def _install_command(self) -> str:
-        """The frozen install CI runs; where the lockfile is out of date with the
-        manifests (a merge that kept one side's lockfile, say), the install that
-        brings it up to date, with a line saying so in the bake's log."""
+    def install_command(self, script: str = INSTALL_AT) -> str:
+        """The install itself: the frozen install CI runs, tried again as the shipped
+        install script does (install.sh says how) with this package manager's commands."""
         frozen, thawed, cache = self._installs()
         if not thawed:
             return frozen
-        # The repository's own install hooks (prepare, postinstall) build what its
-        # developers need (git hooks, submodules, generated types) and often fail in a
-        # sandbox: a failed install is tried again without them (the dependencies' own
-        # scripts still run). A lockfile out of date with package.json (a merge that
-        # kept one side's, say) fails fast, before any download: only then is the
-        # install tried unfrozen. Each try says so in the bake's log.
-        def without_hooks(install: str) -> str:
-            return (f"cp package.json {KEPT_MANIFEST} && node -e {shlex.quote(STRIP_HOOKS)} "
-                    f"&& {{ {install}; rc=$?; cp {KEPT_MANIFEST} package.json; [ $rc = 0 ]; }}")
-
-        # Each try's output is kept apart as well, in a file (the pipe's status is tee's:
-        # the try's own is written beside it). A try after one the registry failed is
-        # pointless when it changes only the hooks; an unfrozen one may resolve another version.
-        def logged(install: str) -> str:
-            return (f'{{ {{ {install}; }} 2>&1; echo $? > "$log.rc"; }} | tee "$log"; '
-                    '[ "$(cat "$log.rc")" = 0 ]')
-
-        def unless_registry_lacks(install: str) -> str:
-            return f'! grep -qE "$lacks" "$log" && {install}'
-
-        hooks = ", ".join(ROOT_HOOKS)
-        tries = [logged(frozen if self.lockfile else thawed),
-                 unless_registry_lacks(logged(
-                     f"echo 'reactbench: the install failed; once more without the install scripts "
-                     f"of the repository itself ({hooks})' >&2 && "
-                     + without_hooks(frozen if self.lockfile else thawed)))]
-        if self.lockfile:
-            tries += [logged(f"echo 'reactbench: the frozen install failed (a lockfile out of date "
-                             f"with package.json?): once more without freezing it' >&2 && {thawed}"),
-                      unless_registry_lacks(logged(
-                          "echo 'reactbench: once more unfrozen and without the install scripts of "
-                          "the repository itself' >&2 && " + without_hooks(thawed)))]
-        if self.name == "npm":
-            # Without a lockfile npm resolves today's versions, whose peer dependencies may
-            # conflict with what the repository pins (ERESOLVE); npm's own answer to that,
-            # and what the repository's install then was, is --legacy-peer-deps.
-            peers = f"{frozen if self.lockfile else thawed} --legacy-peer-deps"
-            with_peers = logged("echo 'reactbench: peer dependencies conflict (ERESOLVE): once more "
-                                f"with --legacy-peer-deps' >&2 && {peers}")
-            nor_hooks = unless_registry_lacks(logged(
-                "echo 'reactbench: once more with --legacy-peer-deps and without the install scripts "
-                "of the repository itself' >&2 && " + without_hooks(peers)))
-            tries.append(f'grep -q ERESOLVE "$log" && {{ {{ {with_peers}; }} || {{ {nor_hooks}; }}; }}')
-        # No try got past it: the log's last such lines name the package.
-        gave_up = (f'{{ grep -qE "$lacks" "$log" && {{ echo \'{REGISTRY_LACKS} (unpublished, or '
-                   'kept on another registry); no install can succeed:\'; grep -E "$lacks" "$log" '
-                   '| tail -n 2; } >&2; false; }')
-        command = (f"log=$(mktemp) && lacks={shlex.quote(NOT_IN_REGISTRY)} && {{ "
-                   + " || ".join(f"{{ {t}; }}" for t in [*tries, gave_up]) + "; }")
-        return command + f' && rm -rf "$log" "$log.rc"{" " + cache if cache else ""}'
+        first = frozen if self.lockfile else thawed
+        peers = f"{first} --legacy-peer-deps" if self.name == "npm" else ""
+        return shlex.join(["sh", script, first, thawed if self.lockfile else "", peers, cache])
 
 
 def _manifest(text: str | None, where: str = "package.json") -> dict[str, object]:

@@ -3,7 +3,9 @@
     task.toml, instruction.md
     environment/Dockerfile, environment/app/   the base revision (tracked files only)
                                                with the head's manifests and configs
+    environment/reactbench-install.sh          the install script (mining/install.sh)
     tests/Dockerfile, tests/app/               the same app, baked by our verifier
+    tests/reactbench-install.sh                the same install script
     tests/config.json, tests/test.sh
     tests/specs/                               the test half at head, by exact path
     solution/solve.sh, solution/source.patch   the source half, as a binary patch
@@ -28,7 +30,7 @@ from pytest_reactbench.mining.changes import (
     git,
     of_kind,
 )
-from pytest_reactbench.mining.runners import Runners, TestPlan, Toolchain
+from pytest_reactbench.mining.runners import INSTALL_AT, INSTALL_SCRIPT, Runners, TestPlan, Toolchain
 from pytest_reactbench.tasks.grade import DoctorFinding
 
 AGENT_IMAGE = "ghcr.io/millionco/react-bench-base:latest"
@@ -71,6 +73,10 @@ class TaskPlan:
     declared: tuple[str, ...] = ()
 
 
+#: The install script's name in a task's build contexts.
+INSTALL_FILE = "reactbench-install.sh"
+
+
 def write_task(plan: TaskPlan, dest: Path) -> None:
     """Write the task directory `dest` (which must not exist yet)."""
     dest.mkdir(parents=True)
@@ -81,6 +87,8 @@ def write_task(plan: TaskPlan, dest: Path) -> None:
     shutil.copytree(environment / "app", tests / "app", symlinks=True)
     (environment / "Dockerfile").write_text(agent_dockerfile(plan))
     (tests / "Dockerfile").write_text(verifier_dockerfile(plan))
+    for context in (environment, tests):
+        shutil.copyfile(INSTALL_SCRIPT, context / INSTALL_FILE)
     (tests / "config.json").write_text(json.dumps(tests_config(plan), indent=2) + "\n")
     _script(tests / "test.sh", "# Grades /app in the clean room of the verifier image; writes "
             "/logs/verifier/reward.json.\nexec node /opt/reactbench/verifier/verifier.mjs grade\n")
@@ -177,6 +185,7 @@ def _install_step(plan: TaskPlan, then: str = "") -> str:
         "WORKDIR /app\n"
         "RUN find /app -mindepth 1 -maxdepth 1 -exec rm -rf {} +\n"
         "COPY app/ /app/\n"
+        f"COPY {INSTALL_FILE} {INSTALL_AT}\n"
         f"RUN {plan.toolchain.install}{then}\n"
     )
 

@@ -1,6 +1,7 @@
 """Package manager and test runner detection, and the verifier's test command."""
 
 import json
+import shlex
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -9,6 +10,8 @@ import pytest
 
 from pytest_reactbench.mining.changes import MiningError
 from pytest_reactbench.mining.runners import (
+    INSTALL_AT,
+    INSTALL_SCRIPT,
     REGISTRY_LACKS,
     SHIMS,
     Runners,
@@ -62,8 +65,11 @@ def test_the_toolchain_is_the_one_the_repository_pins_or_its_lockfile_names(
     # No binary downloads from hosts beyond the registry (Cypress's app, browsers).
     assert "CYPRESS_INSTALL_BINARY=0 PUPPETEER_SKIP_DOWNLOAD=1" in toolchain.install
     if toolchain.lockfile and toolchain.name != "bun":
-        # Frozen as in CI; a lockfile out of date with package.json is brought up to date.
-        assert "echo 'reactbench: the frozen install failed" in toolchain.install
+        # Frozen as in CI; a lockfile out of date with package.json is brought up to date
+        # by the shipped script's second command.
+        script, first, unfrozen, _, _ = shlex.split(toolchain.install_command())[1:]
+        assert script == INSTALL_AT and install in first
+        assert unfrozen and unfrozen != first
     if label == "pnpm@9.12.0":
         assert "strict-dep-builds" not in toolchain.install  # pnpm 9 runs every build script
 
@@ -188,6 +194,15 @@ def test_source_roots() -> None:
     assert source_roots([".storybook/x.ts"], set()) == ["src"]
 
 
+def shipped(install: str) -> str:
+    """A bake's install command, with the shipped script where the bake puts it."""
+    return install.replace(INSTALL_AT, str(INSTALL_SCRIPT))
+
+
+def test_the_shipped_script_knows_the_line_a_refusal_reads() -> None:
+    assert REGISTRY_LACKS in INSTALL_SCRIPT.read_text()
+
+
 def test_an_install_whose_own_hook_fails_is_tried_once_more_without_the_hooks(tmp_path: Path) -> None:
     """Real npm on a repository made here (a local dependency, nothing downloaded): the
     root's `prepare` fails as a missing submodule makes it fail; the last try skips the
@@ -204,7 +219,7 @@ def test_an_install_whose_own_hook_fails_is_tried_once_more_without_the_hooks(tm
     (app / "package.json").write_text(manifest)
     toolchain = detect_toolchain(manifest, {"package.json"}, lambda _: None)
     cache = tmp_path / "npm-cache"
-    command = toolchain.install.replace("/tmp/npm-cache", str(cache))
+    command = shipped(toolchain.install).replace("/tmp/npm-cache", str(cache))
     proc = subprocess.run(["sh", "-c", command], cwd=app, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "reactbench: the install failed; once more without the install scripts of the " \
@@ -224,8 +239,8 @@ def test_an_install_whose_dependency_fails_still_fails(tmp_path: Path) -> None:
                            "dependencies": {"vendored": "file:./vendored"},
                            "scripts": {"prepare": "exit 3"}})
     (app / "package.json").write_text(manifest)
-    command = detect_toolchain(manifest, {"package.json"}, lambda _: None).install.replace(
-        "/tmp/npm-cache", str(tmp_path / "npm-cache"))
+    command = detect_toolchain(manifest, {"package.json"}, lambda _: None).install
+    command = shipped(command).replace("/tmp/npm-cache", str(tmp_path / "npm-cache"))
     proc = subprocess.run(["sh", "-c", command], cwd=app, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert "once more without the install scripts" in proc.stdout
@@ -242,8 +257,8 @@ def test_an_install_whose_peer_dependencies_conflict_is_tried_with_legacy_peer_d
     manifest = json.dumps({"name": "app", "version": "1.0.0",
                            "dependencies": {"react": "17.0.2", "react-dom": "18.2.0"}})
     (app / "package.json").write_text(manifest)
-    command = detect_toolchain(manifest, {"package.json"}, lambda _: None).install.replace(
-        "/tmp/npm-cache", str(tmp_path / "npm-cache"))
+    command = detect_toolchain(manifest, {"package.json"}, lambda _: None).install
+    command = shipped(command).replace("/tmp/npm-cache", str(tmp_path / "npm-cache"))
     proc = subprocess.run(["sh", "-c", command], cwd=app, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "ERESOLVE" in proc.stdout
@@ -273,8 +288,8 @@ def test_an_install_the_registry_cannot_serve_stops_and_says_which_package(
                          "node_modules/is-number": {"version": "99.0.0", "resolved":
                                                     "https://registry.npmjs.org/is-number/-/is-number-99.0.0.tgz"}}}))
         files.add("package-lock.json")
-    command = detect_toolchain(manifest, files, lambda _: None).install.replace(
-        "/tmp/npm-cache", str(tmp_path / "npm-cache"))
+    command = detect_toolchain(manifest, files, lambda _: None).install
+    command = shipped(command).replace("/tmp/npm-cache", str(tmp_path / "npm-cache"))
     proc = subprocess.run(["sh", "-c", command], cwd=app, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert "without the install scripts" not in proc.stdout
