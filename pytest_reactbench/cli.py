@@ -14,18 +14,18 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pluggy
+import pytest
 
 from pytest_reactbench import __version__
 from pytest_reactbench.controls import CONTROLS, run_controls, stop_controls_on_sigterm
 from pytest_reactbench.mining import MiningError, Request, commits_in, mine, mine_many, write_summary
-from pytest_reactbench.plugin import builtins, hookspecs
+from pytest_reactbench.plugin.extensions import command_hook, registered
+from pytest_reactbench.plugin.options import add_sandbox_options, resolve_command, sandbox_options
 from pytest_reactbench.results.compare import ALPHA, compare
 from pytest_reactbench.results.load import ResultsError, load_outcomes, load_run
 from pytest_reactbench.results.manifest import TrialManifest
@@ -33,16 +33,7 @@ from pytest_reactbench.results.render import markdown
 from pytest_reactbench.results.site import RunInfo, junit_run_info, write_site
 from pytest_reactbench.sandbox.bake import BakingBackend
 from pytest_reactbench.sandbox.base import Backend, BaseImage, ImageRecipe, Progress, SandboxError
-from pytest_reactbench.sandbox.image_registry import parse_image_registry
-from pytest_reactbench.sandbox.options import (
-    IMAGES_MODES,
-    SandboxOptions,
-    default_ca_bundle,
-    default_cache,
-    images_mode,
-)
-from pytest_reactbench.sandbox.recipes import parse_image_map, recipe_dir
-from pytest_reactbench.sandbox.registry import BackendFactory, merge_backends
+from pytest_reactbench.sandbox.recipes import recipe_dir
 from pytest_reactbench.tasks import TaskError, load_task
 from pytest_reactbench.tasks.load import parse_json
 from pytest_reactbench.tasks.models import TestsConfig
@@ -96,19 +87,6 @@ def _validate(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-def registered_backends(plugins: list[str]) -> dict[str, BackendFactory]:
-    """Every backend a test run could use: the built-ins, those of installed pytest
-    plugins (the `pytest11` entry points) and of the modules named with -p, all through
-    the `pytest_reactbench_sandbox_backends` hook."""
-    manager = pluggy.PluginManager("pytest")
-    manager.add_hookspecs(hookspecs)
-    manager.register(builtins, "reactbench-builtins")
-    manager.load_setuptools_entrypoints("pytest11")
-    for name in plugins:
-        manager.register(importlib.import_module(name), name)
-    return merge_backends(manager.hook.pytest_reactbench_sandbox_backends())
-
-
 def _base_image(backend: Backend, public: str, recipe: ImageRecipe, progress: Progress | None) -> str:
     """How a bake on `backend` resolves FROM `public`: baked (with progress) or looked up."""
     base: BaseImage | None
@@ -124,18 +102,15 @@ def _base_image(backend: Backend, public: str, recipe: ImageRecipe, progress: Pr
 
 def _images(args: argparse.Namespace) -> int:
     try:
-        image_map = parse_image_map(args.image_map, "--image-map")
-        image_registry = parse_image_registry(args.image_registry or "", "--image-registry")
-        backends = registered_backends(args.plugin)
-    except (ValueError, ImportError) as exc:
+        values = resolve_command(args, Path.cwd())
+        backends = registered(command_hook(args.plugin))
+        chosen = sorted(backends.backends) if args.list and not args.sandbox else [args.sandbox or "docker"]
+        factories = {name: backends.backend(name, "--sandbox") for name in chosen}
+    except (pytest.UsageError, ImportError) as exc:
         print(f"reactbench images: {exc}", file=sys.stderr)
         return 2
-    ca_bundle = (None if args.ca_bundle == "none" else Path(args.ca_bundle)) if args.ca_bundle \
-        else default_ca_bundle()
-    cache = Path(args.cache) if args.cache else default_cache()
-    options = SandboxOptions(cache=cache, download_cache=cache / "downloads",
-                             image_map=image_map, ca_bundle=ca_bundle,
-                             images=images_mode(args.images, "--images"), image_registry=image_registry)
+    options = sandbox_options(values)
+    image_map = options.image_map
     names = args.only or sorted(k for k, v in image_map.items() if recipe_dir(v) is not None)
     recipes: dict[str, ImageRecipe] = {}
     for public in names:
@@ -144,12 +119,6 @@ def _images(args: argparse.Namespace) -> int:
             print(f"reactbench images: {public} has no recipe under images/", file=sys.stderr)
             return 2
         recipes[public] = ImageRecipe(directory.name, directory / "Dockerfile", directory, timeout=3600)
-    chosen = sorted(backends) if args.list and not args.sandbox else [args.sandbox or "docker"]
-    for name in chosen:
-        if name not in backends:
-            print(f"reactbench images: unknown backend {name!r}; known: {', '.join(sorted(backends))}",
-                  file=sys.stderr)
-            return 2
     started = time.monotonic()
 
     def progress(line: str) -> None:
@@ -158,7 +127,7 @@ def _images(args: argparse.Namespace) -> int:
     failed = 0
     for name in chosen:
         try:
-            backend = backends[name](options)
+            backend = factories[name](options)
         except SandboxError as exc:
             print(f"{name}: unavailable: {exc}")
             failed += not args.list
@@ -336,15 +305,10 @@ def main(argv: list[str] | None = None) -> int:
     images.add_argument("--sandbox", help="backend to bake for (default docker; with --list: every one)")
     images.add_argument("--list", action="store_true",
                         help="build and pull nothing: say what each backend would use")
-    images.add_argument("--images", default="auto", choices=IMAGES_MODES,
-                        help="public images or their stand-ins (default auto: public when it can be had)")
     images.add_argument("-p", dest="plugin", action="append", default=[], metavar="MODULE",
                         help="a module that registers backends through the hook (repeatable)")
-    images.add_argument("--cache", help="bake cache (default ~/.cache/reactbench)")
-    images.add_argument("--ca-bundle", help="CA bundle for downloads ('none' for none)")
-    images.add_argument("--image-map", action="append", default=[], metavar="FROM=TO")
-    images.add_argument("--image-registry", metavar="HOST[:PORT]/PREFIX",
-                        help="pull baked images from this registry before baking, push them after")
+    # The session's sandbox options, from the plugin's table (each as --X and --reactbench-X).
+    add_sandbox_options(images)
     images.add_argument("--only", action="append", metavar="IMAGE",
                         help="a public image name (repeatable; default: every one the map covers)")
     images.add_argument("--prune", type=float, metavar="DAYS", nargs="?", const=7.0,

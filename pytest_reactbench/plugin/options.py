@@ -10,9 +10,10 @@ that does not parse is a usage error naming where it came from.
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,6 +26,7 @@ from pytest_reactbench.sandbox.image_registry import parse_image_registry
 from pytest_reactbench.sandbox.mirrors import parse_git_mirrors
 from pytest_reactbench.sandbox.options import (
     IMAGES_MODES,
+    SandboxOptions,
     default_ca_bundle,
     default_cache,
     images_mode,
@@ -90,8 +92,8 @@ class Option:
     def dest(self) -> str:
         return self.flag.removeprefix("--").replace("-", "_")
 
-    def full_help(self) -> str:
-        where = [f"ini: {self.ini}"] if self.ini else []
+    def full_help(self, ini: bool = True) -> str:
+        where = [f"ini: {self.ini}"] if self.ini and ini else []
         where += [f"env {self.env}"] if self.env else []
         shown = self.shown_default or ("" if self.default in (None, "", [], False) else str(self.default))
         where += [f"default: {shown}"] if shown else []
@@ -110,13 +112,27 @@ class Option:
             default = self.default if self.default is not None else ("" if self.ini_type is None else [])
             parser.addini(self.ini, self.ini_help, type=self.ini_type, default=default)
 
-    def resolve(self, config: pytest.Config, values: Mapping[str, Any]) -> Any:
-        given = getattr(config.option, self.dest)
-        here = config.invocation_params.dir
-        from_ini = Source(f"ini {self.ini}", config.rootpath)
+    def declare_command(self, parser: argparse.ArgumentParser) -> None:
+        """Declare it to an argparse command of `reactbench`, as `--reactbench-X` and
+        its short form `--X` (no ini file there: the command line, the environment,
+        then the default)."""
+        kwargs: dict[str, Any] = {"help": self.full_help(ini=False)}
+        if self.kind == "flag":
+            kwargs.update(action="store_true", default=None)
+        elif self.kind == "many":
+            kwargs.update(action="append", default=[], metavar=self.metavar)
+        else:
+            kwargs.update(default=None, metavar=self.metavar, choices=self.choices, type=self.number)
+        parser.add_argument("--" + self.flag.removeprefix("--reactbench-"), self.flag, dest=self.dest,
+                            **kwargs)
+
+    def resolve(self, given: Any, ini: Any, here: Path, ini_base: Path, values: Mapping[str, Any]) -> Any:
+        """Its value from what the command line gave, what the ini file says (None: no
+        ini file), the environment and the default."""
+        from_ini = Source(f"ini {self.ini}", ini_base)
         from_flag = Source(self.flag, here)
         if self.kind == "many":
-            ini = list(config.getini(self.ini)) if self.ini else []
+            ini = list(ini or [])
             if self.replaces or not ini:
                 raw, source = (given, from_flag) if given or not ini else (ini, from_ini)
             else:
@@ -125,8 +141,8 @@ class Option:
             raw, source = given, from_flag
         elif self.env and os.environ.get(self.env):
             raw, source = os.environ[self.env], Source(f"env {self.env}", here)
-        elif self.ini and config.getini(self.ini) not in ("", None):
-            raw, source = config.getini(self.ini), from_ini
+        elif ini not in ("", None):
+            raw, source = ini, from_ini
         else:
             raw, source = self.default, Source(f"the default of {self.flag}", here)
         try:
@@ -318,5 +334,31 @@ def resolve(config: pytest.Config) -> dict[str, Any]:
     """Every row's value, by its Settings field, in the table's order."""
     values: dict[str, Any] = {}
     for option in OPTIONS:
-        values[option.field] = option.resolve(config, values)
+        values[option.field] = option.resolve(
+            getattr(config.option, option.dest), config.getini(option.ini) if option.ini else None,
+            config.invocation_params.dir, config.rootpath, values)
+    return values
+
+
+#: The rows that make a backend's SandboxOptions, in the table's order.
+SANDBOX_OPTIONS = tuple(o for o in OPTIONS if o.field in {f.name for f in fields(SandboxOptions)})
+
+
+def add_sandbox_options(parser: argparse.ArgumentParser) -> None:
+    """The sandbox rows, as options of a `reactbench` command."""
+    for option in SANDBOX_OPTIONS:
+        option.declare_command(parser)
+
+
+def sandbox_options(values: Mapping[str, Any]) -> SandboxOptions:
+    """A backend's options, from the rows' values (a session's, or a command's)."""
+    return SandboxOptions(**{option.field: values[option.field] for option in SANDBOX_OPTIONS})
+
+
+def resolve_command(args: argparse.Namespace, here: Path) -> dict[str, Any]:
+    """The sandbox rows' values for a `reactbench` command: its options, then the
+    environment, then the defaults (a usage error names the option)."""
+    values: dict[str, Any] = {}
+    for option in SANDBOX_OPTIONS:
+        values[option.field] = option.resolve(getattr(args, option.dest), None, here, here, values)
     return values

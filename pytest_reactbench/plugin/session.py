@@ -10,8 +10,9 @@ import pytest
 from pytest_reactbench import __version__
 from pytest_reactbench.agents import Agent
 from pytest_reactbench.agents.base import AgentConfigError
-from pytest_reactbench.agents.registry import make_agents, merge_agents
+from pytest_reactbench.agents.registry import make_agents
 from pytest_reactbench.plugin import bakes
+from pytest_reactbench.plugin.extensions import Registered, registered
 from pytest_reactbench.plugin.progress import OncePerSession, progress_printer
 from pytest_reactbench.plugin.settings import Settings, UsageError
 from pytest_reactbench.plugin.shards import shard_text
@@ -20,7 +21,6 @@ from pytest_reactbench.results.load import ResultsError
 from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.resume import kept_trials
 from pytest_reactbench.sandbox.base import Backend, SandboxError
-from pytest_reactbench.sandbox.registry import BackendRegistryError, merge_backends
 from pytest_reactbench.sandbox.relay import loopback_port
 from pytest_reactbench.tasks import Task
 from pytest_reactbench.trial import AgentUnavailable, Stages, TrialOptions, preflight
@@ -81,23 +81,13 @@ class ReactbenchSession:
         except ResultsError as exc:
             raise UsageError(f"--reactbench-resume: {exc}") from None
         self._backend: Backend | None = None
-        self.agents = self._make_agents()
-        try:
-            backends = merge_backends(self.config.hook.pytest_reactbench_sandbox_backends())
-        except BackendRegistryError as exc:
-            raise UsageError(str(exc)) from None
-        factory = backends.get(settings.backend)
-        if factory is None:
-            raise UsageError(
-                f"--reactbench-sandbox: unknown backend {settings.backend!r}; "
-                f"known: {', '.join(sorted(backends))}"
-            )
-        self._backend_factory = factory
+        extensions = registered(self.config.hook)
+        self.agents = self._make_agents(extensions)
+        self._backend_factory = extensions.backend(settings.backend, "--reactbench-sandbox")
 
-    def _make_agents(self) -> dict[str, Agent]:
+    def _make_agents(self, extensions: Registered) -> dict[str, Agent]:
         try:
-            made = make_agents(merge_agents(self.config.hook.pytest_reactbench_agents()),
-                               self.settings.agents, self.settings.agent_options())
+            made = make_agents(extensions.agents, self.settings.agents, self.settings.agent_options())
         except AgentConfigError as exc:
             raise UsageError(str(exc)) from None
         self.agent_specs.update({name: spec for name, (_, spec) in made.items()})

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_reactbench.agents.registry import AgentOptions
-from pytest_reactbench.plugin.options import Source, addoption, resolve
+from pytest_reactbench.plugin.options import Source, addoption, resolve, sandbox_options
 from pytest_reactbench.plugin.shards import Shard, parse_shard, shard_text
 from pytest_reactbench.results.load import ResultsError
 from pytest_reactbench.results.manifest import RunManifest
@@ -66,11 +66,7 @@ class Settings:
                             commands=self.commands)
 
     def sandbox_options(self) -> SandboxOptions:
-        return SandboxOptions(cache=self.cache, image_map=self.image_map, ca_bundle=self.ca_bundle,
-                              images=self.images, git_mirrors=self.git_mirrors,
-                              docker_hosts=self.docker_hosts, image_registry=self.image_registry,
-                              download_cache=self.download_cache,
-                              unsigned_registry=self.unsigned_registry)
+        return sandbox_options(vars(self))
 
 
 def _agents_in_ids(config: pytest.Config) -> tuple[str, ...]:

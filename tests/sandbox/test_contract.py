@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.cli import registered_backends
+from pytest_reactbench.plugin.extensions import command_hook, registered
 from pytest_reactbench.sandbox.base import Backend, Image, Limits, Sandbox, SandboxError
 from pytest_reactbench.sandbox.options import SandboxOptions
 from tests.reliability.faults import pids_with
@@ -23,7 +23,7 @@ BACKENDS_UNDER_TEST = ["local", pytest.param("docker", marks=pytest.mark.docker)
 @pytest.fixture(scope="module", params=BACKENDS_UNDER_TEST)
 def backend(request: pytest.FixtureRequest, bake_cache: Path) -> Iterator[Backend]:
     # Made the way `reactbench images` and the plugin make them: through the hook.
-    factories = registered_backends(["tests.sandbox.wrapped"])
+    factories = registered(command_hook(["tests.sandbox.wrapped"])).backends
     made = factories[request.param](SandboxOptions(cache=bake_cache))
     yield made
     made.close()

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.cli import main, registered_backends
+from pytest_reactbench.cli import main
+from pytest_reactbench.plugin.extensions import command_hook, registered
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.registry import BUILTIN_BACKENDS, BackendRegistryError, merge_backends
 from tests.helpers import write_task
@@ -24,8 +25,29 @@ def test_a_name_registered_twice_is_refused() -> None:
 
 
 def test_the_registry_has_the_built_ins_and_the_hooks_backends() -> None:
-    assert set(registered_backends([])) >= {"local", "docker"}
-    assert registered_backends(["tests.sandbox.wrapped"])["wrapped"] is WrappedBackend
+    """One function composes both registries, for a session and for a command."""
+    built_in = registered(command_hook([]))
+    assert set(built_in.backends) >= {"local", "docker"}
+    assert set(built_in.agents) >= {"oracle", "nop", "patch", "claude-code"}
+    assert registered(command_hook(["tests.sandbox.wrapped"])).backends["wrapped"] is WrappedBackend
+    with pytest.raises(pytest.UsageError, match=r"--sandbox: unknown backend 'lokal'; known: .*local"):
+        built_in.backend("lokal", "--sandbox")
+
+
+def test_the_images_command_reads_the_sandbox_options_as_a_session_does(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same rows, the same checks and messages, the same environment variables."""
+    assert main(["images", "--list", "--ca-bundle", str(tmp_path / "absent.pem")]) == 2
+    assert f"--reactbench-ca-bundle: {tmp_path / 'absent.pem'} is not a file" in capsys.readouterr().err
+    assert main(["images", "--list", "--image-map", "no-equals-sign"]) == 2
+    assert "--reactbench-image-map" in capsys.readouterr().err
+    assert main(["images", "--list", "--sandbox", "lokal"]) == 2
+    assert "unknown backend 'lokal'" in capsys.readouterr().err
+    # REACTBENCH_CACHE is the command's cache too: a stand-in baked there is listed.
+    monkeypatch.setenv("REACTBENCH_CACHE", str(tmp_path / "cache"))
+    public = "ghcr.io/millionco/react-bench-base"
+    assert main(["images", "--list", "--sandbox", "local", "--only", public]) == 0
+    assert (tmp_path / "cache" / "local").is_dir()
 
 
 def test_images_lists_every_registered_backend(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
