@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,3 +100,25 @@ def suite(pytester: pytest.Pytester, bake_cache: Path) -> pytest.Pytester:
         reactbench_records = records
     """)
     return pytester
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[Any]:
+    """The engine the docker tests use (DOCKER_HOST or the local socket)."""
+    import docker
+
+    client = docker.from_env()
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def docker_backend(bake_cache: Path) -> Iterator[Any]:
+    """A docker backend on the session's bake cache, never the user's: the engine's
+    images are content-hashed, so each image is baked once per machine all the same."""
+    from pytest_reactbench.sandbox.docker import DockerBackend
+    from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle
+
+    backend = DockerBackend(SandboxOptions(cache=bake_cache, ca_bundle=default_ca_bundle()))
+    yield backend
+    backend.close()

@@ -8,7 +8,8 @@ it from the outside.
 
 from pytest_reactbench.mining.batch import BatchResult, mine_many, write_summary
 from pytest_reactbench.mining.changes import Change, Kind, MiningError, classify, commits_in
-from pytest_reactbench.mining.mine import Outcome, Reason, Request, mine
+from pytest_reactbench.mining.mine import Outcome, Request, mine
+from pytest_reactbench.mining.refusals import Reason
 
 __all__ = ["BatchResult", "Change", "Kind", "MiningError", "Outcome", "Reason", "Request", "classify",
            "commits_in", "mine", "mine_many", "write_summary"]

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from pytest_reactbench.controls import stop_controls
 from pytest_reactbench.mining.changes import MiningError, check_repository, git, resolve
-from pytest_reactbench.mining.mine import Reason, Request, mine, slug
+from pytest_reactbench.mining.mine import Request, mine, slug
+from pytest_reactbench.mining.refusals import Reason
 
 
 @dataclass

@@ -18,14 +18,8 @@ from pytest_reactbench.mining.changes import (
     read_changes,
     resolve,
 )
-from pytest_reactbench.mining.mine import (
-    Reason,
-    Request,
-    control_refusals,
-    describe,
-    early_refusals,
-    one_line,
-)
+from pytest_reactbench.mining.mine import Request, describe
+from pytest_reactbench.mining.refusals import Reason, control_refusals, early_refusals, one_line
 from pytest_reactbench.mining.runners import REGISTRY_LACKS
 from pytest_reactbench.results import Gate, TrialResult, Verdict
 from tests.mining.history import commit, run_git

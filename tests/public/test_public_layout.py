@@ -23,7 +23,7 @@ from pytest_reactbench.cli import main
 from pytest_reactbench.results.load import junit_testcases
 from pytest_reactbench.sandbox.base import ImageRecipe
 from pytest_reactbench.sandbox.docker import RECIPE_LABEL, DockerBackend
-from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle, default_cache
+from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle
 from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP, images_dir
 from pytest_reactbench.tasks import find_tasks
 from tests.mining.history import build_history
@@ -44,18 +44,15 @@ LABEL {label}=
 """
 
 
-def test_public_layout_has_none_of_ours(public_images: dict[str, str]) -> None:
-    client = docker.from_env()
-    try:
-        for name in PUBLIC:
-            image = client.images.get(name)
-            assert not (image.labels or {}).get(RECIPE_LABEL), name
-            listed = client.containers.run(name, ["sh", "-c", "ls /opt; command -v react-doctor; true"],
-                                           remove=True, entrypoint=[]).decode()
-            assert "reactbench" not in listed, (name, listed)
-            assert "react-doctor" not in listed, (name, listed)
-    finally:
-        client.close()
+def test_public_layout_has_none_of_ours(public_images: dict[str, str],
+                                        docker_client: docker.DockerClient) -> None:
+    for name in PUBLIC:
+        image = docker_client.images.get(name)
+        assert not (image.labels or {}).get(RECIPE_LABEL), name
+        listed = docker_client.containers.run(name, ["sh", "-c", "ls /opt; command -v react-doctor; true"],
+                                              remove=True, entrypoint=[]).decode()
+        assert "reactbench" not in listed, (name, listed)
+        assert "react-doctor" not in listed, (name, listed)
 
 
 def test_shipped_tasks_on_the_public_layout(tmp_path: Path, public_images: dict[str, str]) -> None:
@@ -108,11 +105,12 @@ def test_a_mined_task_on_the_public_layout(tmp_path: Path, public_images: dict[s
 
 
 @pytest.fixture(scope="module")
-def public_images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def public_images(tmp_path_factory: pytest.TempPathFactory, bake_cache: Path,
+                  docker_client: docker.DockerClient) -> Iterator[dict[str, str]]:
     """The four public names on the engine, laid out like the public images and pulled
     from a loopback registry; yields name -> the registry's digest. Every name and
     image made here is removed afterwards."""
-    client = docker.from_env()
+    client = docker_client
     root = tmp_path_factory.mktemp("public-layout")
     made: list[str] = []
     try:
@@ -122,9 +120,8 @@ def public_images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
             except docker.errors.ImageNotFound:
                 continue
             pytest.fail(f"the engine has {name} already; this test would shadow it (docker rmi {name})")
-        # As a run would bake them (its cache, CA bundle and download cache): reused.
-        cache = default_cache()
-        backend = DockerBackend(SandboxOptions(cache=cache, download_cache=cache / "downloads",
+        # As the suite's runs bake them (its cache, CA bundle and download cache): reused.
+        backend = DockerBackend(SandboxOptions(cache=bake_cache, download_cache=bake_cache / "downloads",
                                                ca_bundle=default_ca_bundle(), images="stand-in"))
         try:
             stand_ins = {name: backend.bake(_recipe(recipe), print).ref for name, recipe in PUBLIC.items()}
@@ -153,7 +150,6 @@ def public_images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
         for ref in reversed(made):
             with contextlib.suppress(docker.errors.ImageNotFound):
                 client.images.remove(ref)
-        client.close()
 
 
 def _recipe(name: str) -> ImageRecipe:

@@ -15,20 +15,12 @@ from tests.sandbox.helpers import recipe
 pytestmark = pytest.mark.docker
 
 
-@pytest.fixture(scope="module")
-def backend(bake_cache: Path) -> DockerBackend:
-    # The session's bake cache, never the user's (the engine's images are shared by key).
-    b = DockerBackend(SandboxOptions(cache=bake_cache, ca_bundle=default_ca_bundle()))
-    yield b
-    b.close()
-
-
-def test_the_agents_image_has_the_public_toolchain(tmp_path: Path, backend: DockerBackend) -> None:
-    image = backend.bake(recipe(tmp_path, (
+def test_the_agents_image_has_the_public_toolchain(tmp_path: Path, docker_backend: DockerBackend) -> None:
+    image = docker_backend.bake(recipe(tmp_path, (
         "ARG BASE_IMAGE=ghcr.io/millionco/react-bench-agents:latest\nFROM ${BASE_IMAGE}\n"
         # The working directory is not /app: the public tasks replace /app from it.
         'RUN test "$(pwd)" = / && test ! -e /app\n'), timeout=1800), lambda _: None)
-    box = backend.boot(image, network=False, limits=Limits(), labels={})
+    box = docker_backend.boot(image, network=False, limits=Limits(), labels={})
     try:
         result = box.exec(
             "node -e 'const [a, b] = process.versions.node.split(\".\").map(Number);"
@@ -59,12 +51,12 @@ def pinned_pnpm_recipe(tmp_path: Path, label: str) -> ImageRecipe:
 
 
 def test_a_registry_without_signatures_is_accepted_only_when_the_user_says_so(
-        tmp_path: Path, backend: DockerBackend) -> None:
+        tmp_path: Path, docker_backend: DockerBackend) -> None:
     """pnpm 11 switches to a project's pinned pnpm only once npm's signature of it
     verifies. With --reactbench-unsigned-registry the bake and the offline sandbox run
     the pnpm they have; without it, on a registry that serves no signatures, the bake
     stops with a hint naming the option."""
-    trusting = DockerBackend(SandboxOptions(cache=backend.options.cache, ca_bundle=default_ca_bundle(),
+    trusting = DockerBackend(SandboxOptions(cache=docker_backend.options.cache, ca_bundle=default_ca_bundle(),
                                             unsigned_registry=True))
     try:
         image = trusting.bake(pinned_pnpm_recipe(tmp_path / "trusting", "trusting"), lambda _: None)
@@ -76,7 +68,7 @@ def test_a_registry_without_signatures_is_accepted_only_when_the_user_says_so(
             box.close()
     finally:
         trusting.close()
-    strict = DockerBackend(SandboxOptions(cache=backend.options.cache, ca_bundle=default_ca_bundle(),
+    strict = DockerBackend(SandboxOptions(cache=docker_backend.options.cache, ca_bundle=default_ca_bundle(),
                                           unsigned_registry=False))
     try:
         if os.environ.get("REACTBENCH_UNSIGNED_REGISTRY") == "1":  # this machine's registry: no signatures
@@ -91,10 +83,10 @@ def test_a_registry_without_signatures_is_accepted_only_when_the_user_says_so(
 
 
 def test_playwright_install_finds_chromium_and_ffmpeg_served(tmp_path: Path,
-                                                               backend: DockerBackend) -> None:
+                                                               docker_backend: DockerBackend) -> None:
     """`playwright install chromium` in a verifier built FROM the base: nothing to
     download (the CDN is out of reach offline), the system's binaries are linked."""
-    image = backend.bake(recipe(tmp_path, (
+    image = docker_backend.bake(recipe(tmp_path, (
         "ARG BASE_IMAGE=ghcr.io/millionco/react-bench-base:latest\nFROM ${BASE_IMAGE}\n"
         "WORKDIR /opt/harness\n"
         "RUN echo '{\"private\": true}' > package.json"
@@ -103,7 +95,7 @@ def test_playwright_install_finds_chromium_and_ffmpeg_served(tmp_path: Path,
         "RUN test \"$(readlink /opt/ms-playwright/chromium-1148/chrome-linux/chrome)\" = /usr/bin/chromium"
         " && test \"$(readlink /opt/ms-playwright/ffmpeg-1010/ffmpeg-linux)\" = /usr/bin/ffmpeg\n"
     ), timeout=1800), lambda _: None)
-    box = backend.boot(image, network=False, limits=Limits(), labels={})
+    box = docker_backend.boot(image, network=False, limits=Limits(), labels={})
     try:
         probe = box.exec("node /opt/reactbench/playwright-probe.cjs /opt/harness", timeout=120)
         assert probe.ok and "Chromium" in probe.text, probe.text + probe.error_text
@@ -111,9 +103,9 @@ def test_playwright_install_finds_chromium_and_ffmpeg_served(tmp_path: Path,
         box.close()
 
 
-def test_a_missing_browser_fails_the_bake(tmp_path: Path, backend: DockerBackend) -> None:
+def test_a_missing_browser_fails_the_bake(tmp_path: Path, docker_backend: DockerBackend) -> None:
     with pytest.raises(BakeError, match=r"Dockerfile:4: .*\n(.|\n)*Chromium does not launch"):
-        backend.bake(recipe(tmp_path, (
+        docker_backend.bake(recipe(tmp_path, (
             "ARG BASE_IMAGE=ghcr.io/millionco/react-bench-base:latest\nFROM ${BASE_IMAGE}\n"
             "ENV CHROMIUM_PATH=/nonexistent PLAYWRIGHT_BROWSERS_PATH=/tmp/empty-browsers\n"
             "RUN node /opt/reactbench/playwright-probe.cjs /app\n"), timeout=1800), lambda _: None)

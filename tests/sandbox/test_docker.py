@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -19,43 +18,34 @@ from tests.sandbox.helpers import assert_tmp_is_usable_scratch, kill_a_bake_half
 pytestmark = pytest.mark.docker
 
 
-@pytest.fixture(scope="module")
-def backend(bake_cache: Path) -> Iterator[DockerBackend]:
-    # The session's bake cache; the engine's images are content-hashed, so the system
-    # layer is built once per machine all the same.
-    b = DockerBackend(SandboxOptions(cache=bake_cache,
-                                     ca_bundle=Path("/etc/ssl/certs/ca-certificates.crt")))
-    yield b
-    b.close()
-
-
 def ours(backend: DockerBackend) -> list[object]:
     return backend.client.containers.list(all=True, filters={"label": f"{LABEL}={backend.owner}"})
 
 
-def test_bake_is_content_hashed(tmp_path: Path, backend: DockerBackend) -> None:
+def test_bake_is_content_hashed(tmp_path: Path, docker_backend: DockerBackend) -> None:
     text = f"FROM reactbench/system\nWORKDIR /app\nCOPY in.txt ./\nRUN echo {time.time_ns()} > stamp\n"
-    first = backend.bake(recipe(tmp_path, text, {"in.txt": "a"}, timeout=1800), lambda _: None)
+    first = docker_backend.bake(recipe(tmp_path, text, {"in.txt": "a"}, timeout=1800), lambda _: None)
     lines: list[str] = []
-    again = backend.bake(recipe(tmp_path, text, {"in.txt": "a"}, timeout=1800), lines.append)
+    again = docker_backend.bake(recipe(tmp_path, text, {"in.txt": "a"}, timeout=1800), lines.append)
     assert again.cached and again.digest == first.digest and not first.cached
     assert any("reusing baked image" in line for line in lines)
-    changed = backend.bake(recipe(tmp_path, text, {"in.txt": "b"}, timeout=1800), lambda _: None)
+    changed = docker_backend.bake(recipe(tmp_path, text, {"in.txt": "b"}, timeout=1800), lambda _: None)
     assert changed.digest != first.digest and not changed.cached
 
 
-def test_sessions_with_different_caches_bake_a_recipe_once(tmp_path: Path, backend: DockerBackend) -> None:
+def test_sessions_with_different_caches_bake_a_recipe_once(
+        tmp_path: Path, docker_backend: DockerBackend) -> None:
     """Two sessions on one engine, each with its own bake cache (two test workers, a
     miner beside a run), asking for one new recipe at once: one builds it, the other
     waits and reuses that image, so what is baked on it gets one key."""
     from concurrent.futures import ThreadPoolExecutor
 
-    backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
+    docker_backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
     text = f"FROM reactbench/system\nRUN echo {uuid.uuid4().hex} > /token && sleep 3\n"
     for i in range(2):  # the system layer's packed context, so that it is found, not repacked
-        shutil.copytree(backend.cache_dir / "system-context",
+        shutil.copytree(docker_backend.cache_dir / "system-context",
                         tmp_path / f"cache-{i}" / "docker" / "system-context")
-    others = [DockerBackend(SandboxOptions(cache=tmp_path / f"cache-{i}", ca_bundle=backend.ca_bundle))
+    others = [DockerBackend(SandboxOptions(cache=tmp_path / f"cache-{i}", ca_bundle=docker_backend.ca_bundle))
               for i in range(2)]
     try:
         with ThreadPoolExecutor(2) as pool:
@@ -69,29 +59,29 @@ def test_sessions_with_different_caches_bake_a_recipe_once(tmp_path: Path, backe
     assert sorted(image.cached for image in images) == [False, True]
 
 
-def test_build_failure_names_the_dockerfile(tmp_path: Path, backend: DockerBackend) -> None:
+def test_build_failure_names_the_dockerfile(tmp_path: Path, docker_backend: DockerBackend) -> None:
     r = recipe(tmp_path, "FROM reactbench/system\nRUN echo broken-step && exit 4\n", timeout=600)
     with pytest.raises(BakeError) as info:
-        backend.bake(r, lambda _: None)
+        docker_backend.bake(r, lambda _: None)
     assert str(info.value).startswith(f"{r.dockerfile}:2: step failed with exit code 4")
     assert "broken-step" in str(info.value)
 
 
-def test_missing_base_image_says_how_to_map_it(tmp_path: Path, backend: DockerBackend) -> None:
+def test_missing_base_image_says_how_to_map_it(tmp_path: Path, docker_backend: DockerBackend) -> None:
     r = recipe(tmp_path, "FROM example.com/nowhere:1\n")
     with pytest.raises(BakeError, match=r"Dockerfile:1: FROM example.com/nowhere:1: the pull failed: .*"
                        r"map it with --reactbench-image-map 'example.com/nowhere=<recipe"):
-        backend.bake(r, lambda _: None)
+        docker_backend.bake(r, lambda _: None)
 
 
 def test_sandbox_limits_network_labels_and_teardown(tmp_path: Path,
-                                                    backend: DockerBackend) -> None:
-    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\nWORKDIR /app\n", timeout=600),
+                                                    docker_backend: DockerBackend) -> None:
+    image = docker_backend.bake(recipe(tmp_path, "FROM reactbench/system\nWORKDIR /app\n", timeout=600),
                          lambda _: None)
-    box = backend.boot(image, network=False, limits=Limits(cpus=1.5, memory_mb=768),
+    box = docker_backend.boot(image, network=False, limits=Limits(cpus=1.5, memory_mb=768),
                        labels={"task": "probe", "role": "agent"})
     try:
-        attrs = backend.api.inspect_container(box.container.id)
+        attrs = docker_backend.api.inspect_container(box.container.id)
         host = attrs["HostConfig"]
         assert host["NanoCpus"] == 1_500_000_000 and host["Memory"] == 768 * 1024 * 1024
         assert host["NetworkMode"] == "none" and host["Init"] is True
@@ -105,13 +95,13 @@ def test_sandbox_limits_network_labels_and_teardown(tmp_path: Path,
         assert box.exec("cd /tests/copy && find . -type f").text.split() == ["./src/a.ts"]
     finally:
         box.close()
-    backend.drain()
-    assert ours(backend) == []
+    docker_backend.drain()
+    assert ours(docker_backend) == []
 
 
-def test_timeout_kills_the_whole_tree(tmp_path: Path, backend: DockerBackend) -> None:
-    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
-    box = backend.boot(image, network=False, limits=Limits(), labels={})
+def test_timeout_kills_the_whole_tree(tmp_path: Path, docker_backend: DockerBackend) -> None:
+    image = docker_backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
+    box = docker_backend.boot(image, network=False, limits=Limits(), labels={})
     try:
         started = time.monotonic()
         result = box.exec("sleep 300 & (setsid sleep 301 &); sleep 302", timeout=1)
@@ -124,42 +114,43 @@ def test_timeout_kills_the_whole_tree(tmp_path: Path, backend: DockerBackend) ->
 
 
 def test_container_removed_from_outside_is_a_sandbox_error(tmp_path: Path,
-                                                           backend: DockerBackend) -> None:
+                                                           docker_backend: DockerBackend) -> None:
     from pytest_reactbench.sandbox.base import SandboxError
 
-    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
-    box = backend.boot(image, network=False, limits=Limits(), labels={})
+    image = docker_backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
+    box = docker_backend.boot(image, network=False, limits=Limits(), labels={})
     box.container.remove(force=True)
     with pytest.raises(SandboxError):
         box.exec("true")
     box.close()
 
 
-def test_sweep_removes_containers_of_dead_owners(tmp_path: Path, backend: DockerBackend) -> None:
-    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
-    host = backend.owner.rsplit(":", 1)[0]
-    client = docker.from_env()
+def test_sweep_removes_containers_of_dead_owners(tmp_path: Path, docker_backend: DockerBackend,
+                                                 docker_client: docker.DockerClient) -> None:
+    image = docker_backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
+    host = docker_backend.owner.rsplit(":", 1)[0]
+    client = docker_client
     leftover = client.containers.run(image.ref, entrypoint=["sleep", "infinity"], detach=True,
                                      init=True, network_mode="none",
                                      labels={LABEL: f"{host}:999999999"})
-    assert backend.sweep() >= 1
+    assert docker_backend.sweep() >= 1
     with pytest.raises(docker.errors.NotFound):
         client.containers.get(leftover.id)
 
 
-def test_a_bake_killed_half_way_is_never_reused(tmp_path: Path, backend: DockerBackend) -> None:
+def test_a_bake_killed_half_way_is_never_reused(tmp_path: Path, docker_backend: DockerBackend) -> None:
     token = uuid.uuid4().hex
     r = recipe(tmp_path, f"FROM reactbench/system\nRUN echo {token} > /token\nRUN sleep 4\n", timeout=600)
-    kill_a_bake_half_way("docker", backend.cache_dir.parent, r)
+    kill_a_bake_half_way("docker", docker_backend.cache_dir.parent, r)
     # The engine tags an image only when its build finished: the next bake builds it.
-    image = backend.bake(r, lambda _: None)
+    image = docker_backend.bake(r, lambda _: None)
     assert image.cached is False
-    assert backend.bake(r, lambda _: None).cached is True
+    assert docker_backend.bake(r, lambda _: None).cached is True
 
 
-def test_tmp_is_bounded_and_executable(tmp_path: Path, backend: DockerBackend) -> None:
-    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
-    box = backend.boot(image, network=False, limits=Limits(storage_mb=64), labels={})
+def test_tmp_is_bounded_and_executable(tmp_path: Path, docker_backend: DockerBackend) -> None:
+    image = docker_backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
+    box = docker_backend.boot(image, network=False, limits=Limits(storage_mb=64), labels={})
     try:
         assert_tmp_is_usable_scratch(box)
     finally:

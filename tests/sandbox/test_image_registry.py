@@ -4,7 +4,6 @@ the image pulls it instead of baking, and a registry that is down costs one warn
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -54,34 +53,17 @@ def test_a_missing_tag_is_a_miss_and_an_unreachable_registry_is_not() -> None:
 
 
 @pytest.fixture(scope="module")
-def engine() -> Iterator[object]:
-    docker = pytest.importorskip("docker")
-    client = docker.from_env()
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def base(engine: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def base(docker_client: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A tiny base image the recipes build on (not under any public name)."""
     tag = f"reactbench-test/registry-base:{uuid.uuid4().hex[:8]}"
-    busybox_image(engine, tmp_path_factory.mktemp("base"), "base", tag)
+    busybox_image(docker_client, tmp_path_factory.mktemp("base"), "base", tag)
     yield tag
-    engine.images.remove(tag, force=True)  # type: ignore[attr-defined]
-
-
-@pytest.fixture
-def tidy(engine: object) -> Iterator[list[str]]:
-    refs: list[str] = []
-    yield refs
-    for ref in refs:
-        with contextlib.suppress(Exception):
-            engine.images.remove(ref, force=True)  # type: ignore[attr-defined]
+    docker_client.images.remove(tag, force=True)  # type: ignore[attr-defined]
 
 
 @pytest.mark.docker
 def test_a_fresh_engine_pulls_a_baked_image_instead_of_baking_it(
-        tmp_path: Path, engine: object, base: str, tidy: list[str]) -> None:
+        tmp_path: Path, docker_client: object, base: str, tidy: list[str]) -> None:
     from pytest_reactbench.sandbox.docker import DockerBackend
 
     with loopback_registry(tmp_path / "registry") as port:
@@ -98,8 +80,8 @@ def test_a_fresh_engine_pulls_a_baked_image_instead_of_baking_it(
         assert any(line.startswith(f"pushed {remote} in ") for line in first_lines), first_lines
         assert [b.how for b in first.bakes] == ["baked"]
         # Only the registry's copy is left: what an engine that never baked it sees.
-        engine.images.remove(baked.ref)  # type: ignore[attr-defined]
-        assert engine.images.list(name=remote.rsplit(":", 1)[0]) == []  # type: ignore[attr-defined]
+        docker_client.images.remove(baked.ref)  # type: ignore[attr-defined]
+        assert docker_client.images.list(name=remote.rsplit(":", 1)[0]) == []  # type: ignore[attr-defined]
 
         lines: list[str] = []
         second = DockerBackend(SandboxOptions(cache=tmp_path / "two", image_registry=prefix))
@@ -114,7 +96,7 @@ def test_a_fresh_engine_pulls_a_baked_image_instead_of_baking_it(
     assert (pulled.ref, pulled.digest) == (baked.ref, baked.digest)
     assert pulled.cached
     # The registry's name does not stay on the engine: only reactbench/ names do.
-    assert engine.images.list(name=remote.rsplit(":", 1)[0]) == []  # type: ignore[attr-defined]
+    assert docker_client.images.list(name=remote.rsplit(":", 1)[0]) == []  # type: ignore[attr-defined]
 
 
 @pytest.mark.docker

@@ -15,12 +15,7 @@ from pytest_reactbench.sandbox.options import SandboxOptions
 from tests.sandbox.helpers import assert_tmp_is_usable_scratch, kill_a_bake_half_way, recipe
 
 
-@pytest.fixture
-def backend(tmp_path: Path) -> LocalBackend:
-    return LocalBackend(SandboxOptions(cache=tmp_path / "cache", image_map={}))
-
-
-def test_bake_replays_steps_and_boots(tmp_path: Path, backend: LocalBackend) -> None:
+def test_bake_replays_steps_and_boots(tmp_path: Path, local_backend: LocalBackend) -> None:
     r = recipe(tmp_path, """ARG NAME=world
 ARG HIDDEN=global
 FROM reactbench/system
@@ -35,11 +30,11 @@ RUN echo "$GREETING $WHO" > greeting.txt && node -e "console.log(1+1)" > /opt/tw
 WORKDIR sub
 """, {"src/a.ts": "export const a = 1;\n", "one.txt": "1\n"}, build_args={"NAME": "bench"})
     lines: list[str] = []
-    image = backend.bake(r, lines.append)
+    image = local_backend.bake(r, lines.append)
     assert not image.cached
     assert image.labels == {"org.example.kind": "test image"}
     assert any("step" in line and "RUN" in line for line in lines)
-    box = backend.boot(image, network=False, limits=Limits(), labels={})
+    box = local_backend.boot(image, network=False, limits=Limits(), labels={})
     try:
         result = box.exec("pwd; cat ../greeting.txt ../src/a.ts /opt/data/one.txt /opt/two.txt; "
                           "echo $WHO $SEEN")
@@ -51,28 +46,28 @@ WORKDIR sub
     assert not box.root.exists()
 
 
-def test_cache_reuses_and_rebuilds_on_change(tmp_path: Path, backend: LocalBackend) -> None:
+def test_cache_reuses_and_rebuilds_on_change(tmp_path: Path, local_backend: LocalBackend) -> None:
     text = "FROM reactbench/system\nCOPY in.txt /app/\nRUN date +%s%N > /app/stamp\n"
-    first = backend.bake(recipe(tmp_path, text, {"in.txt": "a"}), lambda _: None)
+    first = local_backend.bake(recipe(tmp_path, text, {"in.txt": "a"}), lambda _: None)
     lines: list[str] = []
-    again = backend.bake(recipe(tmp_path, text, {"in.txt": "a"}), lines.append)
+    again = local_backend.bake(recipe(tmp_path, text, {"in.txt": "a"}), lines.append)
     assert again.cached and again.digest == first.digest
     assert lines == [f"test: reusing baked image {first.digest[:12]}"]
-    changed = backend.bake(recipe(tmp_path, text, {"in.txt": "b"}), lambda _: None)
+    changed = local_backend.bake(recipe(tmp_path, text, {"in.txt": "b"}), lambda _: None)
     assert not changed.cached and changed.digest != first.digest
 
     def stamp(image_digest: str) -> str:
-        meta = json.loads((backend.images / image_digest / "image.json").read_text())
-        return (backend.images / meta["chain"][-1] / "layer" / "app" / "stamp").read_text()
+        meta = json.loads((local_backend.images / image_digest / "image.json").read_text())
+        return (local_backend.images / meta["chain"][-1] / "layer" / "app" / "stamp").read_text()
 
     assert stamp(first.digest) == stamp(again.digest) != stamp(changed.digest)
 
 
-def test_sandboxes_are_isolated_and_copy_on_write(tmp_path: Path, backend: LocalBackend) -> None:
-    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\nRUN echo base > /app/f\n"),
+def test_sandboxes_are_isolated_and_copy_on_write(tmp_path: Path, local_backend: LocalBackend) -> None:
+    image = local_backend.bake(recipe(tmp_path, "FROM reactbench/system\nRUN echo base > /app/f\n"),
                          lambda _: None)
-    a = backend.boot(image, network=False, limits=Limits(), labels={})
-    b = backend.boot(image, network=False, limits=Limits(), labels={})
+    a = local_backend.boot(image, network=False, limits=Limits(), labels={})
+    b = local_backend.boot(image, network=False, limits=Limits(), labels={})
     try:
         assert a.exec("echo changed > /app/f && rm -f /app/nothing").ok
         assert a.exec("cat /app/f").text == "changed\n"
@@ -82,16 +77,16 @@ def test_sandboxes_are_isolated_and_copy_on_write(tmp_path: Path, backend: Local
     finally:
         a.close()
         b.close()
-    c = backend.boot(image, network=False, limits=Limits(), labels={})
+    c = local_backend.boot(image, network=False, limits=Limits(), labels={})
     try:
         assert c.exec("cat /app/f").text == "base\n"
     finally:
         c.close()
 
 
-def test_network_is_cut_when_asked(tmp_path: Path, backend: LocalBackend) -> None:
-    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
-    box = backend.boot(image, network=False, limits=Limits(), labels={})
+def test_network_is_cut_when_asked(tmp_path: Path, local_backend: LocalBackend) -> None:
+    image = local_backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
+    box = local_backend.boot(image, network=False, limits=Limits(), labels={})
     try:
         result = box.exec("ls /sys/class/net 2>/dev/null || cat /proc/net/dev")
         assert "eth" not in result.text and "ens" not in result.text
@@ -100,9 +95,9 @@ def test_network_is_cut_when_asked(tmp_path: Path, backend: LocalBackend) -> Non
         box.close()
 
 
-def test_timeout_kills_the_whole_tree(tmp_path: Path, backend: LocalBackend) -> None:
-    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
-    box = backend.boot(image, network=False, limits=Limits(), labels={})
+def test_timeout_kills_the_whole_tree(tmp_path: Path, local_backend: LocalBackend) -> None:
+    image = local_backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
+    box = local_backend.boot(image, network=False, limits=Limits(), labels={})
     marker = f"reactbench-orphan-{time.time_ns()}"
     try:
         started = time.monotonic()
@@ -116,9 +111,9 @@ def test_timeout_kills_the_whole_tree(tmp_path: Path, backend: LocalBackend) -> 
         box.close()
 
 
-def test_archives_round_trip_with_excludes(tmp_path: Path, backend: LocalBackend) -> None:
-    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
-    box = backend.boot(image, network=False, limits=Limits(), labels={})
+def test_archives_round_trip_with_excludes(tmp_path: Path, local_backend: LocalBackend) -> None:
+    image = local_backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
+    box = local_backend.boot(image, network=False, limits=Limits(), labels={})
     try:
         box.write_file("/app/src/a.ts", "a")
         box.write_file("/app/node_modules/x/index.js", "x")
@@ -130,45 +125,45 @@ def test_archives_round_trip_with_excludes(tmp_path: Path, backend: LocalBackend
         box.close()
 
 
-def test_bake_errors_name_the_step(tmp_path: Path, backend: LocalBackend) -> None:
+def test_bake_errors_name_the_step(tmp_path: Path, local_backend: LocalBackend) -> None:
     failing = recipe(tmp_path, "FROM reactbench/system\nRUN echo doing && exit 7\n")
     with pytest.raises(BakeError, match=r"Dockerfile:2: step failed with exit code 7") as info:
-        backend.bake(failing, lambda _: None)
+        local_backend.bake(failing, lambda _: None)
     assert "doing" in str(info.value)
     # Nothing half-made is published, and the failure is remembered for the session.
-    assert not list(backend.images.glob("*.tmp-*"))
-    assert not [p for p in backend.images.iterdir() if p.is_dir()]
+    assert not list(local_backend.images.glob("*.tmp-*"))
+    assert not [p for p in local_backend.images.iterdir() if p.is_dir()]
     with pytest.raises(BakeError, match="exit code 7"):
-        backend.bake(failing, lambda _: None)
+        local_backend.bake(failing, lambda _: None)
 
 
-def test_missing_copy_source(tmp_path: Path, backend: LocalBackend) -> None:
+def test_missing_copy_source(tmp_path: Path, local_backend: LocalBackend) -> None:
     r = recipe(tmp_path, "FROM reactbench/system\nCOPY nowhere/ /app/\n")
     with pytest.raises(BakeError, match=r"Dockerfile:2: COPY source 'nowhere/' not found"):
-        backend.bake(r, lambda _: None)
+        local_backend.bake(r, lambda _: None)
 
 
-def test_unknown_base_image_says_how_to_map_it(tmp_path: Path, backend: LocalBackend) -> None:
+def test_unknown_base_image_says_how_to_map_it(tmp_path: Path, local_backend: LocalBackend) -> None:
     r = recipe(tmp_path, "FROM example.com/unknown:1\n")
     with pytest.raises(BakeError, match=r"--reactbench-image-map 'example.com/unknown=<recipe"):
-        backend.bake(r, lambda _: None)
+        local_backend.bake(r, lambda _: None)
 
 
-def test_build_timeout(tmp_path: Path, backend: LocalBackend) -> None:
+def test_build_timeout(tmp_path: Path, local_backend: LocalBackend) -> None:
     r = recipe(tmp_path, "FROM reactbench/system\nRUN sleep 30\n", timeout=1.0)
     with pytest.raises(BakeError, match="build_timeout_sec ran out"):
-        backend.bake(r, lambda _: None)
+        local_backend.bake(r, lambda _: None)
 
 
-def test_sweep_removes_sandboxes_of_dead_runs(tmp_path: Path, backend: LocalBackend) -> None:
-    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
-    live = backend.boot(image, network=False, limits=Limits(), labels={})
-    dead = backend.boot(image, network=False, limits=Limits(), labels={})
+def test_sweep_removes_sandboxes_of_dead_runs(tmp_path: Path, local_backend: LocalBackend) -> None:
+    image = local_backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
+    live = local_backend.boot(image, network=False, limits=Limits(), labels={})
+    dead = local_backend.boot(image, network=False, limits=Limits(), labels={})
     gone = subprocess.Popen(["true"])
     gone.wait()
     (dead.root / "owner.json").write_text(json.dumps({"pid": gone.pid}))
     try:
-        assert backend.sweep() == 1
+        assert local_backend.sweep() == 1
         assert live.root.exists() and not dead.root.exists()
     finally:
         live.close()
@@ -189,17 +184,17 @@ def test_missing_host_tools_are_listed(tmp_path: Path, monkeypatch: pytest.Monke
 def test_a_bake_killed_half_way_is_never_reused(tmp_path: Path) -> None:
     r = recipe(tmp_path, "FROM reactbench/system\nRUN echo one > /app/one\nRUN sleep 60\n")
     kill_a_bake_half_way("local", tmp_path / "cache", r)
-    backend = LocalBackend(SandboxOptions(cache=tmp_path / "cache", image_map={}))
+    local_backend = LocalBackend(SandboxOptions(cache=tmp_path / "cache", image_map={}))
     # Only a temporary folder exists: nothing was published under the recipe's key.
-    assert list(backend.images.glob("*.tmp-*"))
-    assert [p for p in backend.images.iterdir() if p.is_dir() and ".tmp-" not in p.name] == []
-    assert backend.sweep() >= 1
-    assert not list(backend.images.glob("*.tmp-*"))
+    assert list(local_backend.images.glob("*.tmp-*"))
+    assert [p for p in local_backend.images.iterdir() if p.is_dir() and ".tmp-" not in p.name] == []
+    assert local_backend.sweep() >= 1
+    assert not list(local_backend.images.glob("*.tmp-*"))
 
 
-def test_tmp_is_bounded_and_lasts_as_long_as_the_sandbox(tmp_path: Path, backend: LocalBackend) -> None:
-    image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
-    box = backend.boot(image, network=False, limits=Limits(storage_mb=64), labels={})
+def test_tmp_is_bounded_and_lasts_as_long_as_the_sandbox(tmp_path: Path, local_backend: LocalBackend) -> None:
+    image = local_backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
+    box = local_backend.boot(image, network=False, limits=Limits(storage_mb=64), labels={})
     try:
         assert_tmp_is_usable_scratch(box)
         holder = box.tmp_holder
@@ -219,19 +214,19 @@ def test_tmp_is_bounded_and_lasts_as_long_as_the_sandbox(tmp_path: Path, backend
     ('SHELL ["/bin/bash", "-c"]', 'SHELL ["/bin/bash", "-c"] is not supported by the local backend'),
 ], ids=["apt-get", "corepack", "copy-usr", "workdir", "run-usr", "user", "shell"])
 def test_steps_the_host_cannot_take_name_the_line_and_the_docker_backend(
-        tmp_path: Path, backend: LocalBackend, step: str, says: str) -> None:
+        tmp_path: Path, local_backend: LocalBackend, step: str, says: str) -> None:
     r = recipe(tmp_path, f"FROM reactbench/system\nWORKDIR /app\n{step}\n", {"tool": "#!/bin/sh\n"})
     with pytest.raises(BakeError) as info:
-        backend.bake(r, lambda _: None)
+        local_backend.bake(r, lambda _: None)
     message = str(info.value)
     assert message.startswith(f"{r.dockerfile}:3: ") and says in message
     assert message.endswith("use --reactbench-sandbox=docker") and "\n" not in message
 
 
-def test_corepack_into_a_writable_directory_is_allowed(tmp_path: Path, backend: LocalBackend) -> None:
+def test_corepack_into_a_writable_directory_is_allowed(tmp_path: Path, local_backend: LocalBackend) -> None:
     r = recipe(tmp_path, "FROM reactbench/system\nRUN mkdir -p /opt/bin && "
                          "corepack enable --install-directory /opt/bin && test -e /opt/bin/yarn\n")
-    assert backend.bake(r, lambda _: None).cached is False
+    assert local_backend.bake(r, lambda _: None).cached is False
 
 
 def test_a_tree_another_sweep_removes_meanwhile_is_removed_without_error(

@@ -5,7 +5,6 @@ public name is ever made or replaced by a bake."""
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import time
 import uuid
@@ -37,14 +36,8 @@ class Registry:
 
 
 @pytest.fixture(scope="module")
-def client() -> Iterator[docker.DockerClient]:
-    made = docker.from_env()
-    yield made
-    made.close()
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory, client: docker.DockerClient) -> Iterator[Registry]:
+def registry(tmp_path_factory: pytest.TempPathFactory,
+             docker_client: docker.DockerClient) -> Iterator[Registry]:
     if shutil.which("docker-registry") is None or shutil.which("busybox") is None:
         pytest.fail("these tests need Debian's docker-registry and busybox-static (.ci/setup installs them)")
     root = tmp_path_factory.mktemp("registry")
@@ -53,14 +46,15 @@ def registry(tmp_path_factory: pytest.TempPathFactory, client: docker.DockerClie
         with loopback_registry(root) as port:
             unique = uuid.uuid4().hex[:8]
             base = f"reactbench-test/busybox:{unique}"
-            busybox_image(client, root, "stand-in-base", base)
+            busybox_image(docker_client, root, "stand-in-base", base)
             made.append(base)
             name = f"127.0.0.1:{port}/react-bench-probe:{unique}"
-            busybox_image(client, root, "public", name)
-            pushed = [line for line in client.images.push(name, stream=True, decode=True) if "aux" in line]
+            busybox_image(docker_client, root, "public", name)
+            pushed = [line for line in docker_client.images.push(name, stream=True, decode=True)
+                      if "aux" in line]
             digest = pushed[-1]["aux"]["Digest"]
             # Only the registry has it now: a bake must pull it.
-            client.images.remove(name)
+            docker_client.images.remove(name)
             stand_in = root / "stand-in"
             stand_in.mkdir()
             (stand_in / "Dockerfile").write_text(f"FROM {base}\nRUN echo stand-in > /origin\n")
@@ -68,17 +62,7 @@ def registry(tmp_path_factory: pytest.TempPathFactory, client: docker.DockerClie
                            stand_in)
     finally:
         for ref in made:
-            client.images.remove(ref, force=True)
-
-
-@pytest.fixture
-def tidy(client: docker.DockerClient) -> Iterator[list[str]]:
-    """Images a test made (pulled or baked), removed when it ends."""
-    refs: list[str] = []
-    yield refs
-    for ref in refs:
-        with contextlib.suppress(docker.errors.ImageNotFound):
-            client.images.remove(ref, force=True)
+            docker_client.images.remove(ref, force=True)
 
 
 def backend_for(cache: Path, reg: Registry, images: ImagesMode) -> DockerBackend:
@@ -100,13 +84,13 @@ def bake_and_read(backend: DockerBackend, tmp_path: Path, dockerfile: str, tidy:
         box.close()
 
 
-def names_on_engine(client: docker.DockerClient, name: str) -> list[str]:
-    return [str(i.id) for i in client.images.list(name=name.rsplit(":", 1)[0])]
+def names_on_engine(docker_client: docker.DockerClient, name: str) -> list[str]:
+    return [str(i.id) for i in docker_client.images.list(name=name.rsplit(":", 1)[0])]
 
 
-def test_a_public_image_is_pulled_and_its_digest_recorded(tmp_path: Path, bake_cache: Path,
-                                                          registry: Registry, client: docker.DockerClient,
-                                                          tidy: list[str]) -> None:
+def test_a_public_image_is_pulled_and_its_digest_recorded(
+        tmp_path: Path, bake_cache: Path, registry: Registry, docker_client: docker.DockerClient,
+        tidy: list[str]) -> None:
     backend = backend_for(bake_cache, registry, "auto")
     tidy.append(registry.name)
     lines: list[str] = []
@@ -121,12 +105,12 @@ def test_a_public_image_is_pulled_and_its_digest_recorded(tmp_path: Path, bake_c
     assert f"pulling {registry.name}" in lines
     assert any(line.startswith(f"pulled {registry.name} in ") for line in lines)
     # The build ran on the public image itself: nothing was tagged under its name.
-    assert client.images.get(registry.name).attrs["RepoDigests"] == [
+    assert docker_client.images.get(registry.name).attrs["RepoDigests"] == [
         f"{registry.name.rsplit(':', 1)[0]}@{registry.digest}"]
 
 
 def test_the_stand_in_when_the_registry_is_down(tmp_path: Path, bake_cache: Path, registry: Registry,
-                                                client: docker.DockerClient, tidy: list[str]) -> None:
+                                                docker_client: docker.DockerClient, tidy: list[str]) -> None:
     backend = backend_for(bake_cache, registry, "auto")
     lines: list[str] = []
     started = time.monotonic()
@@ -144,7 +128,7 @@ def test_the_stand_in_when_the_registry_is_down(tmp_path: Path, bake_cache: Path
         f"warning: {registry.down} is not available ({base_reason(lines)}); using its stand-in "
         f"stand-in (results are not formal)"]
     # A literal FROM built on the stand-in through a rewritten copy: no alias was made.
-    assert names_on_engine(client, registry.down) == []
+    assert names_on_engine(docker_client, registry.down) == []
 
 
 def test_a_pull_that_failed_is_not_tried_again_by_another_worker_of_the_session(
@@ -196,7 +180,7 @@ def test_public_mode_refuses_the_stand_in(tmp_path: Path, bake_cache: Path, regi
 
 
 def test_stand_in_mode_never_pulls(tmp_path: Path, bake_cache: Path, registry: Registry,
-                                   client: docker.DockerClient, tidy: list[str]) -> None:
+                                   docker_client: docker.DockerClient, tidy: list[str]) -> None:
     backend = backend_for(bake_cache, registry, "stand-in")
     try:
         image, seen = bake_and_read(backend, tmp_path, f"ARG BASE_IMAGE={registry.name}\nFROM $BASE_IMAGE\n",
@@ -204,16 +188,16 @@ def test_stand_in_mode_never_pulls(tmp_path: Path, bake_cache: Path, registry: R
     finally:
         backend.close()
     assert seen == "stand-in" and image.bases[0].origin == "stand-in"
-    assert names_on_engine(client, registry.name) == []
+    assert names_on_engine(docker_client, registry.name) == []
 
 
 def test_an_image_already_under_the_name_is_used_and_never_replaced(
-        tmp_path: Path, bake_cache: Path, registry: Registry, client: docker.DockerClient,
+        tmp_path: Path, bake_cache: Path, registry: Registry, docker_client: docker.DockerClient,
         tidy: list[str]) -> None:
     # A user's own image under the public name (not the registry's).
-    busybox_image(client, tmp_path, "users-own", registry.name)
+    busybox_image(docker_client, tmp_path, "users-own", registry.name)
     tidy.append(registry.name)
-    before = str(client.images.get(registry.name).id)
+    before = str(docker_client.images.get(registry.name).id)
     for mode in ("auto", "stand-in", "public"):
         backend = backend_for(bake_cache, registry, mode)  # type: ignore[arg-type]
         try:
@@ -221,12 +205,12 @@ def test_an_image_already_under_the_name_is_used_and_never_replaced(
         finally:
             backend.close()
         assert seen == ("stand-in" if mode == "stand-in" else "users-own"), mode
-        assert names_on_engine(client, registry.name) == [before], mode
+        assert names_on_engine(docker_client, registry.name) == [before], mode
 
 
-def test_an_unreachable_public_registry_falls_back_fast(tmp_path: Path, bake_cache: Path,
-                                                        registry: Registry, client: docker.DockerClient,
-                                                        tidy: list[str]) -> None:
+def test_an_unreachable_public_registry_falls_back_fast(
+        tmp_path: Path, bake_cache: Path, registry: Registry, docker_client: docker.DockerClient,
+        tidy: list[str]) -> None:
     # ghcr.io is out of reach from the test machines (and has no such image anyway).
     name = f"ghcr.io/millionco/react-bench-probe-{uuid.uuid4().hex[:8]}"
     backend = DockerBackend(SandboxOptions(cache=bake_cache, image_map={name: str(registry.stand_in)}))
@@ -240,18 +224,18 @@ def test_an_unreachable_public_registry_falls_back_fast(tmp_path: Path, bake_cac
     assert seen == "stand-in" and image.bases[0].origin == "stand-in"
     assert any(line.startswith(f"warning: {name}:latest is not available") for line in lines), lines
     assert time.monotonic() - started < 60
-    assert names_on_engine(client, name) == []
+    assert names_on_engine(docker_client, name) == []
 
 
 def test_a_stand_in_an_older_version_tagged_under_the_public_name_is_not_the_public_image(
-        tmp_path: Path, bake_cache: Path, registry: Registry, client: docker.DockerClient,
+        tmp_path: Path, bake_cache: Path, registry: Registry, docker_client: docker.DockerClient,
         tidy: list[str]) -> None:
     context = tmp_path / "old-alias"
     context.mkdir()
     (context / "Dockerfile").write_text("FROM scratch\nLABEL reactbench.recipe=react-bench-probe\n")
-    client.images.build(path=str(context), tag=registry.name, rm=True, forcerm=True)
+    docker_client.images.build(path=str(context), tag=registry.name, rm=True, forcerm=True)
     tidy.append(registry.name)
-    before = names_on_engine(client, registry.name)
+    before = names_on_engine(docker_client, registry.name)
     backend = backend_for(bake_cache, registry, "auto")
     lines: list[str] = []
     try:
@@ -261,4 +245,4 @@ def test_a_stand_in_an_older_version_tagged_under_the_public_name_is_not_the_pub
     assert seen == "stand-in" and image.bases[0].origin == "stand-in"
     assert any("is a stand-in an older version tagged so" in line for line in lines), lines
     # Neither used as the public image nor pulled over.
-    assert names_on_engine(client, registry.name) == before
+    assert names_on_engine(docker_client, registry.name) == before
