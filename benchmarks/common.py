@@ -56,5 +56,6 @@ def trial_records(records: Path) -> list[dict[str, object]]:
         status["durations"] = {**status.get("durations", {}), "teardown": teardown}
         status["span"] = events[-1]["t"] - events[0]["t"] if events else 0.0
         status["trial"] = status_path.parent.name
+        status["record"] = str(status_path.parent)
         out.append(status)
     return out

@@ -390,7 +390,7 @@ def run_ours(runner: Runner, tasks: Sequence[Path], agents: Sequence[str], tmp: 
         if result is None:
             continue
         trials.append(Trial(
-            task=result.task, agent=result.agent, config=OURS, wall=wall, reward=result.reward,
+            task=result.task, agent=result.agent, config=OURS, wall=wall, reward=result.grading.reward,
             recorded=float(case.get("time", "nan")), phases=dict(result.durations),
             error="" if result.valid else f"verdict {result.verdict.value}: {result.failure}"))
     if len(trials) != len(tasks) * len(agents):

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from common import ROOT, trial_records
 
-from pytest_reactbench.plugin.settings import default_cache
+from pytest_reactbench.sandbox.options import default_cache
 
 PHASES = ("bake", "boot", "agent", "artifacts", "verifier_boot", "clean_room", "grading",
           "teardown", "other")

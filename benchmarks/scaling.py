@@ -13,7 +13,7 @@ from pathlib import Path
 
 from common import run_suite
 
-from pytest_reactbench.plugin.settings import default_cache
+from pytest_reactbench.sandbox.options import default_cache
 
 
 def main() -> None:

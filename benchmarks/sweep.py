@@ -68,9 +68,9 @@ def _verdict(result: TrialResult | None) -> str:
         return "not run"
     if result.verdict == Verdict.ERROR:
         return f"error ({result.failure})"
-    if result.reward is None:
+    if result.grading.reward is None:
         return result.verdict.value
-    return f"{result.verdict.value} ({result.reward:g})"
+    return f"{result.verdict.value} ({result.grading.reward:g})"
 
 
 def _cause(oracle: TrialResult | None, nop: TrialResult | None) -> str:

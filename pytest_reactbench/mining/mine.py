@@ -170,7 +170,7 @@ def reference_findings(oracle: TrialResult | None) -> list[DoctorFinding]:
     """The new React Doctor findings the reference's grading reported, when they are the
     whole of why it failed (its tests passed; no target left, nothing unscanned): the
     team's own change, which the task may then tolerate. Empty otherwise."""
-    if oracle is None or not oracle.record or oracle.failed_gates != [Gate.REACT_DOCTOR]:
+    if oracle is None or not oracle.record or oracle.grading.failed_gates != [Gate.REACT_DOCTOR]:
         return []
     grade = read_grade(Path(oracle.record) / "verifier")
     if grade is None:
@@ -220,7 +220,7 @@ def _summary(controls: ControlRun, task_id: str, records_kept: bool) -> dict[str
             continue
         summary[agent] = {"verdict": result.verdict.value, "failure": result.failure,
                           **{f"gate.{g.value}": "" if v is None else str(int(v))
-                             for g, v in result.gates.items()},
+                             for g, v in result.grading.gates.items()},
                           **({"record": result.record} if records_kept else {})}
     return summary
 
@@ -263,8 +263,8 @@ def expected_tests(record: Path) -> dict[str, list[str]]:
 
 def test_log_tail(result: TrialResult, lines: int = 40) -> list[str]:
     """The last lines of a grading's test output, from its result or its run record."""
-    if result.test_log_tail:
-        return result.test_log_tail.splitlines()[-lines:]
+    if result.grading.test_log_tail:
+        return result.grading.test_log_tail.splitlines()[-lines:]
     for name in ("test.log", "test-stdout.txt"):
         log = Path(result.record, "verifier", name) if result.record else None
         if log is not None and log.is_file():

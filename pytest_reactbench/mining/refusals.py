@@ -114,21 +114,21 @@ def control_refusals(controls: ControlRun, task_id: str) -> list[Reason]:
         reasons.append(Reason("nop-passes", "its tests already pass at the base revision (nop scored 1)"))
     result = controls.result(task_id, "oracle")
     if oracle == "failed" and result is not None:
-        failed = result.failed_gates
+        failed = result.grading.failed_gates
         if Gate.TESTS in failed:
-            failing = "; ".join(result.failing_specs[:5])
+            failing = "; ".join(result.grading.failing_specs[:5])
             reasons.append(Reason("oracle-tests", "its tests do not pass with the reference change "
                                   "(oracle: tests gate 0)" + (f": {failing}" if failing else "")))
-        if Gate.REACT_DOCTOR in failed and result.findings:
-            findings = "; ".join(map(str, result.findings[:5]))
+        if Gate.REACT_DOCTOR in failed and result.grading.findings:
+            findings = "; ".join(map(str, result.grading.findings[:5]))
             reasons.append(Reason("oracle-react-doctor", "the reference change introduces React "
                                   f"Doctor findings (oracle: react_doctor gate 0): {findings}"))
-        if Gate.REACT_DOCTOR in failed and result.unscanned:
+        if Gate.REACT_DOCTOR in failed and result.grading.unscanned:
             # A gate that did not look at a changed file passes no solution that changes it.
             reasons.append(Reason("oracle-react-doctor", "the reference changes files React Doctor "
                                   "does not analyse (oracle: react_doctor gate 0): "
-                                  + ", ".join(result.unscanned[:5])))
-        elif Gate.REACT_DOCTOR in failed and not result.findings:
+                                  + ", ".join(result.grading.unscanned[:5])))
+        elif Gate.REACT_DOCTOR in failed and not result.grading.findings:
             why = one_line(result.message)
             reasons.append(Reason("oracle-react-doctor", "the reference fails the React Doctor gate "
                                   "(oracle: react_doctor gate 0)" + (f": {why}" if why else "")))

@@ -27,7 +27,7 @@ from pytest_reactbench.plugin.report import describe_failure
 from pytest_reactbench.plugin.session import SESSION_KEY, ReactbenchSession
 from pytest_reactbench.plugin.settings import addoption, read_settings
 from pytest_reactbench.plugin.summary import ResultsSummary
-from pytest_reactbench.results import TrialResult, Verdict, new_run_id
+from pytest_reactbench.results import Provenance, TrialResult, Verdict, new_run_id
 from pytest_reactbench.results.manifest import RunManifest
 from pytest_reactbench.sandbox.base import SandboxError
 from pytest_reactbench.tasks import Task, TaskError, find_tasks, load_task
@@ -302,8 +302,9 @@ def pytest_runtest_makereport(
                                                               item.not_attempted)
     elif report.when == "setup" and call.excinfo is not None:
         # A stage a conftest.py replaced broke before the trial began.
+        run = item.config.stash[SESSION_KEY].records.run_id
         result = TrialResult.error(item.task.id, item.agent.name, item.attempt, call.excinfo.value,
-                                   run=item.config.stash[SESSION_KEY].records.run_id)
+                                   provenance=Provenance(run=run))
         item.config.stash[SESSION_KEY].trial_finished(result, item)
         if isinstance(call.excinfo.value, SandboxError):
             report.longrepr = describe_failure(result)  # an engine that is down, say

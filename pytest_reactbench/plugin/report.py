@@ -16,9 +16,9 @@ def _listing(title: str, entries: list[str]) -> list[str]:
 def _failing_specs(result: TrialResult) -> list[str]:
     """Each failing spec with the first lines of its assertion, under it."""
     lines = []
-    for spec in result.failing_specs[:MAX_LISTED]:
+    for spec in result.grading.failing_specs[:MAX_LISTED]:
         lines.append(f"  {spec}")
-        said = [line for line in result.spec_message(spec).splitlines() if line.strip()]
+        said = [line for line in result.grading.spec_message(spec).splitlines() if line.strip()]
         lines += [f"      {line}" for line in said[:SPEC_LINES]]
     return ["Failing specs:", *lines] if lines else []
 
@@ -28,29 +28,29 @@ def describe_failure(result: TrialResult) -> str:
     if result.verdict is Verdict.ERROR:
         lines.append(f"ERROR ({result.failure}): {result.message}")
         lines.append("No score: the harness, sandbox or verifier broke, not the agent.")
-    elif result.reward is None:
+    elif result.grading.reward is None:
         lines.append(f"FAILED ({result.failure}, not graded): {result.message}")
     else:
-        lines.append(f"FAILED: reward {result.reward:g}; {result.message}")
-        for gate, ok in result.gates.items():
+        lines.append(f"FAILED: reward {result.grading.reward:g}; {result.message}")
+        for gate, ok in result.grading.gates.items():
             lines.append(f"  gate {gate}: {'pass' if ok else 'FAIL' if ok is False else 'n/a'}")
-    if result.agent_ending and result.agent_ending != "completed":
-        lines.append(f"The agent ended: {result.agent_ending}.")
-        if result.agent_log_tail.startswith(AGENT_SAID):
-            lines.append(result.agent_log_tail)  # its CLI's own last word, not its raw stream
-        elif result.agent_log_tail:
-            lines += ["Tail of the agent's log:"] + ["  " + x for x in result.agent_log_tail.splitlines()]
+    if result.agent_run.ending and result.agent_run.ending != "completed":
+        lines.append(f"The agent ended: {result.agent_run.ending}.")
+        if result.agent_run.log_tail.startswith(AGENT_SAID):
+            lines.append(result.agent_run.log_tail)  # its CLI's own last word, not its raw stream
+        elif result.agent_run.log_tail:
+            lines += ["Tail of the agent's log:"] + ["  " + x for x in result.agent_run.log_tail.splitlines()]
     lines += _failing_specs(result)
     lines += _listing("New React Doctor findings (rule, file:line, message):",
                       [f"{f.file}{'' if f.line is None else f':{f.line}'}  {f.rule}  {f.message}".rstrip()
-                       for f in result.findings])
-    lines += _listing("Target findings still present:", result.remaining_targets)
-    lines += _listing("Changed files React Doctor did not analyse:", result.unscanned)
+                       for f in result.grading.findings])
+    lines += _listing("Target findings still present:", result.grading.remaining_targets)
+    lines += _listing("Changed files React Doctor did not analyse:", result.grading.unscanned)
     lines += _listing("Refused from the submission (graded from the base commit instead):",
-                      [f"{r.path}: {r.reason}" for r in result.refused])
-    if result.test_log_tail and result.gates.get(Gate.TESTS) is not True:
+                      [f"{r.path}: {r.reason}" for r in result.grading.refused])
+    if result.grading.test_log_tail and result.grading.gates.get(Gate.TESTS) is not True:
         lines.append("Tail of the verifier's test log:")
-        lines += ["  " + line for line in result.test_log_tail.splitlines()]
+        lines += ["  " + line for line in result.grading.test_log_tail.splitlines()]
     if result.record:
         lines.append(f"Run record: {result.record}")
     return "\n".join(lines)

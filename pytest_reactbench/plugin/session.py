@@ -16,7 +16,7 @@ from pytest_reactbench.plugin.extensions import Registered, registered
 from pytest_reactbench.plugin.progress import OncePerSession, progress_printer
 from pytest_reactbench.plugin.settings import Settings, UsageError
 from pytest_reactbench.plugin.shards import shard_text
-from pytest_reactbench.results import RunRecords, TrialResult, Verdict
+from pytest_reactbench.results import Provenance, RunRecords, TrialResult, Verdict
 from pytest_reactbench.results.load import ResultsError
 from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.resume import kept_trials
@@ -153,8 +153,9 @@ class ReactbenchSession:
             task=task.id, task_path=str(task.path), agent=agent, attempt=attempt,
             backend=self.settings.backend, run_id=self.records.run_id, plugin_version=__version__))
         result = TrialResult(task=task.id, agent=agent, attempt=attempt, verdict=Verdict.NOT_ATTEMPTED,
-                             message=reason, run=self.records.run_id, shard=self.trial_options.shard,
-                             record=str(record.path), backend=self.settings.backend)
+                             message=reason, provenance=Provenance(
+                                 run=self.records.run_id, shard=self.trial_options.shard,
+                                 record=str(record.path), backend=self.settings.backend))
         record.finish(result)
         return result
 

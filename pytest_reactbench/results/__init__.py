@@ -3,11 +3,15 @@
 from pytest_reactbench.results.records import RunRecords, TrialRecord, new_run_id, pid_alive
 from pytest_reactbench.results.trial_result import (
     AGENT_SAID,
+    AgentRun,
     BaseImage,
     DiffStat,
     Finding,
     Gate,
+    Grading,
+    Provenance,
     Refusal,
+    Submission,
     TrialResult,
     Verdict,
     retryable,
@@ -16,12 +20,16 @@ from pytest_reactbench.results.trial_result import (
 
 __all__ = [
     "AGENT_SAID",
+    "AgentRun",
     "BaseImage",
     "DiffStat",
     "Finding",
     "Gate",
+    "Grading",
+    "Provenance",
     "Refusal",
     "RunRecords",
+    "Submission",
     "TrialRecord",
     "TrialResult",
     "Verdict",

@@ -82,7 +82,7 @@ def score_agents(outcomes: Iterable[TrialResult], tasks: Sequence[str] | None = 
             valid = [o for o in rows if o.task == task and o.valid]
             if valid:
                 passes = sum(1 for o in valid if o.passed)
-                per_task[task] = sum(o.reward or 0.0 for o in valid) / len(valid)
+                per_task[task] = sum(o.grading.reward or 0.0 for o in valid) / len(valid)
                 counts[task] = (len(valid), passes)
         missing = [t for t in selected if t not in per_task]
         values = [per_task[t] for t in selected if t in per_task]

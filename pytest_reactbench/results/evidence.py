@@ -103,13 +103,13 @@ def gather(result: TrialResult) -> Evidence:
     """The evidence of one trial, from its record when the record is at hand."""
     record = Path(result.record) if result.record else None
     if record is None or not record.is_dir():
-        return Evidence(record=None, agent_log_tail=result.agent_log_tail)
+        return Evidence(record=None, agent_log_tail=result.agent_run.log_tail)
     instruction = ""
     with contextlib.suppress(ResultsError):
         if task_path := TrialManifest.read(record).task_path:
             instruction = _read(Path(task_path) / "instruction.md")
     log = _read(record / "agent.log", limit=10 * MAX_SHOWN)
-    tail = "\n".join(log.rstrip().splitlines()[-LOG_TAIL_LINES:]) if log else result.agent_log_tail
+    tail = "\n".join(log.rstrip().splitlines()[-LOG_TAIL_LINES:]) if log else result.agent_run.log_tail
     calls, cost, tokens = _tool_calls_and_cost(record / "events.jsonl")
     files = [name for name in LINKED if (record / name).is_file()]
     for folder in LINKED_DIRS:

@@ -15,14 +15,15 @@ def _gate_case(result: TrialResult, gate: Gate, passed: bool | None, suite: str)
     if passed is not False:
         return case
     if gate is Gate.TESTS:
-        case.add_failure_info(message=f"{len(result.failing_specs)} failing spec(s)",
-                              output="\n".join(f"{spec}\n{result.spec_message(spec)}".rstrip()
-                                               for spec in result.failing_specs))
+        case.add_failure_info(message=f"{len(result.grading.failing_specs)} failing spec(s)",
+                              output="\n".join(f"{spec}\n{result.grading.spec_message(spec)}".rstrip()
+                                               for spec in result.grading.failing_specs))
     else:
-        lines = [f"{f.file}:{f.line or ''} {f.rule} {f.message}".rstrip() for f in result.findings]
-        lines += [f"still present: {t}" for t in result.remaining_targets]
-        lines += [f"not analysed: {t}" for t in result.unscanned]
-        case.add_failure_info(message=f"{len(result.findings)} new finding(s)", output="\n".join(lines))
+        lines = [f"{f.file}:{f.line or ''} {f.rule} {f.message}".rstrip() for f in result.grading.findings]
+        lines += [f"still present: {t}" for t in result.grading.remaining_targets]
+        lines += [f"not analysed: {t}" for t in result.grading.unscanned]
+        found = len(result.grading.findings)
+        case.add_failure_info(message=f"{found} new finding(s)", output="\n".join(lines))
     return case
 
 
@@ -34,13 +35,13 @@ def gate_report(result: TrialResult) -> str:
         case.add_error_info(message=f"{result.failure}: {result.message}",
                             error_type=result.failure or "error")
         cases.append(case)
-    cases += [_gate_case(result, gate, passed, suite) for gate, passed in result.gates.items()]
-    for spec in result.failing_specs:
+    cases += [_gate_case(result, gate, passed, suite) for gate, passed in result.grading.gates.items()]
+    for spec in result.grading.failing_specs:
         case = TestCase(spec, classname=f"{suite}.specs")
-        case.add_failure_info(message=result.spec_message(spec).partition("\n")[0] or "failed",
-                              output=result.spec_message(spec) or None)
+        case.add_failure_info(message=result.grading.spec_message(spec).partition("\n")[0] or "failed",
+                              output=result.grading.spec_message(spec) or None)
         cases.append(case)
-    if result.verdict is Verdict.FAILED and not result.gates:
+    if result.verdict is Verdict.FAILED and not result.grading.gates:
         case = TestCase("submission", classname=suite)
         case.add_failure_info(message=f"{result.failure}: {result.message}")
         cases.append(case)

@@ -98,7 +98,7 @@ def load_outcomes(path: Path) -> list[TrialResult]:
 
 def _described(run: str, outcomes: list[TrialResult]) -> str:
     agents = ",".join(dict.fromkeys(o.agent for o in outcomes))
-    backends = ",".join(sorted({o.backend for o in outcomes if o.backend})) or "?"
+    backends = ",".join(sorted({o.provenance.backend for o in outcomes if o.provenance.backend})) or "?"
     return f"{run} ({backends}; {agents}; {len({o.task for o in outcomes})} task(s))"
 
 
@@ -107,17 +107,17 @@ def check_one_run(outcomes: Sequence[TrialResult], merge_runs: bool = False) -> 
     (never comparable), or of different runs that are not the shards of one (unless
     `merge_runs`: runs of the same backend, ranked on one leaderboard on purpose).
     Results from before trials named their run are taken as they come."""
-    backends = sorted({o.backend for o in outcomes if o.backend})
+    backends = sorted({o.provenance.backend for o in outcomes if o.provenance.backend})
     if len(backends) > 1:
         raise ResultsError(f"these results ran on different backends ({', '.join(backends)}): "
                            "their verdicts are not comparable; report each backend's run on its own")
     runs: dict[str, list[TrialResult]] = {}
     for outcome in outcomes:
-        if outcome.run:
-            runs.setdefault(outcome.run, []).append(outcome)
+        if outcome.provenance.run:
+            runs.setdefault(outcome.provenance.run, []).append(outcome)
     if len(runs) < 2 or merge_runs:
         return
-    shards = {run: {o.shard for o in found} for run, found in runs.items()}
+    shards = {run: {o.provenance.shard for o in found} for run, found in runs.items()}
     of = {shard.partition("/")[2] for found in shards.values() for shard in found}
     if (all(len(found) == 1 and "" not in found for found in shards.values()) and len(of) == 1
             and len({next(iter(found)) for found in shards.values()}) == len(runs)):

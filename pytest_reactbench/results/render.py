@@ -15,14 +15,15 @@ COLOURS = {"passed": "#2e7d32", "failed": "#c62828", "error": "#6d4c41",
 
 def provenance(outcomes: Sequence[TrialResult]) -> str:
     """Where the verdicts come from (backends, base images) and whether they are formal."""
-    backends = sorted({o.backend for o in outcomes if o.backend})
-    bases = sorted({str(b) for o in outcomes for b in o.bases if b.origin != "system"})
-    informal = [o for o in outcomes if o.valid and not o.formal]
+    backends = sorted({o.provenance.backend for o in outcomes if o.provenance.backend})
+    bases = sorted({str(b) for o in outcomes for b in o.provenance.bases if b.origin != "system"})
+    informal = [o for o in outcomes if o.valid and not o.provenance.formal]
     text = f"backend: {', '.join(backends) or '?'}"
     if bases:
         text += "; base images: " + ", ".join(bases)
     if informal:
-        why = sorted({"the local backend" if o.backend == "local" else "stand-in images" for o in informal})
+        why = sorted({"the local backend" if o.provenance.backend == "local" else "stand-in images"
+                      for o in informal})
         return text + f"; NOT formal ({len(informal)} scored trial(s) ran on {' and '.join(why)})"
     if not any(o.valid for o in outcomes):
         # Only errors (or nothing attempted): no verdict at all, formal or not.
@@ -34,12 +35,12 @@ def usage_lines(outcomes: Sequence[TrialResult]) -> list[str]:
     """Per agent that reported usage: tokens, cost per task and passes per dollar."""
     lines = []
     for agent in sorted({o.agent for o in outcomes}):
-        rows = [o for o in outcomes if o.agent == agent and o.input_tokens is not None]
+        rows = [o for o in outcomes if o.agent == agent and o.agent_run.input_tokens is not None]
         if not rows:
             continue
-        tokens_in = sum(o.input_tokens or 0 for o in rows)
-        tokens_out = sum(o.output_tokens or 0 for o in rows)
-        costs = [o.cost_usd for o in rows if o.cost_usd is not None]
+        tokens_in = sum(o.agent_run.input_tokens or 0 for o in rows)
+        tokens_out = sum(o.agent_run.output_tokens or 0 for o in rows)
+        costs = [o.agent_run.cost_usd for o in rows if o.agent_run.cost_usd is not None]
         line = f"{agent}: {tokens_in} tokens in, {tokens_out} out"
         if costs:
             spent, passes = sum(costs), sum(1 for o in rows if o.passed)

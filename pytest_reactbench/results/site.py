@@ -95,9 +95,9 @@ def junit_run_info(path: Path, outcomes: Sequence[TrialResult]) -> RunInfo | Non
     incomplete = junit_suite_properties(path).get("reactbench.incomplete", "")
     if not incomplete:
         return None
-    runs = sorted({o.run for o in outcomes if o.run})
+    runs = sorted({o.provenance.run for o in outcomes if o.provenance.run})
     return RunInfo(run_id=runs[0] if len(runs) == 1 else path.name,
-                   backend=",".join(sorted({o.backend for o in outcomes if o.backend})),
+                   backend=",".join(sorted({o.provenance.backend for o in outcomes if o.provenance.backend})),
                    incomplete=incomplete)
 
 
@@ -194,32 +194,34 @@ def _reason(result: TrialResult, evidence: Evidence) -> str:
     elif v is Verdict.NOT_ATTEMPTED:
         parts.append(f"<p><b>Not attempted</b>: {_e(result.message)}</p>")
     else:
-        reward = "not graded" if result.reward is None else f"reward {result.reward:g}"
+        reward = "not graded" if result.grading.reward is None else f"reward {result.grading.reward:g}"
         parts.append(f"<p><b>Failed</b> ({_e(reward)}): {_e(result.message)}</p>")
-    if result.gates:
+    if result.grading.gates:
         parts.append("<ul class=gates>" + "".join(
             f"<li>gate {_e(g.value)}: {'pass' if ok else 'FAIL' if ok is False else 'n/a'}</li>"
-            for g, ok in result.gates.items()) + "</ul>")
-    if result.agent_ending and result.agent_ending != "completed":
-        parts.append(f"<p>The agent's ending: <b>{_e(result.agent_ending)}</b>.</p>")
-    if result.failing_specs:
+            for g, ok in result.grading.gates.items()) + "</ul>")
+    if result.agent_run.ending and result.agent_run.ending != "completed":
+        parts.append(f"<p>The agent's ending: <b>{_e(result.agent_run.ending)}</b>.</p>")
+    if result.grading.failing_specs:
         items = []
-        for spec in result.failing_specs:
-            message = result.spec_message(spec)
+        for spec in result.grading.failing_specs:
+            message = result.grading.spec_message(spec)
             items.append(f"<li><code>{_e(spec)}</code>"
                          + (f"<pre class=message>{_e(message)}</pre>" if message else "") + "</li>")
-        parts.append(f"<h3>Failing specs ({len(result.failing_specs)})</h3>"
+        parts.append(f"<h3>Failing specs ({len(result.grading.failing_specs)})</h3>"
                      f"<ul id=failing-specs>{''.join(items)}</ul>")
-    if result.findings:
+    if result.grading.findings:
         rows = "".join(f"<tr><td>{_e(f.rule)}</td><td><code>{_e(f.file)}"
                        f"{'' if f.line is None else f':{f.line}'}</code></td><td>{_e(f.message)}</td></tr>"
-                       for f in result.findings)
+                       for f in result.grading.findings)
         parts.append("<h3>New React Doctor findings</h3><table id=findings><tr><th>rule</th>"
                      f"<th>file:line</th><th>message</th></tr>{rows}</table>")
-    for title, entries in (("Target findings still present", result.remaining_targets),
-                           ("Changed files React Doctor did not analyse", result.unscanned),
-                           ("Refused from the submission", [f"{r.path}: {r.reason}" for r in result.refused]),
-                           ("Submission audit", result.audit)):
+    grading = result.grading
+    for title, entries in (("Target findings still present", grading.remaining_targets),
+                           ("Changed files React Doctor did not analyse", grading.unscanned),
+                           ("Refused from the submission",
+                            [f"{r.path}: {r.reason}" for r in grading.refused]),
+                           ("Submission audit", result.submission.audit)):
         if entries:
             more = f"<li>… and {len(entries) - MAX_LISTED} more</li>" if len(entries) > MAX_LISTED else ""
             # A long list stays folded: the reason above it is what a reader wants first.
@@ -258,7 +260,7 @@ def _trial_page(result: TrialResult, evidence: Evidence, slug: str, site: _Site)
     if evidence.instruction:
         body.append(f"<section id=instruction><h2>Instruction</h2><pre>{_e(evidence.instruction)}</pre>"
                     "</section>")
-    stat = f" ({_e(str(result.diff))})" if result.diff.files else ""
+    stat = f" ({_e(str(result.submission.diff))})" if result.submission.diff.files else ""
     body.append(f"<section id=diff><h2>The agent's diff{stat}</h2>"
                 + (_diff(evidence.diff) if evidence.diff.strip() else "<p>No change.</p>") + "</section>")
     if evidence.agent_log_tail:
@@ -280,25 +282,26 @@ def _trial_page(result: TrialResult, evidence: Evidence, slug: str, site: _Site)
         body.append(f"<section id=transcript><h2>Transcript ({calls} tool call(s))</h2><table>"
                     f"<tr><th>#</th><th>tool</th><th>arguments</th><th>time</th><th>result</th></tr>{rows}"
                     "</table></section>")
-    if result.test_log_tail:
+    if result.grading.test_log_tail:
         body.append(f"<section id=test-log><h2>The verifier's test log (tail)</h2>"
-                    f"<pre>{_e(result.test_log_tail)}</pre></section>")
+                    f"<pre>{_e(result.grading.test_log_tail)}</pre></section>")
     rows = "".join(f"<tr><td>{_e(phase)}</td><td>{seconds:.2f} s</td></tr>" for phase, seconds
                    in sorted(result.durations.items(), key=lambda p: _phase_order(p[0])))
     # What the agent's CLI reported (the result), else what its events carried.
-    spent = result.cost_usd if result.cost_usd is not None else evidence.cost_usd
-    tokens = {"input tokens": result.input_tokens, "output tokens": result.output_tokens} \
-        if result.input_tokens is not None else {k.replace("_", " "): v for k, v in evidence.tokens.items()}
+    run = result.agent_run
+    spent = run.cost_usd if run.cost_usd is not None else evidence.cost_usd
+    tokens = {"input tokens": run.input_tokens, "output tokens": run.output_tokens} \
+        if run.input_tokens is not None else {k.replace("_", " "): v for k, v in evidence.tokens.items()}
     cost = "" if spent is None else f"<tr><td>cost</td><td>${spent:.4f}</td></tr>"
     cost += "".join(f"<tr><td>{_e(k)}</td><td>{v}</td></tr>" for k, v in tokens.items() if v is not None)
     body.append(f"<section id=timings><h2>Timings</h2><table>{rows}<tr><th>total</th>"
                 f"<th>{sum(result.durations.values()):.2f} s</th></tr>{cost}</table>"
                 f"<p>Retries before this result: {result.retries}.</p></section>")
     images = "".join(f"<li>{_e(role)}: <code>{_e(digest)}</code></li>"
-                     for role, digest in sorted(result.images.items()))
-    images += "".join(f"<li>base: {_e(str(b))}</li>" for b in result.bases)
-    body.append(f"<section id=images><h2>Sandbox</h2><p>backend {_e(result.backend or '?')}; "
-                f"{'formal' if result.formal else 'not formal'}</p><ul>{images}</ul></section>")
+                     for role, digest in sorted(result.provenance.images.items()))
+    images += "".join(f"<li>base: {_e(str(b))}</li>" for b in result.provenance.bases)
+    body.append(f"<section id=images><h2>Sandbox</h2><p>backend {_e(result.provenance.backend or '?')}; "
+                f"{'formal' if result.provenance.formal else 'not formal'}</p><ul>{images}</ul></section>")
     if evidence.record is not None:
         record = evidence.record
         links = "".join(f'<li><a href="{site.link(record / name, slug, name)}">{_e(name)}</a></li>'
@@ -368,9 +371,10 @@ def _header(outcomes: Sequence[TrialResult], runs: Sequence[RunInfo]) -> str:
         entries += [("resumed", _e(r)) for r in run.resumed]
         if run.incomplete:
             entries.append(("INCOMPLETE", f'<b class=incomplete>{_e(run.incomplete)}</b>'))
-    backends = sorted({o.backend for o in outcomes if o.backend} | {r.backend for r in runs if r.backend})
+    backends = sorted({o.provenance.backend for o in outcomes if o.provenance.backend}
+                      | {r.backend for r in runs if r.backend})
     entries.append(("backend", _e(", ".join(backends) or "?")))
-    bases = sorted({str(b) for o in outcomes for b in o.bases})
+    bases = sorted({str(b) for o in outcomes for b in o.provenance.bases})
     entries.append(("images", "<br>".join(_e(b) for b in bases) or "(not recorded)"))
     formal = provenance(outcomes).rpartition("; ")[2]
     entries.append(("verdicts", f'<span id="provenance">{_e(formal)}</span>'))
@@ -425,7 +429,7 @@ def write_site(outcomes: Sequence[TrialResult], out: Path, *, title: str = "Reac
             parts = []
             for o in sorted(rows, key=lambda r: r.attempt):
                 why = ", ".join(f"{g.value} {'✓' if v else '✗' if v is False else '-'}"
-                                for g, v in o.gates.items()) or o.failure
+                                for g, v in o.grading.gates.items()) or o.failure
                 parts.append(f'<div class=t><a href="{pages[id(o)]}">#{o.attempt} {_e(o.verdict.value)}</a>'
                              f"<br><small>{_e(why)} · {sum(o.durations.values()):.1f} s</small></div>")
             mean = board.scores[agent].per_task.get(task)

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 PROPERTY = "reactbench."
 #: The JUnit property that carries a whole result, every field, as JSON.
@@ -139,51 +139,33 @@ def _unlisted(text: str | None) -> list[str]:
     return [part.strip() for part in (text or "").split("; ") if part.strip()]
 
 
-class TrialResult(BaseModel):
-    """One agent attempt at one task, from boot to verdict."""
+class AgentRun(_Part):
+    """What the agent did, as its run and its CLI said."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    task: str
-    agent: str
-    attempt: int = 1
-    verdict: Verdict
-    #: The run this trial belongs to (its id), and the shard of it ("K/N") if sharded:
-    #: reports rank one run (or the shards of one) at a time.
-    run: str = ""
-    shard: str = ""
-    reward: float | None = None
-    #: Gate -> passed (None when the verifier did not say).
-    gates: dict[Gate, bool | None] = Field(default_factory=dict)
-    #: For errors the failure class (e.g. "VerifierTimeoutError"); for fails the gates.
-    failure: str = ""
-    message: str = ""
-    agent_ending: str | None = None
-    #: The agent's pinned version (its CLI's), "" when it has none.
-    agent_version: str = ""
-    #: Tokens and cost the agent reported (its CLI's output or the model API's usage).
+    #: How it ended ("completed", "timeout", "exited-nonzero"...), None when it never ran.
+    ending: str | None = None
+    #: Its pinned version (its CLI's), "" when it has none.
+    version: str = ""
+    #: Tokens and cost it reported (its CLI's output or the model API's usage).
     input_tokens: int | None = None
     output_tokens: int | None = None
     cost_usd: float | None = None
-    durations: dict[str, float] = Field(default_factory=dict)
-    #: The trial's run record directory.
-    record: str = ""
-    backend: str = ""
-    #: The engine the agent's sandbox ran on (a Docker engine's URL), when the backend says.
-    engine: str = ""
-    #: Whether the verdict counts as a formal result (docker on the public images).
-    formal: bool = False
-    #: Role ("agent", "verifier") -> digest of the image the sandbox was booted from.
-    images: dict[str, str] = Field(default_factory=dict)
-    #: The base images those were built on, with their provenance.
-    bases: list[BaseImage] = Field(default_factory=list)
-    #: How many times an error made this trial start again before this result.
-    retries: int = 0
-    #: For an error: whether a fresh start may end otherwise (its failure class says).
-    retryable: bool = True
-    diff: DiffStat = Field(default_factory=DiffStat)
-    #: Submission audit findings ("kind: path (detail)").
-    audit: list[str] = Field(default_factory=list)
+    #: The tail of its log, or (from a CLI that reports one) `AGENT_SAID` and its last word.
+    log_tail: str = ""
+
+    @field_validator("log_tail")
+    @classmethod
+    def _plain(cls, value: str) -> str:
+        return strip_ansi(value)
+
+
+class Grading(_Part):
+    """What the verifier said of the submission: the reward and gates, and from our
+    grader's grade.json the reasons behind them."""
+
+    reward: float | None = None
+    #: Gate -> passed (None when the verifier did not say).
+    gates: dict[Gate, bool | None] = Field(default_factory=dict)
     failing_specs: list[str] = Field(default_factory=list)
     #: Failing spec (as `failing_specs` names it, before its status) -> the first lines
     #: of its assertion message, where the test reports gave one.
@@ -195,11 +177,103 @@ class TrialResult(BaseModel):
     unscanned: list[str] = Field(default_factory=list)
     refused: list[Refusal] = Field(default_factory=list)
     test_log_tail: str = ""
-    #: The tail of the agent's log, or (from a CLI that reports one) `AGENT_SAID` and
-    #: its last word.
-    agent_log_tail: str = ""
 
-    @field_validator("message", "test_log_tail", "agent_log_tail")
+    @field_validator("test_log_tail")
+    @classmethod
+    def _plain(cls, value: str) -> str:
+        return strip_ansi(value)
+
+    @property
+    def failed_gates(self) -> list[Gate]:
+        return [gate for gate, ok in self.gates.items() if ok is False]
+
+    def spec_message(self, spec: str) -> str:
+        """The assertion message of one entry of `failing_specs` ("" when none was given)."""
+        return self.spec_messages.get(spec.rsplit(" (", 1)[0], "")
+
+
+class Submission(_Part):
+    """The agent's work as it was collected: its diff, and what the audit found in it."""
+
+    diff: DiffStat = Field(default_factory=DiffStat)
+    #: Submission audit findings ("kind: path (detail)").
+    audit: list[str] = Field(default_factory=list)
+
+
+class Provenance(_Part):
+    """Where the trial ran, on what, and where its record is."""
+
+    #: The run this trial belongs to (its id), and the shard of it ("K/N") if sharded:
+    #: reports rank one run (or the shards of one) at a time.
+    run: str = ""
+    shard: str = ""
+    #: The trial's run record directory.
+    record: str = ""
+    backend: str = ""
+    #: The engine the agent's sandbox ran on (a Docker engine's URL), when the backend says.
+    engine: str = ""
+    #: Whether the verdict counts as a formal result (docker on the public images).
+    formal: bool = False
+    #: Role ("agent", "verifier") -> digest of the image the sandbox was booted from.
+    images: dict[str, str] = Field(default_factory=dict)
+    #: The base images those were built on, with their provenance.
+    bases: list[BaseImage] = Field(default_factory=list)
+
+
+#: The parts of a result, and how a flat form (a record written before the parts, the
+#: readable JUnit properties) names their fields: flat name -> (part, field).
+_PARTS: dict[str, type[_Part]] = {"agent_run": AgentRun, "grading": Grading, "submission": Submission,
+                                  "provenance": Provenance}
+_FLAT: dict[str, tuple[str, str]] = {
+    "agent_ending": ("agent_run", "ending"), "agent_version": ("agent_run", "version"),
+    "agent_log_tail": ("agent_run", "log_tail"),
+    **{name: ("agent_run", name) for name in ("input_tokens", "output_tokens", "cost_usd")},
+    **{name: ("grading", name) for name in Grading.model_fields},
+    **{name: ("submission", name) for name in Submission.model_fields},
+    **{name: ("provenance", name) for name in Provenance.model_fields},
+}
+
+
+class TrialResult(BaseModel):
+    """One agent attempt at one task, from boot to verdict: who and what (task, agent,
+    attempt), the verdict and why (failure, message), and its parts: what the agent
+    did, what the grading said, the work collected, where it ran. Immutable; built by
+    the Trial part by part, read by every report from this one object."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    task: str
+    agent: str
+    attempt: int = 1
+    verdict: Verdict
+    #: For errors the failure class (e.g. "VerifierTimeoutError"); for fails the gates.
+    failure: str = ""
+    message: str = ""
+    #: How many times an error made this trial start again before this result.
+    retries: int = 0
+    #: For an error: whether a fresh start may end otherwise (its failure class says).
+    retryable: bool = True
+    #: Phase -> seconds.
+    durations: dict[str, float] = Field(default_factory=dict)
+    agent_run: AgentRun = Field(default_factory=AgentRun)
+    grading: Grading = Field(default_factory=Grading)
+    submission: Submission = Field(default_factory=Submission)
+    provenance: Provenance = Field(default_factory=Provenance)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest(cls, data: Any) -> Any:
+        """A flat form's fields into their parts (a part given whole keeps its own)."""
+        if not isinstance(data, Mapping) or not any(name in data for name in _FLAT):
+            return data
+        data = dict(data)
+        parts = {part: dict(data.get(part) or {}) for part in _PARTS}
+        for name, (part, field) in _FLAT.items():
+            if name in data:
+                parts[part].setdefault(field, data.pop(name))
+        return {**data, **parts}
+
+    @field_validator("message")
     @classmethod
     def _plain(cls, value: str) -> str:
         return strip_ansi(value)
@@ -218,22 +292,23 @@ class TrialResult(BaseModel):
         return self.verdict is Verdict.PASSED
 
     @property
-    def failed_gates(self) -> list[Gate]:
-        return [gate for gate, ok in self.gates.items() if ok is False]
-
-    def spec_message(self, spec: str) -> str:
-        """The assertion message of one entry of `failing_specs` ("" when none was given)."""
-        return self.spec_messages.get(spec.rsplit(" (", 1)[0], "")
+    def record(self) -> str:
+        """The trial's run record directory ("" when none)."""
+        return self.provenance.record
 
     def retried(self, retries: int) -> TrialResult:
         """This result, as the one reached after `retries` fresh starts."""
         return self.model_copy(update={"retries": retries})
 
     @classmethod
-    def error(cls, task: str, agent: str, attempt: int, exc: BaseException, **fields: Any) -> TrialResult:
+    def error(cls, task: str, agent: str, attempt: int, exc: BaseException, *,
+              provenance: Provenance | None = None, durations: Mapping[str, float] | None = None,
+              agent_run: AgentRun | None = None) -> TrialResult:
         """A trial that ended in a harness error: no score."""
         return cls(task=task, agent=agent, attempt=attempt, verdict=Verdict.ERROR,
-                   failure=type(exc).__name__, message=str(exc), retryable=retryable(exc), **fields)
+                   failure=type(exc).__name__, message=str(exc), retryable=retryable(exc),
+                   provenance=provenance or Provenance(), durations=dict(durations or {}),
+                   agent_run=agent_run or AgentRun())
 
     # -- status.json -------------------------------------------------------------------
 
@@ -254,10 +329,11 @@ class TrialResult(BaseModel):
             data.pop("diff", None)
         if status.get("status") != "complete":
             reason = str(status.get("reason") or "the trial never finished")
+            where = cls.model_validate({"task": "", "agent": "", "verdict": Verdict.ERROR, **data}).provenance
             return cls(task=str(data.get("task")), agent=str(data.get("agent")),
                        attempt=int(data.get("attempt") or 1), verdict=Verdict.ERROR,
-                       failure="incomplete record", message=reason, record=str(data["record"]),
-                       backend=str(data.get("backend") or ""))
+                       failure="incomplete record", message=reason,
+                       provenance=Provenance(record=where.record, backend=where.backend))
         return cls.model_validate(data)
 
     # -- JUnit properties ----------------------------------------------------------------
@@ -265,48 +341,49 @@ class TrialResult(BaseModel):
     def properties(self) -> list[tuple[str, str]]:
         """The testcase properties of this trial in JUnit XML."""
         p = PROPERTY
+        run, grading, work, where = self.agent_run, self.grading, self.submission, self.provenance
         props = [
             (f"{p}task", self.task),
             (f"{p}agent", self.agent),
             (f"{p}attempt", str(self.attempt)),
             (f"{p}verdict", self.verdict.value),
-            (f"{p}reward", "" if self.reward is None else f"{self.reward:g}"),
-            *((f"{p}gate.{gate.value}", _gate_text(self.gates.get(gate))) for gate in Gate),
+            (f"{p}reward", "" if grading.reward is None else f"{grading.reward:g}"),
+            *((f"{p}gate.{gate.value}", _gate_text(grading.gates.get(gate))) for gate in Gate),
             (f"{p}failure", self.failure),
-            (f"{p}agent_ending", self.agent_ending or ""),
-            (f"{p}backend", self.backend),
-            (f"{p}formal", str(int(self.formal))),
+            (f"{p}agent_ending", run.ending or ""),
+            (f"{p}backend", where.backend),
+            (f"{p}formal", str(int(where.formal))),
         ]
-        if self.engine:
-            props.append((f"{p}engine", self.engine))
-        if self.agent_version:
-            props.append((f"{p}agent_version", self.agent_version))
+        if where.engine:
+            props.append((f"{p}engine", where.engine))
+        if run.version:
+            props.append((f"{p}agent_version", run.version))
         for name in ("input_tokens", "output_tokens"):
-            if (count := getattr(self, name)) is not None:
+            if (count := getattr(run, name)) is not None:
                 props.append((f"{p}{name}", str(count)))
-        if self.cost_usd is not None:
-            props.append((f"{p}cost_usd", f"{self.cost_usd:.6f}"))
+        if run.cost_usd is not None:
+            props.append((f"{p}cost_usd", f"{run.cost_usd:.6f}"))
         if self.message:
             props.append((f"{p}message", self.message[:MAX_MESSAGE]))
         props += [(f"{p}duration.{phase}", f"{seconds:.3f}") for phase, seconds in self.durations.items()]
         if self.retries:
             props.append((f"{p}retries", str(self.retries)))
-        if self.diff.files or self.diff.added or self.diff.removed:
-            props.append((f"{p}diff.stat", str(self.diff)))
-            props.append((f"{p}diff.files", " ".join(self.diff.files[:MAX_LISTED])))
-        if self.audit:
-            props.append((f"{p}audit", _listed(self.audit)))
-        props += [(f"{p}image.{role}", digest) for role, digest in sorted(self.images.items())]
-        if self.bases:
-            props.append((f"{p}bases", _listed(self.bases)))
-        if self.failing_specs:
-            props.append((f"{p}tests.failing", _listed(self.failing_specs)))
-        if self.findings:
-            props.append((f"{p}react_doctor.new", _listed(self.findings)))
-        if self.unscanned:
-            props.append((f"{p}react_doctor.unscanned", _listed(self.unscanned)))
-        if self.record:
-            props.append((f"{p}record", self.record))
+        if work.diff.files or work.diff.added or work.diff.removed:
+            props.append((f"{p}diff.stat", str(work.diff)))
+            props.append((f"{p}diff.files", " ".join(work.diff.files[:MAX_LISTED])))
+        if work.audit:
+            props.append((f"{p}audit", _listed(work.audit)))
+        props += [(f"{p}image.{role}", digest) for role, digest in sorted(where.images.items())]
+        if where.bases:
+            props.append((f"{p}bases", _listed(where.bases)))
+        if grading.failing_specs:
+            props.append((f"{p}tests.failing", _listed(grading.failing_specs)))
+        if grading.findings:
+            props.append((f"{p}react_doctor.new", _listed(grading.findings)))
+        if grading.unscanned:
+            props.append((f"{p}react_doctor.unscanned", _listed(grading.unscanned)))
+        if where.record:
+            props.append((f"{p}record", where.record))
         # The whole result, for the readers: the properties above are for people and for
         # tools that read JUnit, and they cut long lists and messages. ASCII JSON: no
         # character of it is one that XML cannot carry or that its parsers normalise.
@@ -330,7 +407,7 @@ class TrialResult(BaseModel):
             verdict = Verdict(props[f"{p}verdict"])
         except ValueError:
             verdict = Verdict.ERROR
-        return cls(
+        return cls.model_validate(dict(  # flat: each field goes into its part
             task=props[f"{p}task"],
             agent=props.get(f"{p}agent", ""),
             attempt=int(props.get(f"{p}attempt") or 1),
@@ -361,4 +438,4 @@ class TrialResult(BaseModel):
             failing_specs=_unlisted(props.get(f"{p}tests.failing")),
             findings=[Finding.parse(f) for f in _unlisted(props.get(f"{p}react_doctor.new"))],
             unscanned=_unlisted(props.get(f"{p}react_doctor.unscanned")),
-        )
+        ))

@@ -20,12 +20,16 @@ from pytest_reactbench.agents import Agent, AgentAPIError, AgentAuthError, Agent
 from pytest_reactbench.agents.output import failed_by_egress, readable_log
 from pytest_reactbench.results import (
     AGENT_SAID,
+    AgentRun,
     BaseImage,
     DiffStat,
     Finding,
     Gate,
+    Grading,
+    Provenance,
     Refusal,
     RunRecords,
+    Submission,
     TrialRecord,
     TrialResult,
     Verdict,
@@ -231,16 +235,17 @@ def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def _grade_fields(graded: Grade) -> dict[str, Any]:
+def _grading(graded: Grade) -> tuple[Grading, str]:
     """What the failure screen, JUnit and the report show of a grade: the reward and
-    gates, and from our verifier's typed grade.json the reasons behind them."""
-    fields: dict[str, Any] = {"reward": graded.reward.reward,
-                              "gates": {gate: graded.gate(gate.value) for gate in Gate}}
+    gates, and from our verifier's typed grade.json the reasons behind them; and why
+    grading stopped early, when the submission broke it ("" when it did not)."""
+    gates = {gate: graded.gate(gate.value) for gate in Gate}
     report = graded.details
     if report is None:  # a grader of the task's own: reward.json is all there is
-        return fields
+        return Grading(reward=graded.reward.reward, gates=gates), ""
     doctor = report.react_doctor
-    fields.update(
+    grading = Grading(
+        reward=graded.reward.reward, gates=gates,
         failing_specs=report.tests.failing,
         spec_messages={f"{spec.file} > {spec.name}": spec.message for spec in report.tests.specs
                        if spec.status != "passed" and spec.message},
@@ -250,10 +255,23 @@ def _grade_fields(graded: Grade) -> dict[str, Any]:
         unscanned=doctor.unscanned,
         refused=[Refusal(path=r.path, reason=r.reason) for r in report.submission.refused],
     )
-    if report.failure is not None:
-        # Grading stopped early: the submission broke it during this phase.
-        fields["grading_stopped"] = f"grading stopped during {report.failure.phase}: {report.failure.reason}"
-    return fields
+    stopped = "" if report.failure is None else \
+        f"grading stopped during {report.failure.phase}: {report.failure.reason}"
+    return grading, stopped
+
+
+def _agent_run(version: str, outcome: AgentOutcome | None) -> AgentRun:
+    """What the agent did, from how its run ended (None: it never ran)."""
+    if outcome is None:
+        return AgentRun(version=version)
+    usage = outcome.usage
+    return AgentRun(
+        version=version, ending=outcome.ending,
+        # What the CLI said in the end, rather than the tail of its raw stream.
+        log_tail=AGENT_SAID + outcome.said if outcome.said else _tail(readable_log(outcome.log)),
+        input_tokens=usage.input_tokens if usage else None,
+        output_tokens=usage.output_tokens if usage else None,
+        cost_usd=usage.cost_usd if usage else None)
 
 
 class Trial:
@@ -321,11 +339,22 @@ class Trial:
             "retry_of": str(retry_of.path) if retry_of else None,
         })
 
-    def _result(self, record: TrialRecord, verdict: Verdict, **fields: Any) -> TrialResult:
-        return TrialResult(task=self.task.id, agent=self.agent.name, attempt=self.attempt,
-                           verdict=verdict, run=self.records.run_id, shard=self.options.shard,
-                           record=str(record.path), backend=self.backend.name,
-                           agent_version=self.agent.version, engine=self._engine, **fields)
+    def _result(self, record: TrialRecord, verdict: Verdict, images: Mapping[str, Image],
+                durations: Mapping[str, float], *, failure: str, message: str, retryable: bool = True,
+                outcome: AgentOutcome | None = None, grading: Grading | None = None,
+                submission: Submission | None = None) -> TrialResult:
+        bases = {base.name: BaseImage(name=base.name, digest=base.digest, origin=base.origin)
+                 for image in images.values() for base in image.bases}
+        where = Provenance(
+            run=self.records.run_id, shard=self.options.shard, record=str(record.path),
+            backend=self.backend.name, engine=self._engine,
+            formal=self.backend.formal and all(image.formal for image in images.values()),
+            images={role: image.digest for role, image in images.items()}, bases=list(bases.values()))
+        return TrialResult(task=self.task.id, agent=self.agent.name, attempt=self.attempt, verdict=verdict,
+                           failure=failure, message=message, retryable=retryable, durations=dict(durations),
+                           agent_run=_agent_run(self.agent.version, outcome),
+                           grading=grading or Grading(), submission=submission or Submission(),
+                           provenance=where)
 
     def _run_once(self, record: TrialRecord) -> TrialResult:
         durations: dict[str, float] = {}
@@ -334,9 +363,9 @@ class Trial:
         self._engine = ""
 
         def error(exc: BaseException, message: str | None = None) -> TrialResult:
-            return self._result(record, Verdict.ERROR, failure=type(exc).__name__, retryable=retryable(exc),
+            return self._result(record, Verdict.ERROR, images, durations, failure=type(exc).__name__,
                                 message=str(exc) if message is None else message,
-                                durations=durations, **_provenance(images, self.backend))
+                                retryable=retryable(exc))
 
         try:
             problem = unsupported(self.task)
@@ -382,20 +411,13 @@ class Trial:
                        durations: dict[str, float], images: dict[str, Image]) -> TrialResult:
         task, agent = self.task, self.agent
         outcome: AgentOutcome | None = None
-        found: dict[str, Any] = {"durations": durations, **_provenance(images, self.backend)}
+        submission: Submission | None = None
 
-        def finish(verdict: Verdict, failure: str, message: str, **more: Any) -> TrialResult:
-            ending: dict[str, Any] = (
-                {"agent_ending": outcome.ending,
-                 # What the CLI said in the end, rather than the tail of its raw stream.
-                 "agent_log_tail": AGENT_SAID + outcome.said if outcome.said
-                 else _tail(readable_log(outcome.log))}
-                if outcome else {})
-            if outcome and outcome.usage:
-                ending.update(input_tokens=outcome.usage.input_tokens,
-                              output_tokens=outcome.usage.output_tokens, cost_usd=outcome.usage.cost_usd)
-            return self._result(record, verdict, failure=failure, message=message,
-                                **found, **ending, **more)
+        def finish(verdict: Verdict, failure: str, message: str, retryable: bool = True,
+                   grading: Grading | None = None) -> TrialResult:
+            return self._result(record, verdict, images, durations, failure=failure, message=message,
+                                retryable=retryable, outcome=outcome, grading=grading,
+                                submission=submission)
 
         try:
             # The CLI the layer installed must answer before it is given the task.
@@ -419,15 +441,15 @@ class Trial:
             if outcome.auth_failure:
                 # Nothing the agent left is its work: no score, and a retry would be refused too.
                 return finish(Verdict.ERROR, AgentAuthError.__name__, outcome.auth_failure,
-                              retryable=retryable(AgentAuthError))
+                              retryable(AgentAuthError))
             if outcome.api_failure:
                 # The model API's fault, not the agent's work: no score; a retry may get through.
                 return finish(Verdict.ERROR, AgentAPIError.__name__, outcome.api_failure)
-            transfers = _collected(record, agent_box, task, base_index, found, durations)
-            if self.options.strict and found["audit"]:
+            transfers, submission = _collected(record, agent_box, task, base_index, durations)
+            if self.options.strict and submission.audit:
                 return finish(Verdict.FAILED, "audit", "--reactbench-strict: the submission touches "
-                              + f"{len(found['audit'])} file(s) that can fool a grader: "
-                              + "; ".join(found["audit"][:10]))
+                              + f"{len(submission.audit)} file(s) that can fool a grader: "
+                              + "; ".join(submission.audit[:10]))
             durations["verifier_boot"] = durations.get("verifier_boot", 0.0) + verifier.ready()
             with _timed(durations, "verify", record), self._beat("grading"):
                 graded = grade(verifier, transfers, self.verifier_timeout,
@@ -436,26 +458,25 @@ class Trial:
             # The submission broke the grading once its code or files were in play.
             return finish(Verdict.FAILED, exc.failure, str(exc))
         except (SandboxError, VerifierError) as exc:
-            return finish(Verdict.ERROR, type(exc).__name__, str(exc), retryable=retryable(exc))
+            return finish(Verdict.ERROR, type(exc).__name__, str(exc), retryable(exc))
         if graded.details is not None:
             # Our verifier times its parts: the task's test command and the React Doctor scan.
             for phase in ("test_command", "scan"):
                 if phase in graded.details.timings:
                     durations[phase] = graded.details.timings[phase]
-        verdict, failure, message, fields = _judged(graded, transfers, record,
-                                                     outcome.headline if outcome else "")
-        return finish(verdict, failure, message, **fields)
+        verdict, failure, message, grading = _judged(graded, transfers, record,
+                                                      outcome.headline if outcome else "")
+        return finish(verdict, failure, message, grading=grading)
 
 
 def _collected(record: TrialRecord, agent_box: Sandbox, task: Task, base_index: Any,
-               found: dict[str, Any], durations: dict[str, float]) -> list[Transfer]:
+               durations: dict[str, float]) -> tuple[list[Transfer], Submission]:
     """The agent's work out of its sandbox: its diff (recorded), the task's artifacts
     (recorded, with what was dropped) and the audit of what can fool a grader."""
     diff = agent_box.exec(DIFF_COMMAND, cwd="/", timeout=120).stdout
     if len(diff) > MAX_RECORDED_DIFF:
         diff = diff[:MAX_RECORDED_DIFF] + b"\n[diff truncated at 10 MiB by the run record]\n"
     record.write_text("diff.patch", diff)
-    found["diff"] = stat_of(diff.decode("utf-8", "replace"))
     with _timed(durations, "artifacts", record):
         transfers = collect(agent_box, task.config.artifacts)
         for transfer in transfers:
@@ -466,32 +487,32 @@ def _collected(record: TrialRecord, agent_box: Sandbox, task: Task, base_index: 
          "dropped": [{"path": p, "reason": r} for p, r in t.dropped]}
         for t in transfers
     ])
-    found["audit"] = [str(f) for f in audit(transfers, base_index)]
-    record.write_json("audit.json", found["audit"])
-    return transfers
+    submission = Submission(diff=stat_of(diff.decode("utf-8", "replace")),
+                            audit=[str(f) for f in audit(transfers, base_index)])
+    record.write_json("audit.json", submission.audit)
+    return transfers, submission
 
 
 def _judged(graded: Grade, transfers: Sequence[Transfer], record: TrialRecord,
-            headline: str) -> tuple[Verdict, str, str, dict[str, Any]]:
+            headline: str) -> tuple[Verdict, str, str, Grading]:
     """The verdict of a graded submission: its failure class and message, and the
-    result's grade fields (refusals, the test log's tail)."""
-    fields = _grade_fields(graded)
+    result's grading (refusals, the test log's tail)."""
+    grading, stopped = _grading(graded)
     # What could not cross to the verifier is refused too (its base version graded).
-    dropped = [Refusal(path=path, reason=f"not carried to the verifier: {why}")
-               for transfer in transfers for path, why in transfer.dropped]
-    if dropped:
-        fields["refused"] = [*fields.get("refused", []), *dropped]
+    refused = [*grading.refused, *(Refusal(path=path, reason=f"not carried to the verifier: {why}")
+                                   for transfer in transfers for path, why in transfer.dropped)]
     test_log = record.path / "verifier" / "test-stdout.txt"
-    if test_log.is_file():
-        fields["test_log_tail"] = _tail(test_log.read_text(errors="replace"))
+    grading = grading.model_copy(update={
+        "refused": refused,
+        "test_log_tail": _tail(test_log.read_text(errors="replace")) if test_log.is_file() else ""})
     if graded.passed:
-        return Verdict.PASSED, "", "", fields
-    failed = [gate.value for gate, ok in fields["gates"].items() if ok is False]
+        return Verdict.PASSED, "", "", grading
+    failed = [gate.value for gate in grading.failed_gates]
     message = (f"reward {graded.reward.reward:g} < 1" if not failed else
                "failed gate" + ("s " if len(failed) > 1 else " ") + ", ".join(failed))
-    if "grading_stopped" in fields:
-        message += "; " + fields.pop("grading_stopped")
-    if refused := fields.get("refused"):
+    if stopped:
+        message += "; " + stopped
+    if refused:
         # A file the graded code needs may be among them: the refusal comes first,
         # not only the failure it caused.
         first = refused[0]
@@ -504,7 +525,7 @@ def _judged(graded: Grade, transfers: Sequence[Transfer], record: TrialRecord,
         failure, message = "tampered", f"{graded.details.tests.tampered[0]}; {message}"
     if headline:
         message = f"{headline}; {message}"
-    return Verdict.FAILED, failure, message, fields
+    return Verdict.FAILED, failure, message, grading
 
 
 def _baked(record: TrialRecord, durations: dict[str, float], name: str, make: Callable[[], Image],
@@ -515,14 +536,6 @@ def _baked(record: TrialRecord, durations: dict[str, float], name: str, make: Ca
         image = make()
     record.event("bake-end", image=name, digest=image.digest, cached=image.cached)
     return image
-
-
-def _provenance(images: Mapping[str, Image], backend: Backend) -> dict[str, Any]:
-    bases = {base.name: BaseImage(name=base.name, digest=base.digest, origin=base.origin)
-             for image in images.values() for base in image.bases}
-    return {"images": {role: image.digest for role, image in images.items()},
-            "bases": list(bases.values()),
-            "formal": backend.formal and all(image.formal for image in images.values())}
 
 
 def _run_agent(agent: Agent, task: Task, sandbox: Sandbox, record: TrialRecord,

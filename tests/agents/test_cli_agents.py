@@ -122,7 +122,7 @@ def test_cli_solves_a_shipped_task_and_fails_a_wrong_answer(
     name = NAME.get(cli, cli)
     status = json.loads(next((suite.path / "records").glob(f"*/counter-reset__{name}__1/status.json"))
                         .read_text())
-    assert status["agent_version"] == shipped["reactbench.agent_version"]
+    assert status["agent_run"]["version"] == shipped["reactbench.agent_version"]
     # Its transcript: the scripted shell call that wrote the change (Aider's: the edit
     # its chat history says it applied), in the record and on the trial's page as a
     # browser shows it.

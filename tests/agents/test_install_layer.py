@@ -47,7 +47,7 @@ def test_the_layer_is_baked_on_the_task_image_and_reused(suite: pytest.Pytester)
     assert [b[0]["cached"] for b in bakes] == [True, True]
     assert bakes[0][0]["digest"] == bakes[1][0]["digest"]
     status = json.loads((records[0] / "status.json").read_text())
-    assert status["agent_version"] == "1.2.3"
+    assert status["agent_run"]["version"] == "1.2.3"
     assert json.loads((records[0] / "manifest.json").read_text())["agent_version"] == "1.2.3"
     assert "layer 1.2.3" in (records[0] / "agent.log").read_text()  # the layer's ENV reached it
 

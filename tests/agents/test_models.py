@@ -41,8 +41,9 @@ def test_a_model_solves_through_the_tools_and_a_wrong_key_is_an_error(
     status = json.loads((first / "status.json").read_text())
     assert status["verdict"] == "passed"
     # One turn with the write, one with submit.
-    assert (status["input_tokens"], status["output_tokens"]) == (2 * INPUT_TOKENS, 2 * OUTPUT_TOKENS)
-    assert status["agent_version"].startswith(provider + " ")
+    run = status["agent_run"]
+    assert (run["input_tokens"], run["output_tokens"]) == (2 * INPUT_TOKENS, 2 * OUTPUT_TOKENS)
+    assert status["agent_run"]["version"].startswith(provider + " ")
     events = [json.loads(line) for line in (first / "events.jsonl").read_text().splitlines()]
     assert [e["tool"] for e in events if e["event"] == "tool"] == ["bash", "submit"]
     # What the model said is the transcript's message.

@@ -24,7 +24,7 @@ def test_the_agent_gets_the_scaled_time(suite: pytest.Pytester, args: tuple[str,
     result = suite.runpytest(SLOW_AGENT, "--reactbench-agent=slow", *args)
     record = next((suite.path / "records").glob("*/alpha__slow__1"))
     status = json.loads((record / "status.json").read_text())
-    assert status["agent_ending"] == outcome
+    assert status["agent_run"]["ending"] == outcome
     manifest = json.loads((record / "manifest.json").read_text())
     assert manifest["timeouts"] == {"agent": limit, "verifier": 30 * limit / 2}
     run = json.loads((record.parent / "manifest.json").read_text())

@@ -18,8 +18,8 @@ def test_usage_goes_through_junit_properties_and_back() -> None:
     assert props["reactbench.cost_usd"] == "0.012800"
     back = TrialResult.from_properties(props)
     assert back is not None
-    assert (back.agent_version, back.input_tokens, back.output_tokens, back.cost_usd) == (
-        "2.1.332", 2400, 160, 0.0128)
+    run = back.agent_run
+    assert (run.version, run.input_tokens, run.output_tokens, run.cost_usd) == ("2.1.332", 2400, 160, 0.0128)
     assert TrialResult.model_validate(original.status()) == original
 
 

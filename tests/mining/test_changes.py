@@ -216,7 +216,7 @@ def test_control_refusals_say_which_control_and_gate(tmp_path: Path) -> None:
                         gates={Gate.TESTS: True, Gate.REACT_DOCTOR: False},
                         unscanned=["src/lib/parse.ts", "src/lib/link.ts"])
     back = TrialResult.from_properties(dict(blind.properties()))
-    assert back is not None and back.unscanned == blind.unscanned
+    assert back is not None and back.grading.unscanned == blind.grading.unscanned
     run = ControlRun({("t", "nop"): controls(tmp_path, FAIL_TESTS, PASS).results[("t", "nop")],
                       ("t", "oracle"): back}, "")
     assert texts(control_refusals(run, "t")) == [

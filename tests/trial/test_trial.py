@@ -56,8 +56,9 @@ def test_pass_and_fail_each_end_with_one_finished_record(tmp_path: Path, backend
     records = RunRecords(tmp_path / "records", "run1")
     passed = Trial(task, OracleAgent(), stages=stages(backend), records=records).run()
     failed = Trial(task, NopAgent(), stages=stages(backend), records=records).run()
-    assert (passed.verdict, passed.reward, passed.backend) == (Verdict.PASSED, 1.0, "local")
-    assert passed.formal is False  # the local backend is a development backend
+    assert (passed.verdict, passed.grading.reward) == (Verdict.PASSED, 1.0)
+    assert passed.provenance.backend == "local"
+    assert passed.provenance.formal is False  # the local backend is a development backend
     assert (failed.verdict, failed.failure) == (Verdict.FAILED, "tests")
     for result in (passed, failed):
         # The record reads back as the very result the trial returned.
