@@ -34,7 +34,9 @@ def test_leaderboard_usage_lines() -> None:
     assert usage_lines(outcomes) == [
         "claude-code: 4800 tokens in, 320 out; $0.0400 over 2 trial(s), $0.0200 per task, "
         "25.0 passes per dollar"]
-    codex = [r.model_copy(update={"agent": "codex", "cost_usd": None}) for r in outcomes[:2]]
+    codex = [r.model_copy(update={"agent": "codex",
+                                  "agent_run": r.agent_run.model_copy(update={"cost_usd": None})})
+             for r in outcomes[:2]]
     assert usage_lines(codex) == ["codex: 4800 tokens in, 320 out"]
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from pytest_reactbench.results import TrialResult, Verdict
+from pytest_reactbench.results import Provenance, TrialResult, Verdict
 from pytest_reactbench.results.aggregate import bootstrap_ci, pass_at_k, score_agents
 from pytest_reactbench.results.compare import compare, fisher_one_sided, sign_flip_p
 from pytest_reactbench.results.render import provenance
@@ -142,7 +142,8 @@ def test_an_agent_whose_trials_end_in_errors_is_unranked() -> None:
 
 def test_formal_is_said_only_of_scored_runs() -> None:
     def on(backend: str, verdict: str, formal: bool) -> TrialResult:
-        return o("a", "x", verdict).model_copy(update={"backend": backend, "formal": formal})
+        where = Provenance(backend=backend, formal=formal)
+        return o("a", "x", verdict).model_copy(update={"provenance": where})
 
     assert provenance([on("local", "error", False)]).endswith("; no results (no trial was scored)")
     assert provenance([on("docker", "error", False), on("docker", "not-attempted", False)]).endswith(
