@@ -99,15 +99,19 @@ class Option:
         where += [f"default: {shown}"] if shown else []
         return f"{self.help} ({'; '.join(where)})" if where else self.help
 
-    def declare(self, parser: pytest.Parser, group: Any) -> None:
-        kwargs: dict[str, Any] = {"help": self.full_help()}
+    def _argument(self, ini: bool) -> dict[str, Any]:
+        """argparse's keywords for it (pytest's addoption takes the same)."""
+        kwargs: dict[str, Any] = {"help": self.full_help(ini)}
         if self.kind == "flag":
             kwargs.update(action="store_true", default=None)
         elif self.kind == "many":
             kwargs.update(action="append", default=[], metavar=self.metavar)
         else:
             kwargs.update(default=None, metavar=self.metavar, choices=self.choices, type=self.number)
-        group.addoption(self.flag, **kwargs)
+        return kwargs
+
+    def declare(self, parser: pytest.Parser, group: Any) -> None:
+        group.addoption(self.flag, **self._argument(ini=True))
         if self.ini:
             default = self.default if self.default is not None else ("" if self.ini_type is None else [])
             parser.addini(self.ini, self.ini_help, type=self.ini_type, default=default)
@@ -116,15 +120,8 @@ class Option:
         """Declare it to an argparse command of `reactbench`, as `--reactbench-X` and
         its short form `--X` (no ini file there: the command line, the environment,
         then the default)."""
-        kwargs: dict[str, Any] = {"help": self.full_help(ini=False)}
-        if self.kind == "flag":
-            kwargs.update(action="store_true", default=None)
-        elif self.kind == "many":
-            kwargs.update(action="append", default=[], metavar=self.metavar)
-        else:
-            kwargs.update(default=None, metavar=self.metavar, choices=self.choices, type=self.number)
         parser.add_argument("--" + self.flag.removeprefix("--reactbench-"), self.flag, dest=self.dest,
-                            **kwargs)
+                            **self._argument(ini=False))
 
     def resolve(self, given: Any, ini: Any, here: Path, ini_base: Path, values: Mapping[str, Any]) -> Any:
         """Its value from what the command line gave, what the ini file says (None: no
