@@ -261,8 +261,9 @@ def run_attacks(tmp_path: Path, agents: list[str], *extra: str,
     return verdicts, proc.stdout
 
 
-def test_no_attack_wins(tmp_path: Path) -> None:
-    verdicts, out = run_attacks(tmp_path, ["oracle", *CONTROLS, *ATTACKS])
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_no_attack_wins(tmp_path: Path, backend: str) -> None:
+    verdicts, out = run_attacks(tmp_path, ["oracle", *CONTROLS, *ATTACKS], f"--reactbench-sandbox={backend}")
     assert set(verdicts) == {"oracle", *CONTROLS, *ATTACKS}
     for control in ("oracle", *CONTROLS):
         assert verdicts[control]["reactbench.verdict"] == "passed", (control, out[-3000:])
