@@ -48,10 +48,10 @@ def timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, in
     before, started = received_bytes(), time.monotonic()
     proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
     seconds, fetched = time.monotonic() - started, received_bytes() - before
-    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    lines = proc.stdout.strip().splitlines()
     if proc.returncode not in (0, 1):
-        print("\n".join(lines[-40:]), file=sys.stderr)
-    return seconds, fetched, lines[-1] if lines else f"exit {proc.returncode}"
+        print("\n".join(lines[-40:]) + proc.stderr[-4000:], file=sys.stderr)
+    return seconds, fetched, lines[-1].strip("= ") if lines else f"exit {proc.returncode}"
 
 
 def main() -> None:
@@ -59,13 +59,15 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default="local")
     parser.add_argument("--setup", action="store_true", help="run `bash .ci/setup` in the clone first")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="the bake cache to use (empty, made if missing) and keep, to look into")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="reactbench-newcomer-") as name:
         tmp = Path(name)
         clone = tmp / "clone"
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-        cache = tmp / "cache"
-        cache.mkdir()
+        cache = args.keep or tmp / "cache"
+        cache.mkdir(parents=True)
         path = [str(clone), *filter(None, [os.environ.get("PYTHONPATH")])]
         env = {**os.environ, "REACTBENCH_CACHE": str(cache), "PYTHONPATH": os.pathsep.join(path)}
         if args.setup:

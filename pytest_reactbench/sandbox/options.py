@@ -81,6 +81,14 @@ def images_mode(value: str, source: str) -> ImagesMode:
 UNSIGNED_REGISTRY_ENV: Mapping[str, str] = {
     "COREPACK_INTEGRITY_KEYS": "0", "pnpm_config_pm_on_fail": "ignore"}
 
+#: The package managers as the public images run them, in bakes and sandboxes: no
+#: release-age policy (pnpm 11 enables one by default and checks every lockfile entry
+#: of a frozen install against the registry's full metadata, its publish time: a
+#: download a locked install does not need at bake time, and a lookup an offline
+#: verifier cannot make at grade time), and no look for a newer pnpm.
+PACKAGE_MANAGER_ENV: Mapping[str, str] = {"pnpm_config_minimum_release_age": "0",
+                                          "pnpm_config_update_notifier": "false"}
+
 
 @dataclass(frozen=True)
 class SandboxOptions:
@@ -104,9 +112,10 @@ class SandboxOptions:
     #: or None for none.
     download_cache: Path | None = None
     @property
-    def registry_env(self) -> dict[str, str]:
-        """The variables of `unsigned_registry`, for bakes and sandboxes."""
-        return dict(UNSIGNED_REGISTRY_ENV) if self.unsigned_registry else {}
+    def package_manager_env(self) -> dict[str, str]:
+        """The package managers' variables for bakes and sandboxes: PACKAGE_MANAGER_ENV,
+        and those of `unsigned_registry`."""
+        return {**PACKAGE_MANAGER_ENV, **(UNSIGNED_REGISTRY_ENV if self.unsigned_registry else {})}
 
     #: Who owns the sandboxes (host:pid by default): a later run removes those of
     #: owners that died.

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_reactbench.plugin.options import OPTIONS
 from pytest_reactbench.plugin.settings import Settings, read_settings
-from pytest_reactbench.sandbox.options import UNSIGNED_REGISTRY_ENV, SandboxOptions
+from pytest_reactbench.sandbox.options import PACKAGE_MANAGER_ENV, UNSIGNED_REGISTRY_ENV, SandboxOptions
 
 Read = Callable[..., Settings]
 
@@ -99,8 +99,9 @@ def test_a_garbled_variable_is_a_usage_error_naming_it(settings: Read,
 def test_the_unsigned_registry_reaches_bakes_and_sandboxes_only_when_asked(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("REACTBENCH_UNSIGNED_REGISTRY", raising=False)
-    assert SandboxOptions().registry_env == {}
-    assert SandboxOptions(unsigned_registry=True).registry_env == dict(UNSIGNED_REGISTRY_ENV)
+    assert SandboxOptions().package_manager_env == dict(PACKAGE_MANAGER_ENV)
+    assert SandboxOptions(unsigned_registry=True).package_manager_env == {**PACKAGE_MANAGER_ENV,
+                                                                        **UNSIGNED_REGISTRY_ENV}
     # A backend made outside a pytest session (`reactbench images`, the miner) reads the variable.
     monkeypatch.setenv("REACTBENCH_UNSIGNED_REGISTRY", "yes")
     assert SandboxOptions().unsigned_registry is True

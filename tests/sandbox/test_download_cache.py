@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_reactbench.sandbox.base import Limits
 from pytest_reactbench.sandbox.downloads import DownloadCache, preferred_port
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.registry import BUILTIN_BACKENDS
@@ -168,3 +169,72 @@ def test_concurrent_caches_over_one_directory_serve_whole_files(tmp_path: Path, 
         cache.close()
     assert answers == [(200, TARBALL)] * 160
     assert not [p for p in (tmp_path / "downloads").rglob(".*") if p.is_file()]
+
+
+IS_NUMBER = ("sha512-41Cifkg6e8TylSpdtTpeLVMqvSBEVzTttHvERD741+pnZ8ANv0004MRL43QKPDlK9cGvNp6NZWZU"
+             "BlbGXYxxng==")
+LOCKED = {
+    "package.json": json.dumps({"name": "app", "version": "1.0.0", "dependencies": {"is-number": "7.0.0"}}),
+    "pnpm-lock.yaml": f"""lockfileVersion: '9.0'
+
+settings:
+  autoInstallPeers: true
+  excludeLinksFromLockfile: false
+
+importers:
+
+  .:
+    dependencies:
+      is-number:
+        specifier: 7.0.0
+        version: 7.0.0
+
+packages:
+
+  is-number@7.0.0:
+    resolution: {{integrity: {IS_NUMBER}}}
+    engines: {{node: '>=0.12.0'}}
+
+snapshots:
+
+  is-number@7.0.0: {{}}
+"""}
+
+
+def metadata_kept(downloads: Path) -> int:
+    """How many package documents (not tarballs) the download cache fetched."""
+    return sum(1 for meta in (downloads / "files").rglob("*.json")
+               if "json" in json.loads(meta.read_text()).get("content-type", ""))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_locked_pnpm_install_fetches_tarballs_only_as_the_public_images_do(
+        tmp_path: Path, bake_cache: Path, backend: str) -> None:
+    """pnpm 11 and later check every entry of a frozen lockfile against the registry's
+    full metadata (a release-age policy on by default), which the public images'
+    package managers do not: a locked install fetches its tarballs only, and a sandbox
+    (a verifier's, offline) runs pnpm the same way."""
+    downloads = tmp_path / "downloads"
+    made = BUILTIN_BACKENDS[backend](SandboxOptions(cache=bake_cache, download_cache=downloads))
+    image = None
+    try:
+        # The system layer first (on docker its packages are packed through the cache).
+        made.bake(recipe(tmp_path / "system", "FROM reactbench/system\n", timeout=600), lambda _: None)
+        before = metadata_kept(downloads)
+        r = recipe(tmp_path, "FROM reactbench/system\nWORKDIR /app\nCOPY . /app/\n"
+                   f"RUN echo {uuid.uuid4().hex} > bake-id && pnpm install --frozen-lockfile "
+                   "&& test -f node_modules/is-number/package.json\n", LOCKED, timeout=600)
+        lines: list[str] = []
+        image = made.bake(r, lines.append)
+        assert metadata_kept(downloads) == before, lines[-20:]
+        assert any((downloads / "files").rglob("*")), "the install did not go through the download cache"
+        box = made.boot(image, network=False, limits=Limits(), labels={})
+        try:
+            policy = box.exec("pnpm config get minimum-release-age", cwd="/app", timeout=120)
+        finally:
+            box.close()
+        assert policy.stdout.decode().strip() == "0", policy.text + policy.error_text
+    finally:
+        if backend == "docker" and image is not None:
+            made.client.images.remove(image.ref, force=True)  # type: ignore[attr-defined]
+        made.close()

@@ -131,7 +131,7 @@ class DockerBackend(ImageBaking):
             "detach": True,
             "init": True,
             "network_mode": gate.network.name if gate else ("bridge" if network else "none"),
-            "environment": {**self.options.registry_env,
+            "environment": {**self.options.package_manager_env,
                             **(proxy_env(f"http://egress:{EGRESS_PORT}") if gate else {})},
             "nano_cpus": int(cpus * 1e9),
             "mem_limit": f"{limits.memory_mb}m",

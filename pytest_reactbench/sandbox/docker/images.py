@@ -107,7 +107,7 @@ class ImageBaking(SharedImages):
         declared = git_env(self._mirror_daemon.rewrites(mirrors)) if mirrors else {}
         if self.downloads is not None:
             declared.update(self.downloads.env())
-        declared.update(self.options.registry_env)
+        declared.update(self.options.package_manager_env)
         if declared:
             build_args.update(declared)
             text = with_build_args(text, list(declared))

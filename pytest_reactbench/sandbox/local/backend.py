@@ -83,7 +83,7 @@ class LocalBackend(LocalImages):
         (root / "owner.json").write_text(
             json.dumps({"pid": os.getpid(), "owner": self.owner, "labels": dict(labels)})
         )
-        env = {**DEFAULT_ENV, **meta["env"], **self.options.registry_env}  # type: ignore[dict-item]
+        env = {**DEFAULT_ENV, **meta["env"], **self.options.package_manager_env}  # type: ignore[dict-item]
         binds: dict[str, Path] = {}
         proxy = None
         if egress:

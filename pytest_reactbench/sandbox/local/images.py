@@ -215,7 +215,7 @@ class LocalImages(BakingBackend):
         bake_only = {**(ca_env(CA_MOUNT) if self.ca_bundle else {}),
                      **(git_env(rewrites) if mirrors else {}),
                      **(self.downloads.env() if self.downloads else {}),
-                     **self.options.registry_env}
+                     **self.options.package_manager_env}
         if self.ca_bundle:
             ro_binds[CA_MOUNT] = self.ca_bundle.resolve()
         box = LocalSandbox(building / "box", layers, network=True, env={**DEFAULT_ENV, **env, **bake_only},
