@@ -26,13 +26,14 @@ from pytest_reactbench.controls import CONTROLS, run_controls, stop_controls_on_
 from pytest_reactbench.mining import MiningError, Request, commits_in, mine, mine_many, write_summary
 from pytest_reactbench.plugin.extensions import command_hook, registered
 from pytest_reactbench.plugin.options import add_sandbox_options, resolve_command, sandbox_options
+from pytest_reactbench.results import BaseImage
 from pytest_reactbench.results.compare import ALPHA, compare
 from pytest_reactbench.results.load import ResultsError, load_outcomes, load_run
 from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.render import markdown
 from pytest_reactbench.results.site import RunInfo, junit_run_info, write_site
 from pytest_reactbench.sandbox.bake import BakingBackend
-from pytest_reactbench.sandbox.base import Backend, BaseImage, ImageRecipe, Progress, SandboxError
+from pytest_reactbench.sandbox.base import Backend, ImageRecipe, Progress, SandboxError
 from pytest_reactbench.sandbox.recipes import recipe_dir
 from pytest_reactbench.tasks import TaskError, load_task
 from pytest_reactbench.tasks.load import parse_json
@@ -94,7 +95,7 @@ def _base_image(backend: Backend, public: str, recipe: ImageRecipe, progress: Pr
         base = backend.base_image(public, progress)
     else:
         image = backend.bake(recipe, progress) if progress else backend.baked(recipe)
-        base = BaseImage(public, image.digest, "stand-in") if image else None
+        base = BaseImage(name=public, digest=image.digest, origin="stand-in") if image else None
     if base is None:
         return "not baked"
     return f"{base.origin:9} {base.digest}"

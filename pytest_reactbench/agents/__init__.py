@@ -11,7 +11,7 @@ from pytest_reactbench.agents.base import (
     Install,
     Usage,
 )
-from pytest_reactbench.agents.builtin import NopAgent, OracleAgent
+from pytest_reactbench.agents.oracle import NopAgent, OracleAgent
 from pytest_reactbench.agents.patch import PatchAgent, PatchInputError, load_predictions
 from pytest_reactbench.agents.tools import (
     BashResult,

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_reactbench.agents.base import Agent, AgentConfigError
-from pytest_reactbench.agents.builtin import NopAgent, OracleAgent
 from pytest_reactbench.agents.command import CommandAgent, CommandSpec, load_presets
-from pytest_reactbench.agents.models import tools_agent
+from pytest_reactbench.agents.oracle import NopAgent, OracleAgent
 from pytest_reactbench.agents.patch import PatchAgent, PatchInputError, load_predictions
+from pytest_reactbench.agents.raw_model import tools_agent
 from pytest_reactbench.agents.tools import load_agent_class
 from pytest_reactbench.sandbox.registry import merge_registered
 

@@ -22,11 +22,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+from pytest_reactbench.results import BaseImage
 from pytest_reactbench.sandbox import dockerfile as df
 from pytest_reactbench.sandbox.base import (
     Backend,
     BakeError,
-    BaseImage,
     Image,
     ImageRecipe,
     Layer,
@@ -347,7 +347,8 @@ class BakingBackend(Backend):
                 return parent
             # The user's replacement of the image the Dockerfile names.
             return replace(parent, name=name, bases=tuple(
-                BaseImage(name, b.digest, "stand-in") if b.name == mapped else b for b in parent.bases))
+                BaseImage(name=name, digest=b.digest, origin="stand-in") if b.name == mapped else b
+                for b in parent.bases))
         mode = self.options.images
         if mode != "stand-in" and self.runs_public_images:
             try:
@@ -367,7 +368,7 @@ class BakingBackend(Backend):
         image = self._bake(self._stand_in_recipe(stand_in, recipe), progress, deadline, depth + 1,
                            build=build)
         return Parent(name, image.ref, image.digest,
-                      (BaseImage(name, image.digest, "stand-in"), *image.bases), image)
+                      (BaseImage(name=name, digest=image.digest, origin="stand-in"), *image.bases), image)
 
     def _public(self, name: str, progress: Progress, build: bool) -> Parent:
         """The public image `name`; a pull that failed is not tried again this session,

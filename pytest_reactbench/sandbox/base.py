@@ -16,7 +16,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
+
+from pytest_reactbench.results.trial_result import BaseImage
 
 Progress = Callable[[str], None]
 
@@ -162,22 +164,6 @@ class ImageRecipe:
     baked: Mapping[str, Image] = field(default_factory=dict)
     #: Baked on each external base (not on `baked` images) before this recipe's steps.
     layer: Layer | None = None
-
-
-#: Where a base image came from: the image the Dockerfile names, as the engine had it
-#: or pulled it (`public`); one built from a recipe under images/ in its place
-#: (`stand-in`); the system layer every image builds on (`system`).
-Origin = Literal["public", "stand-in", "system"]
-
-
-@dataclass(frozen=True)
-class BaseImage:
-    """A base image a baked image ran on: its name in the Dockerfile, the digest of
-    what was used for it, and where that came from."""
-
-    name: str
-    digest: str
-    origin: Origin
 
 
 @dataclass(frozen=True)

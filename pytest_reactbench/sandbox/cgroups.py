@@ -135,7 +135,7 @@ def _groups() -> dict[str, list[Path]]:
     return by_name
 
 
-def group_of(sandbox: str) -> ResourceGroup | None:
+def resource_group_of(sandbox: str) -> ResourceGroup | None:
     """The group made for the sandbox directory named `sandbox`, by any process."""
     dirs = [d for name, found in _groups().items() if name.endswith(f"-{sandbox}") for d in found]
     return ResourceGroup(dirs) if dirs else None

@@ -170,7 +170,7 @@ class _Strict(_KnownKeys):
     public grader) and no room to grow silently: a key neither reads is a typo."""
 
 
-class Finding(_Strict):
+class NamedFinding(_Strict):
     """A React Doctor finding as the public grader names it: rule, file and title."""
 
     rule: str = Field(min_length=1)
@@ -183,10 +183,10 @@ class ReactDoctorConfig(_Strict):
     mode: Literal["gate", "health"] = "gate"
     #: Health mode: findings the change must remove; `rule@file` (our verifier) or a
     #: Finding (the public grader).
-    targets: list[Finding | str] = Field(default_factory=list)
+    targets: list[NamedFinding | str] = Field(default_factory=list)
     #: New findings that do not count against the change (rule, file and title), as the
     #: public grader reads them; our verifier too (a mined task lists the reference's own).
-    ignored_new_footguns: list[Finding] = Field(default_factory=list)
+    ignored_new_footguns: list[NamedFinding] = Field(default_factory=list)
     ignored_titles: list[str] = Field(default_factory=list)
     exclude_rules: list[str] = Field(default_factory=list)
     #: The scan is reported but does not gate the reward.
@@ -196,7 +196,7 @@ class ReactDoctorConfig(_Strict):
 
     @field_validator("targets")
     @classmethod
-    def _rule_at_file(cls, targets: list[Finding | str]) -> list[Finding | str]:
+    def _rule_at_file(cls, targets: list[NamedFinding | str]) -> list[NamedFinding | str]:
         for target in targets:
             if isinstance(target, str) and "@" not in target:
                 raise ValueError(f"{target!r} must be rule@file or {{rule, filePath, title}}")

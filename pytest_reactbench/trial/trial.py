@@ -21,7 +21,6 @@ from pytest_reactbench.agents.output import failed_by_egress, readable_log
 from pytest_reactbench.results import (
     AGENT_SAID,
     AgentRun,
-    BaseImage,
     DiffStat,
     Finding,
     Gate,
@@ -343,8 +342,7 @@ class Trial:
                 durations: Mapping[str, float], *, failure: str, message: str, retryable: bool = True,
                 outcome: AgentOutcome | None = None, grading: Grading | None = None,
                 submission: Submission | None = None) -> TrialResult:
-        bases = {base.name: BaseImage(name=base.name, digest=base.digest, origin=base.origin)
-                 for image in images.values() for base in image.bases}
+        bases = {base.name: base for image in images.values() for base in image.bases}
         where = Provenance(
             run=self.records.run_id, shard=self.options.shard, record=str(record.path),
             backend=self.backend.name, engine=self._engine,

@@ -8,7 +8,7 @@ from pytest_reactbench.verifier.artifacts import (
     excluded,
     sanitize,
 )
-from pytest_reactbench.verifier.audit import Finding, audit, parse_index
+from pytest_reactbench.verifier.audit import AuditFinding, audit, parse_index
 from pytest_reactbench.verifier.failures import (
     GraderBrokenError,
     RewardFileError,
@@ -28,7 +28,7 @@ from pytest_reactbench.verifier.grade import (
 )
 
 __all__ = [
-    "Finding",
+    "AuditFinding",
     "Grade",
     "GraderBrokenError",
     "RewardFileError",

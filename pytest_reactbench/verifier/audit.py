@@ -63,7 +63,7 @@ def printable(path: str) -> str:
 
 
 @dataclass(frozen=True)
-class Finding:
+class AuditFinding:
     path: str
     kind: str
     detail: str = ""
@@ -115,8 +115,9 @@ def fingerprint_reads(data: bytes) -> list[str]:
     return list(dict.fromkeys(m.group().decode("utf-8", "replace") for m in FINGERPRINTS.finditer(data)))[:5]
 
 
-def audit(transfers: list[Transfer], base_index: dict[str, str], app_root: str = "/app") -> list[Finding]:
-    findings: list[Finding] = []
+def audit(transfers: list[Transfer], base_index: dict[str, str],
+          app_root: str = "/app") -> list[AuditFinding]:
+    findings: list[AuditFinding] = []
     for transfer in transfers:
         prefix = posixpath.relpath(transfer.artifact.source, app_root)
         prefix = "" if prefix == "." else prefix + "/"
@@ -134,25 +135,25 @@ def audit(transfers: list[Transfer], base_index: dict[str, str], app_root: str =
                 continue
             new = path not in base_index
             if posixpath.splitext(path)[1] in CODE_READS and (reads := fingerprint_reads(data)):
-                findings.append(Finding(path, "fingerprinting", ", ".join(reads)))
+                findings.append(AuditFinding(path, "fingerprinting", ", ".join(reads)))
             kind = _classify(path)
             if kind:
-                findings.append(Finding(path, kind, "new" if new else "changed"))
+                findings.append(AuditFinding(path, kind, "new" if new else "changed"))
                 continue
             stem, ext = posixpath.splitext(path)
             if new and ext in RESOLVED_EXTENSIONS:
                 twins = [stem + e for e in RESOLVED_EXTENSIONS if e != ext and stem + e in present]
                 if twins:
-                    findings.append(Finding(path, "module shadowing", f"beside {twins[0]}"))
+                    findings.append(AuditFinding(path, "module shadowing", f"beside {twins[0]}"))
                     continue
             if any(part.startswith(".") for part in path.split("/")[:-1]) or any(
                 part in SKIPPED_DIRS for part in path.split("/")[:-1]
             ):
-                findings.append(Finding(path, "hidden from the scanner", "dot or build folder"))
+                findings.append(AuditFinding(path, "hidden from the scanner", "dot or build folder"))
             elif len(data) > HUGE_BYTES:
-                findings.append(Finding(path, "huge file", f"{len(data)} bytes"))
+                findings.append(AuditFinding(path, "huge file", f"{len(data)} bytes"))
             elif ext in RESOLVED_EXTENSIONS and max(map(len, data.split(b"\n")), default=0) > MINIFIED_LINE:
-                findings.append(Finding(path, "hidden from the scanner", "minified-looking"))
+                findings.append(AuditFinding(path, "hidden from the scanner", "minified-looking"))
         for path, reason in transfer.dropped:
-            findings.append(Finding(prefix + path, "refused at transfer", reason))
+            findings.append(AuditFinding(prefix + path, "refused at transfer", reason))
     return findings

@@ -15,7 +15,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from pytest_reactbench.sandbox.base import BakeError, BaseImage, Image, Limits
+from pytest_reactbench.results import BaseImage
+from pytest_reactbench.sandbox.base import BakeError, Image, Limits
 from pytest_reactbench.sandbox.docker import DockerBackend
 from pytest_reactbench.sandbox.options import ImagesMode, SandboxOptions
 from tests.sandbox.helpers import busybox_image, free_port, loopback_registry, recipe
@@ -100,7 +101,7 @@ def test_a_public_image_is_pulled_and_its_digest_recorded(
     finally:
         backend.close()
     assert seen == "public"
-    assert image.bases == (BaseImage(registry.name, registry.digest, "public"),)
+    assert image.bases == (BaseImage(name=registry.name, digest=registry.digest, origin="public"),)
     assert image.formal
     assert f"pulling {registry.name}" in lines
     assert any(line.startswith(f"pulled {registry.name} in ") for line in lines)

@@ -34,7 +34,7 @@ from pytest_reactbench.sandbox.base import (
     tar_of,
 )
 from pytest_reactbench.sandbox.docker.images import ImageBaking
-from pytest_reactbench.sandbox.docker.ledger import Ledger, Room, group_of, ledger_path
+from pytest_reactbench.sandbox.docker.ledger import Ledger, Room, ledger_path, trial_of
 from pytest_reactbench.sandbox.docker.sandbox import (
     DEFAULT_ENGINE,
     LABEL,
@@ -146,7 +146,7 @@ class DockerBackend(ImageBaking):
         }
         # Never more than the engine has: wait for room (the trial's other sandbox joins
         # the room its first one holds).
-        holder = self.ledger.reserve(group_of(labels), cpus, limits.memory_mb)
+        holder = self.ledger.reserve(trial_of(labels), cpus, limits.memory_mb)
         try:
             container = self.client.containers.run(image.ref, **options)
         except docker.errors.DockerException as exc:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from pytest_reactbench.results import BaseImage
 from pytest_reactbench.sandbox import dockerfile as df
 from pytest_reactbench.sandbox.bake import (
     NotBaked,
@@ -21,7 +22,6 @@ from pytest_reactbench.sandbox.bake import (
 )
 from pytest_reactbench.sandbox.base import (
     BakeError,
-    BaseImage,
     Image,
     ImageRecipe,
     Progress,
@@ -78,7 +78,7 @@ class ImageBaking(SharedImages):
             recipe = self._system_recipe(None, deadline)
         image = self._bake(recipe, progress, deadline, 1, build=build)
         return Parent(SYSTEM_IMAGE, image.ref, image.digest,
-                      (BaseImage(SYSTEM_IMAGE, image.digest, "system"),), image)
+                      (BaseImage(name=SYSTEM_IMAGE, digest=image.digest, origin="system"),), image)
 
     def build(self, recipe: ImageRecipe, key: str, parents: Sequence[Parent], progress: Progress,
               deadline: float) -> Image:

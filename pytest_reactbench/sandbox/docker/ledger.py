@@ -50,7 +50,7 @@ class Room:
         return f"{self.cpus:g} CPU(s), {self.memory_mb} MiB"
 
 
-def group_of(labels: Mapping[str, str]) -> str:
+def trial_of(labels: Mapping[str, str]) -> str:
     """The sandboxes of one trial: one xdist worker of one run runs one trial at a time."""
     if "run" in labels and "worker" in labels:
         return f"{labels['run']}/{labels['worker']}/{labels.get('task', '')}"

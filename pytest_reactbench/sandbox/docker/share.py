@@ -11,13 +11,13 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from pytest_reactbench.results import BaseImage
 from pytest_reactbench.sandbox.bake import (
     BakingBackend,
     Parent,
     PublicImageUnavailable,
 )
 from pytest_reactbench.sandbox.base import (
-    BaseImage,
     Image,
     ImageRecipe,
     Progress,
@@ -250,7 +250,8 @@ class SharedImages(BakingBackend):
             image = self._image(name)
             if image is None:
                 raise PublicImageUnavailable("the engine pulled it but cannot find it")
-        return Parent(name, name, str(image.id), (BaseImage(name, _registry_digest(image, name), "public"),))
+        used = BaseImage(name=name, digest=_registry_digest(image, name), origin="public")
+        return Parent(name, name, str(image.id), (used,))
 
     def _pull(self, name: str, progress: Progress, *, missing_ok: bool = False) -> None:
         """Pull `name` with progress lines; with `missing_ok`, a registry that answers it

@@ -26,7 +26,7 @@ from pytest_reactbench.sandbox.base import (
     SandboxError,
     proxy_env,
 )
-from pytest_reactbench.sandbox.cgroups import ResourceGroup, UnenforcedLimits, group_of, stale_groups
+from pytest_reactbench.sandbox.cgroups import ResourceGroup, UnenforcedLimits, resource_group_of, stale_groups
 from pytest_reactbench.sandbox.local.images import LocalImages
 from pytest_reactbench.sandbox.local.sandbox import (
     DEFAULT_ENV,
@@ -179,7 +179,7 @@ class LocalBackend(LocalImages):
                 pid = -1
             if pid == os.getpid() or (pid > 0 and pid_alive(pid)):
                 continue
-            if group := group_of(entry.name):
+            if group := resource_group_of(entry.name):
                 group.remove()
             _rmtree(entry)
             removed += 1

@@ -13,11 +13,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from pytest_reactbench.results import BaseImage
 from pytest_reactbench.sandbox import dockerfile as df
 from pytest_reactbench.sandbox.bake import BakingBackend, Parent
 from pytest_reactbench.sandbox.base import (
     BakeError,
-    BaseImage,
     Image,
     ImageRecipe,
     Progress,
@@ -96,7 +96,8 @@ class LocalImages(BakingBackend):
 
     def system_layer(self, progress: Progress, deadline: float, *, build: bool) -> Parent:
         # The host's /usr and /etc stand for the system layer.
-        return Parent(SYSTEM_IMAGE, "", "host", (BaseImage(SYSTEM_IMAGE, "host", "system"),))
+        host = BaseImage(name=SYSTEM_IMAGE, digest="host", origin="system")
+        return Parent(SYSTEM_IMAGE, "", "host", (host,))
 
     def check(self, recipe: ImageRecipe, instructions: Sequence[df.Instruction]) -> None:
         froms = [ins for ins in instructions if ins.keyword == "FROM"]
