@@ -616,12 +616,13 @@ def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: 
     assert any(path.startswith("src/__verifier__/counter.spec.tsx/") for path in refused), refused
     # What the verifier could not be given is named in the result, and the rest graded.
     whole = json.loads(verdicts["unhandleable-paths"]["reactbench.result"])
-    too_long = [r for r in whole.get("refused", []) if "PATH_MAX" in r["reason"]]
+    refusals = whole["grading"].get("refused", [])
+    too_long = [r for r in refusals if "PATH_MAX" in r["reason"]]
     # The six folders whose paths pass 4,096 bytes (depths 21 to 26) and the file in the
     # last, on both backends. (Docker's own archive of the agent's tree leaves such paths
     # out: they are named all the same, from a listing of the tree.)
-    assert len(too_long) == 7, whole.get("refused")
-    assert all(r["path"].startswith("src/dddd") for r in too_long), whole.get("refused")
+    assert len(too_long) == 7, refusals
+    assert all(r["path"].startswith("src/dddd") for r in too_long), refusals
     # 6. What a user sees, timers however started, keys however written.
     assert "what a user sees" in log["invisible-reset"] or "opacity 0" in log["invisible-reset"]
     assert verdicts["invisible-reset"]["reactbench.gate.tests"] == "0"

@@ -135,7 +135,7 @@ def test_the_shipped_suite_over_three_engines_has_the_verdicts_of_one(
     run = next(records.iterdir())
     assert json.loads((run / "manifest.json").read_text())["engines"] == hosts
     for status in run.glob("*/status.json"):
-        assert json.loads(status.read_text())["engine"] in hosts
+        assert json.loads(status.read_text())["provenance"]["engine"] in hosts
     # A task's images are the same (the same ids) on whichever engine its trials ran:
     # the empty engines got copies, not builds of their own.
     # Each empty engine got the suite's images in the prebake's spread (one save), and
@@ -195,10 +195,10 @@ def test_a_lost_engine_ends_its_trials_in_errors_retried_on_the_others(
     assert lost, statuses
     for name in lost:
         assert "was lost mid-trial" in statuses[name]["reason"]
-        assert statuses[name]["engine"] == doomed.url
+        assert statuses[name]["provenance"]["engine"] == doomed.url
         retry = statuses[f"{name}.1"]
         assert retry["status"] == "complete" and retry["verdict"] == "passed"
-        assert retry["engine"] in hosts[1:]
+        assert retry["provenance"]["engine"] in hosts[1:]
     for url in hosts[1:]:
         assert _our_containers(url, _run_dirs(suite)) == [], url
 
