@@ -327,14 +327,21 @@ def addoption(parser: pytest.Parser) -> None:
         option.declare(parser, group)
 
 
-def resolve(config: pytest.Config) -> dict[str, Any]:
-    """Every row's value, by its Settings field, in the table's order."""
+def _resolved(rows: tuple[Option, ...], given: Callable[[Option], Any], ini: Callable[[Option], Any],
+              here: Path, ini_base: Path) -> dict[str, Any]:
+    """The rows' values, by their Settings fields, in the table's order (a row's
+    conversion may read the rows above it)."""
     values: dict[str, Any] = {}
-    for option in OPTIONS:
-        values[option.field] = option.resolve(
-            getattr(config.option, option.dest), config.getini(option.ini) if option.ini else None,
-            config.invocation_params.dir, config.rootpath, values)
+    for option in rows:
+        values[option.field] = option.resolve(given(option), ini(option), here, ini_base, values)
     return values
+
+
+def resolve(config: pytest.Config) -> dict[str, Any]:
+    """Every row's value, from a pytest session's command line, environment and ini."""
+    return _resolved(OPTIONS, lambda o: getattr(config.option, o.dest),
+                     lambda o: config.getini(o.ini) if o.ini else None,
+                     config.invocation_params.dir, config.rootpath)
 
 
 #: The rows that make a backend's SandboxOptions, in the table's order.
@@ -355,7 +362,4 @@ def sandbox_options(values: Mapping[str, Any]) -> SandboxOptions:
 def resolve_command(args: argparse.Namespace, here: Path) -> dict[str, Any]:
     """The sandbox rows' values for a `reactbench` command: its options, then the
     environment, then the defaults (a usage error names the option)."""
-    values: dict[str, Any] = {}
-    for option in SANDBOX_OPTIONS:
-        values[option.field] = option.resolve(getattr(args, option.dest), None, here, here, values)
-    return values
+    return _resolved(SANDBOX_OPTIONS, lambda o: getattr(args, o.dest), lambda o: None, here, here)

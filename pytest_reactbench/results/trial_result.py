@@ -116,6 +116,18 @@ class BaseImage(_Part):
         return cls.model_validate({"name": match.group(1), "digest": digest, "origin": match.group(3)})
 
 
+def _nested(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A flat form's fields moved into their parts (a part given whole keeps its own)."""
+    if not any(name in data for name in _FLAT):
+        return dict(data)
+    flat = dict(data)
+    parts = {part: dict(flat.get(part) or {}) for part in _PARTS}
+    for name, (part, field) in _FLAT.items():
+        if name in flat:
+            parts[part].setdefault(field, flat.pop(name))
+    return {**flat, **parts}
+
+
 def _gate_text(value: bool | None) -> str:
     return "" if value is None else str(int(value))
 
@@ -222,8 +234,7 @@ class Provenance(_Part):
 
 #: The parts of a result, and how a flat form (a record written before the parts, the
 #: readable JUnit properties) names their fields: flat name -> (part, field).
-_PARTS: dict[str, type[_Part]] = {"agent_run": AgentRun, "grading": Grading, "submission": Submission,
-                                  "provenance": Provenance}
+_PARTS = ("agent_run", "grading", "submission", "provenance")
 _FLAT: dict[str, tuple[str, str]] = {
     "agent_ending": ("agent_run", "ending"), "agent_version": ("agent_run", "version"),
     "agent_log_tail": ("agent_run", "log_tail"),
@@ -263,15 +274,7 @@ class TrialResult(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _nest(cls, data: Any) -> Any:
-        """A flat form's fields into their parts (a part given whole keeps its own)."""
-        if not isinstance(data, Mapping) or not any(name in data for name in _FLAT):
-            return data
-        data = dict(data)
-        parts = {part: dict(data.get(part) or {}) for part in _PARTS}
-        for name, (part, field) in _FLAT.items():
-            if name in data:
-                parts[part].setdefault(field, data.pop(name))
-        return {**data, **parts}
+        return _nested(data) if isinstance(data, Mapping) else data
 
     @field_validator("message")
     @classmethod
@@ -329,7 +332,7 @@ class TrialResult(BaseModel):
             data.pop("diff", None)
         if status.get("status") != "complete":
             reason = str(status.get("reason") or "the trial never finished")
-            where = cls.model_validate({"task": "", "agent": "", "verdict": Verdict.ERROR, **data}).provenance
+            where = Provenance.model_validate(_nested(data).get("provenance") or {})
             return cls(task=str(data.get("task")), agent=str(data.get("agent")),
                        attempt=int(data.get("attempt") or 1), verdict=Verdict.ERROR,
                        failure="incomplete record", message=reason,

@@ -234,14 +234,16 @@ def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def _grading(graded: Grade) -> tuple[Grading, str]:
+def _grading(graded: Grade, dropped: Sequence[Refusal], test_log_tail: str) -> tuple[Grading, str]:
     """What the failure screen, JUnit and the report show of a grade: the reward and
-    gates, and from our verifier's typed grade.json the reasons behind them; and why
+    gates, and from our verifier's typed grade.json the reasons behind them, with the
+    files that could not cross to the verifier (`dropped`) among the refused; and why
     grading stopped early, when the submission broke it ("" when it did not)."""
     gates = {gate: graded.gate(gate.value) for gate in Gate}
     report = graded.details
     if report is None:  # a grader of the task's own: reward.json is all there is
-        return Grading(reward=graded.reward.reward, gates=gates), ""
+        return Grading(reward=graded.reward.reward, gates=gates, refused=list(dropped),
+                       test_log_tail=test_log_tail), ""
     doctor = report.react_doctor
     grading = Grading(
         reward=graded.reward.reward, gates=gates,
@@ -252,7 +254,8 @@ def _grading(graded: Grade) -> tuple[Grading, str]:
                   for f in doctor.new],
         remaining_targets=doctor.remaining_targets,
         unscanned=doctor.unscanned,
-        refused=[Refusal(path=r.path, reason=r.reason) for r in report.submission.refused],
+        refused=[*(Refusal(path=r.path, reason=r.reason) for r in report.submission.refused), *dropped],
+        test_log_tail=test_log_tail,
     )
     stopped = "" if report.failure is None else \
         f"grading stopped during {report.failure.phase}: {report.failure.reason}"
@@ -495,14 +498,13 @@ def _judged(graded: Grade, transfers: Sequence[Transfer], record: TrialRecord,
             headline: str) -> tuple[Verdict, str, str, Grading]:
     """The verdict of a graded submission: its failure class and message, and the
     result's grading (refusals, the test log's tail)."""
-    grading, stopped = _grading(graded)
     # What could not cross to the verifier is refused too (its base version graded).
-    refused = [*grading.refused, *(Refusal(path=path, reason=f"not carried to the verifier: {why}")
-                                   for transfer in transfers for path, why in transfer.dropped)]
+    dropped = [Refusal(path=path, reason=f"not carried to the verifier: {why}")
+               for transfer in transfers for path, why in transfer.dropped]
     test_log = record.path / "verifier" / "test-stdout.txt"
-    grading = grading.model_copy(update={
-        "refused": refused,
-        "test_log_tail": _tail(test_log.read_text(errors="replace")) if test_log.is_file() else ""})
+    grading, stopped = _grading(graded, dropped,
+                                _tail(test_log.read_text(errors="replace")) if test_log.is_file() else "")
+    refused = grading.refused
     if graded.passed:
         return Verdict.PASSED, "", "", grading
     failed = [gate.value for gate in grading.failed_gates]
