@@ -35,11 +35,13 @@ def uses_grader(tests_dir: Path) -> bool:
 def grader_layer() -> Layer:
     """The grader and the React Doctor it pins, on a verifier base. The public bases
     carry neither (their tasks install React Doctor in their own bake), so the layer
-    installs it, before the grader's files: a change of the grader alone reuses the
-    install."""
+    installs it beside the grader, with its whole tree from the grader's lockfile (`npm
+    ci`: no resolution, no package metadata fetched), before the grader's files: a
+    change of the grader alone reuses the install."""
     return Layer(
         name="grader",
-        steps=(f"RUN npm install -g --no-fund --no-audit react-doctor@{CONTRACT.react_doctor}\n"
+        steps=(f"COPY package.json package-lock.json {CONTRACT.home}/\n"
+               f"RUN cd {CONTRACT.home} && npm ci --no-fund --no-audit --no-update-notifier\n"
                f"COPY . {CONTRACT.home}/\n"),
         context=GRADER_DIR,
     )

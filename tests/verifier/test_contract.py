@@ -99,3 +99,19 @@ def test_nothing_but_the_grader_walks_the_runners_reports() -> None:
     walkers = [p for p in package.rglob("*.py")
                if any(key in p.read_text() for key in ("assertionResults", "failureMessages", '"suites"'))]
     assert walkers == [], walkers
+
+
+def test_the_grader_lockfile_pins_the_react_doctor_of_the_contract() -> None:
+    """The layer installs React Doctor from the grader's lockfile; the gate refuses any
+    version but the contract's, so the two must name the same one."""
+    manifest = json.loads((GRADER_DIR / "package.json").read_text())
+    lock = json.loads((GRADER_DIR / "package-lock.json").read_text())
+    assert manifest["dependencies"] == {"react-doctor": CONTRACT.react_doctor}
+    assert lock["packages"][""]["dependencies"] == manifest["dependencies"]
+    installed = lock["packages"]["node_modules/react-doctor"]
+    assert installed["version"] == CONTRACT.react_doctor
+    # Every package resolved and hashed: npm ci fetches tarballs only.
+    for name, entry in lock["packages"].items():
+        if name:
+            assert entry.get("resolved", "").startswith("https://registry.npmjs.org/"), name
+            assert entry.get("integrity"), name

@@ -4,6 +4,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 
 import { APP, CODE_EXTENSIONS, CONTRACT, LOGS, SPEC_PATH, STATE, compileCache } from "./config.mjs";
 import { HarnessError, SubmissionFailure } from "./errors.mjs";
@@ -90,6 +91,8 @@ import { exitCode, log, run } from "./process.mjs";
 
 // The pinned React Doctor (contract.json; the verifier layer installs it).
 const RD_VERSION = CONTRACT.react_doctor;
+// Installed beside the grader from its lockfile (package-lock.json) by the grader layer.
+const RD_BIN = fileURLToPath(new URL("./node_modules/.bin/react-doctor", import.meta.url));
 // The same flags for the baseline and the result. Inline disable comments are not
 // honoured: an agent must not be able to silence a finding with a comment.
 const RD_FLAGS = [
@@ -154,7 +157,7 @@ export function startScan(config, { afterSubmission = false, root = APP } = {}) 
   let child;
   try {
     // --verbose: timeout(1) says when it is the one that killed the scan.
-    child = spawn("timeout", ["--verbose", "-s", "KILL", limit, "react-doctor", ...RD_FLAGS, scanRoot], {
+    child = spawn("timeout", ["--verbose", "-s", "KILL", limit, RD_BIN, ...RD_FLAGS, scanRoot], {
       cwd: scanRoot,
       // The lint cache is keyed by file content: the one baked with the baseline
       // makes the after-scan of unchanged files free.
