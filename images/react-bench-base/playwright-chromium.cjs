@@ -8,7 +8,7 @@ const fs = require("node:fs");
 const path = require("node:path");
 
 const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
-const FFMPEG = "/usr/bin/ffmpeg";
+const FFMPEG = process.env.FFMPEG_PATH || "/usr/bin/ffmpeg";
 
 // Every layout Playwright has used for the two Chromium builds it launches, and for
 // the ffmpeg it records videos with (`playwright install chromium` fetches it too).

@@ -82,6 +82,19 @@ def test_a_registry_without_signatures_is_accepted_only_when_the_user_says_so(
         strict.close()
 
 
+#: Records a page with Playwright (the served ffmpeg encodes it) and prints the size.
+RECORD_VIDEO = (
+    "const { chromium } = require(\"playwright-core\");"
+    "(async () => { const browser = await chromium.launch();"
+    " const context = await browser.newContext({ recordVideo: { dir: \"/tmp/video\" } });"
+    " const page = await context.newPage(); await page.setContent(\"<h1>recorded</h1>\");"
+    " await page.waitForTimeout(800); const video = page.video(); await context.close();"
+    " const file = await video.path(); await browser.close();"
+    " console.log(\"video \" + require(\"fs\").statSync(file).size); })()"
+    ".catch((error) => { console.error(error); process.exit(1); });"
+)
+
+
 def test_playwright_install_finds_chromium_and_ffmpeg_served(tmp_path: Path,
                                                                docker_backend: DockerBackend) -> None:
     """`playwright install chromium` in a verifier built FROM the base: nothing to
@@ -93,12 +106,16 @@ def test_playwright_install_finds_chromium_and_ffmpeg_served(tmp_path: Path,
         " && npm install --no-audit --no-fund playwright-core@1.49.1\n"
         "RUN node node_modules/playwright-core/cli.js install chromium\n"
         "RUN test \"$(readlink /opt/ms-playwright/chromium-1148/chrome-linux/chrome)\" = /usr/bin/chromium"
-        " && test \"$(readlink /opt/ms-playwright/ffmpeg-1010/ffmpeg-linux)\" = /usr/bin/ffmpeg\n"
+        " && test \"$(readlink /opt/ms-playwright/ffmpeg-1010/ffmpeg-linux)\" = /usr/local/bin/ffmpeg\n"
     ), timeout=1800), lambda _: None)
     box = docker_backend.boot(image, network=False, limits=Limits(), labels={})
     try:
         probe = box.exec("node /opt/reactbench/playwright-probe.cjs /opt/harness", timeout=120)
         assert probe.ok and "Chromium" in probe.text, probe.text + probe.error_text
+        # The ffmpeg served records: Playwright's video of a page is a WebM file.
+        recorded = box.exec("cd /opt/harness && node -e '" + RECORD_VIDEO + "'", timeout=120)
+        assert recorded.ok, recorded.text + recorded.error_text
+        assert recorded.text.startswith("video ") and int(recorded.text.split()[1]) > 1000, recorded.text
     finally:
         box.close()
 
