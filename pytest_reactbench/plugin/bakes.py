@@ -17,12 +17,14 @@ import queue
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import asdict
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
 from pytest_reactbench.sandbox.base import Backend, ImageRecipe, SandboxError, heartbeat
+from pytest_reactbench.sandbox.recipes import from_refs
 
 #: The workers' bake records, merged by the controller into bakes.json.
 PARTS = ".bakes"
@@ -36,7 +38,7 @@ def prebake(backend: Backend, recipes: Iterable[ImageRecipe], progress: Callable
     if not unique:
         return
     slots = max(1, int(getattr(backend, "bake_slots", 1)))
-    waiting = [r for r in unique.values() if backend.baked(r) is None]
+    waiting = spread([r for r in unique.values() if backend.baked(r) is None])
     if not waiting:
         return
     started = time.monotonic()
@@ -87,6 +89,26 @@ def prebake(backend: Backend, recipes: Iterable[ImageRecipe], progress: Callable
     if broken:
         raise broken[0]
     progress(f"bakes done in {time.monotonic() - started:.0f} s")
+
+
+def _chain(recipe: ImageRecipe) -> Hashable:
+    """What a recipe waits for before its own steps: its base images and its layer."""
+    try:
+        bases = tuple(ref.image for ref in from_refs(recipe))
+    except Exception:  # its bake says what is wrong with it
+        return recipe.dockerfile
+    return bases, recipe.layer.name if recipe.layer else None
+
+
+def spread(recipes: list[ImageRecipe]) -> list[ImageRecipe]:
+    """The recipes in their order, but taken in turns from each chain (the same bases
+    and layer): the pool's first bakes then climb different chains side by side (the
+    verifier's grader layer on two bases at once, say) instead of all waiting for the
+    lock of one."""
+    groups: dict[Hashable, list[ImageRecipe]] = {}
+    for recipe in recipes:
+        groups.setdefault(_chain(recipe), []).append(recipe)
+    return [r for turn in zip_longest(*groups.values()) for r in turn if r is not None]
 
 
 def session_folder(run_dir: Path, session: str | None) -> Path | None:

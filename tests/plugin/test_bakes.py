@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pytest_reactbench.plugin import bakes
-from pytest_reactbench.plugin.bakes import prebake, summary_lines
-from pytest_reactbench.sandbox.base import BakeError, ImageRecipe
+from pytest_reactbench.plugin.bakes import prebake, spread, summary_lines
+from pytest_reactbench.sandbox.base import BakeError, ImageRecipe, Layer
 from tests.helpers import write_task
 
 
@@ -109,3 +109,24 @@ def test_the_session_folder_is_xdists_alone_and_goes_with_the_session(tmp_path: 
     (folder / "unavailable.json").write_text("{}")
     bakes.merge_parts(tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_pool_takes_its_bakes_in_turns_from_each_chain(tmp_path: Path) -> None:
+    """Tasks in the order given, but the first bakes climb different chains: a verifier
+    on the playwright base is not queued behind every task on the plain one."""
+    def recipe(name: str, base: str, layer: Layer | None = None) -> ImageRecipe:
+        folder = tmp_path / name
+        folder.mkdir(parents=True)
+        (folder / "Dockerfile").write_text(f"ARG BASE=reactbench/{base}\nFROM ${{BASE}}\nRUN true\n")
+        return ImageRecipe(name, folder / "Dockerfile", folder, layer=layer)
+
+    grader = Layer(name="grader", steps="RUN true\n", context=tmp_path)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    recipes = [recipe("a/env", "base"), recipe("a/tests", "verifier", grader),
+               recipe("b/env", "base"), recipe("b/tests", "verifier", grader),
+               recipe("c/env", "base"), recipe("c/tests", "playwright", grader),
+               recipe("d/tests", "verifier"),
+               ImageRecipe("e/env", broken / "Dockerfile", broken)]
+    assert [r.name for r in spread(recipes)] == [
+        "a/env", "a/tests", "c/tests", "d/tests", "e/env", "b/env", "b/tests", "c/env"]
