@@ -33,62 +33,90 @@ _RANK = {"baked": 0, "pulled": 1, "reused": 2}
 
 
 def prebake(backend: Backend, recipes: Iterable[ImageRecipe], progress: Callable[[str], None]) -> None:
-    """Bake `recipes` (each once), up to the backend's `bake_slots` at a time."""
+    """Bake `recipes` (each once), up to the backend's `bake_slots` at a time, and wait."""
+    pool = start(backend, recipes, progress)
+    if pool is not None:
+        pool.join()
+
+
+def start(backend: Backend, recipes: Iterable[ImageRecipe],
+          progress: Callable[[str], None]) -> Pool | None:
+    """Start baking `recipes` (each once, those not baked yet), up to the backend's
+    `bake_slots` at a time, in the order given but in turns from each chain; None when
+    there is nothing to bake. The pool bakes on while the trials run: a trial waits
+    only for its own images, on their locks (or bakes one the pool has not reached)."""
     unique = {(r.dockerfile.resolve(), r.context.resolve()): r for r in recipes}
-    if not unique:
-        return
-    slots = max(1, int(getattr(backend, "bake_slots", 1)))
     waiting = spread([r for r in unique.values() if backend.baked(r) is None])
     if not waiting:
-        return
-    started = time.monotonic()
-    progress(f"baking {len(waiting)} image(s), {min(slots, len(waiting))} at a time")
+        return None
+    return Pool(backend, waiting, progress)
 
-    running: set[str] = set()
-    done = [0]
 
-    def bake(recipe: ImageRecipe) -> None:
-        running.add(recipe.name)
+class Pool:
+    """Bakes in daemon threads, not an executor: Ctrl-C must end the session now, not
+    after the builds under way (an executor's threads are joined on the way out). A
+    docker build whose client went away with this process is cancelled by the engine."""
+
+    def __init__(self, backend: Backend, waiting: list[ImageRecipe], progress: Callable[[str], None]) -> None:
+        self.backend, self.total, self.progress = backend, len(waiting), progress
+        self.started = time.monotonic()
+        self.running: set[str] = set()
+        self.done = 0
+        self.lock = threading.Lock()
+        #: What broke the pool itself (not a bake's failure: the trials report those).
+        self.broken: list[Exception] = []
+        self.todo: queue.SimpleQueue[ImageRecipe] = queue.SimpleQueue()
+        for recipe in waiting:
+            self.todo.put(recipe)
+        slots = max(1, int(getattr(backend, "bake_slots", 1)))
+        progress(f"baking {self.total} image(s), {min(slots, self.total)} at a time")
+        self.beat = contextlib.ExitStack()
+        self.beat.enter_context(heartbeat(progress, self.now))
+        self.threads = [threading.Thread(target=self.work, name=f"reactbench-bake-{i}", daemon=True)
+                        for i in range(min(slots, self.total))]
+        for thread in self.threads:
+            thread.start()
+
+    def now(self) -> str:
+        return (f"baking: {self.done} of {self.total} image(s) done, "
+                f"running {', '.join(sorted(self.running)) or 'none'}")
+
+    def bake(self, recipe: ImageRecipe) -> None:
+        with self.lock:
+            self.running.add(recipe.name)
         try:
             # A bake that fails is reported by the trials that need it.
             with contextlib.suppress(SandboxError):
-                backend.bake_ahead(recipe, progress)
+                self.backend.bake_ahead(recipe, self.progress)
         finally:
-            running.discard(recipe.name)
-            done[0] += 1
+            with self.lock:
+                self.running.discard(recipe.name)
+                self.done += 1
+                last = self.done == self.total
+            if last:
+                self.progress(f"bakes done in {time.monotonic() - self.started:.0f} s")
 
-    def now() -> str:
-        return (f"baking: {done[0]} of {len(waiting)} image(s) done, "
-                f"running {', '.join(sorted(running)) or 'none'}")
-
-    todo: queue.SimpleQueue[ImageRecipe] = queue.SimpleQueue()
-    for recipe in waiting:
-        todo.put(recipe)
-
-    broken: list[Exception] = []
-
-    def work() -> None:
+    def work(self) -> None:
         try:
             while True:
-                bake(todo.get_nowait())
+                self.bake(self.todo.get_nowait())
         except queue.Empty:
             pass
         except Exception as exc:  # the caller's to report, as from the session's thread
-            broken.append(exc)
+            self.broken.append(exc)
 
-    # Daemon threads, not an executor: Ctrl-C must end the session now, not after the
-    # builds under way (an executor's threads are joined on the way out). A docker
-    # build whose client went away with this process is cancelled by the engine.
-    threads = [threading.Thread(target=work, name=f"reactbench-bake-{i}", daemon=True)
-               for i in range(min(slots, len(waiting)))]
-    with heartbeat(progress, now):
-        for thread in threads:
-            thread.start()
-        for thread in threads:
+    def join(self, *, rest: bool = True) -> None:
+        """Wait for the pool; without `rest`, the bakes not begun yet are dropped first
+        (the session ends: no trial is left to need them). Raises what broke it."""
+        if not rest:
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    self.todo.get_nowait()
+        for thread in self.threads:
             thread.join()
-    if broken:
-        raise broken[0]
-    progress(f"bakes done in {time.monotonic() - started:.0f} s")
+        self.beat.close()
+        if self.broken:
+            raise self.broken[0]
 
 
 def _chain(recipe: ImageRecipe) -> Hashable:
