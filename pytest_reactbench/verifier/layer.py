@@ -37,11 +37,14 @@ def grader_layer() -> Layer:
     carry neither (their tasks install React Doctor in their own bake), so the layer
     installs it beside the grader, with its whole tree from the grader's lockfile (`npm
     ci`: no resolution, no package metadata fetched), before the grader's files: a
-    change of the grader alone reuses the install."""
+    change of the grader alone reuses the install. Last, the base's own dependencies
+    (`/app/node_modules`) are kept apart as pristine here, once for every task on this
+    base, not copied out of the base by each task's bake."""
     return Layer(
         name="grader",
         steps=(f"COPY package.json package-lock.json {CONTRACT.home}/\n"
                f"RUN cd {CONTRACT.home} && npm ci --no-fund --no-audit --no-update-notifier\n"
-               f"COPY . {CONTRACT.home}/\n"),
+               f"COPY . {CONTRACT.home}/\n"
+               f"RUN node {CONTRACT.home}/verifier.mjs keep-deps\n"),
         context=GRADER_DIR,
     )

@@ -20,21 +20,29 @@ import { openRoom, runInRoom, sweepRoom } from "./test-room.mjs";
  * Pristine dependencies live outside /app: the submission replaces /app, and a link
  * puts them back in no time. Run in the step that installed them, the move is a
  * rename; from a layer below, a copy of every file. So an image may keep them there
- * at install time (`keep-deps`), and bake later.
+ * at install time (`keep-deps`), and the grader layer does it for the base's own
+ * dependencies, once per base image instead of once per task. /app/node_modules is
+ * left a link to them, so later steps see the dependencies where they were; a step
+ * that installs anew (a real folder again) replaces them at the next `keep-deps`.
  */
 export function keepDependencies() {
-  fs.mkdirSync(path.join(STATE, "deps"), { recursive: true });
+  const pristine = path.join(STATE, "deps", "node_modules");
+  fs.mkdirSync(path.dirname(pristine), { recursive: true });
   const modules = path.join(APP, "node_modules");
   if (fs.existsSync(modules) && !fs.lstatSync(modules).isSymbolicLink()) {
-    const moved = run("mv", [modules, path.join(STATE, "deps", "node_modules")], { cwd: "/" });
+    fs.rmSync(pristine, { recursive: true, force: true });
+    const moved = run("mv", [modules, pristine], { cwd: "/" });
     if (moved.code !== 0) throw new HarnessError(`cannot keep pristine dependencies: ${moved.stderr}`);
+    fs.symlinkSync(pristine, modules);
   }
 }
 
 export async function bake() {
   const config = readConfig();
   keepDependencies();
-  if (!fs.existsSync(path.join(STATE, "deps", "node_modules"))) {
+  // Through the link: a base's dependencies kept by the grader layer do not count for
+  // an /app that a later step made anew without installing any.
+  if (!fs.existsSync(path.join(APP, "node_modules"))) {
     throw new HarnessError(`${APP}/node_modules is missing: the base image installs the dependencies`);
   }
   fs.rmSync(path.join(APP, ".git"), { recursive: true, force: true });

@@ -10,8 +10,9 @@
 //                             by side where the sandbox has two CPUs, else the scan
 //                             first), and writes /logs/verifier/grade.json and
 //                             reward.json.
-//   node verifier.mjs keep-deps   in the image's install step: moves the freshly
-//                             installed node_modules out of /app (see bake.mjs).
+//   node verifier.mjs keep-deps   in the image's install step (and the grader
+//                             layer's last): moves the freshly installed
+//                             node_modules out of /app, a link left (see bake.mjs).
 //
 // Two rooms. This process (the grader) runs as root and keeps the hidden specs, the
 // reward and the React Doctor scan. The test commands import the submission's code,
