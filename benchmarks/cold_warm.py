@@ -8,7 +8,16 @@ Prints the wall time of each run and their ratio. The cold run starts from an em
 bake cache (a temporary directory, the download cache in it included); on docker it
 also removes every image the plugin built from the engine (they are rebuilt by the cold
 run), the Debian root included. Run it against an engine of its own (`--docker-host`):
-the removal takes the images from under anything else that uses the engine.
+the removal takes the images from under anything else that uses the engine. Such an
+engine needs its own data root, exec root, socket and pid file:
+
+    dockerd --data-root /var/tmp/rb-engine/data --exec-root /var/tmp/rb-engine/exec \
+      -H unix:///var/tmp/rb-engine/docker.sock --pidfile /var/tmp/rb-engine/docker.pid \
+      --bridge=none --iptables=false --ip-masq=false
+
+The benchmark's trials and bakes need no bridge, but `--bridge=none` deletes the
+machine's `docker0`: the first engine's builds and containers then fail to find it
+until that engine is restarted (which makes it again).
 
 With `--registry` (docker) it starts Debian's `docker-registry` on loopback and
 measures a fresh engine with a warm registry: the registry filled (the base images by
