@@ -26,7 +26,10 @@ Both frameworks run warm: an untimed first pass builds every image (ours bakes; 
 builds each task once per configuration). Harbor's builds start FROM the public base
 images (`ghcr.io/millionco/react-bench-*`); where one is not on the engine, the script
 tags the stand-in our plugin resolves it to under the public name for Harbor's runs
-(the plugin itself never does) and removes those tags at the end. Every container,
+(the plugin itself never does) and removes those tags at the end. A verifier that runs
+our grader gets it from a layer the plugin bakes on its base: Harbor's copies of such
+a task build on that layer image, tagged `reactbench-bench/<base>-grader:latest` for
+the run (our copies are untouched). Every container,
 network and temporary directory either framework creates, the images of an interrupted
 Harbor trial and those tags are removed on every exit path (--keep keeps the run
 directory: records, Harbor's jobs, logs).
@@ -280,16 +283,18 @@ def allow_internet(task: Path) -> None:
     toml.write_text(text)
 
 
-def stage_tasks(sources: Sequence[Path], tmp: Path) -> tuple[list[Path], list[Path]]:
-    """Copies with the internet allowed, and the same again with the init override."""
-    plain_root, tuned_root = tmp / "tasks", tmp / "tasks-tuned"
+def stage_tasks(sources: Sequence[Path], tmp: Path) -> tuple[list[Path], list[Path], list[Path]]:
+    """Copies with the internet allowed: ours, Harbor's, and Harbor's again with the
+    init override."""
     originals = [write_trivial_task(tmp / "generated" / "trivial-file"), *sources]
+    ours: list[Path] = []
     plain: list[Path] = []
     tuned: list[Path] = []
     for source in originals:
         if not (source / "task.toml").is_file():
             raise BenchError(f"{source}: not a task directory (no task.toml)")
-        for root, bucket in ((plain_root, plain), (tuned_root, tuned)):
+        for root, bucket in ((tmp / "tasks", ours), (tmp / "tasks-harbor", plain),
+                             (tmp / "tasks-tuned", tuned)):
             copy = root / source.name
             if copy.exists():
                 raise BenchError(f"two tasks named {source.name}")
@@ -301,7 +306,48 @@ def stage_tasks(sources: Sequence[Path], tmp: Path) -> tuple[list[Path], list[Pa
         # the agent's).
         for sub in ("environment", "tests"):
             (tuned[-1] / sub / "docker-compose.yaml").write_text(INIT_OVERRIDE)
-    return plain, tuned
+    return ours, plain, tuned
+
+
+#: The public base a Dockerfile starts FROM (its ARG's default, or the FROM itself).
+PUBLIC_BASE = re.compile(r"ghcr\.io/millionco/react-bench-[a-z-]+(?::[\w.-]+)?")
+
+
+def grader_bases(copies: Sequence[Path], tags: PublicTags) -> None:
+    """Harbor builds a verifier from its Dockerfile alone, but ours gets our grader as
+    a layer the plugin bakes on the verifier's base (no public image carries it). For
+    each copy whose verifier runs our grader, that layer on its base, as this
+    checkout's plugin bakes it, is tagged `reactbench-bench/<base>-grader:latest`, and
+    the copy's tests/Dockerfile builds on it: Harbor's verifier then starts from what
+    ours does."""
+    from pytest_reactbench.sandbox.base import ImageRecipe
+    from pytest_reactbench.sandbox.docker import DockerBackend
+    from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle, default_cache
+    from pytest_reactbench.verifier.layer import GRADER_DIR, grader_layer, uses_grader
+
+    backend = DockerBackend(SandboxOptions(cache=default_cache(), ca_bundle=default_ca_bundle()))
+    made: dict[str, str] = {}
+    try:
+        for copy in copies:
+            tests = copy / "tests"
+            if not uses_grader(tests):
+                continue
+            dockerfile = tests / "Dockerfile"
+            text = dockerfile.read_text()
+            found = PUBLIC_BASE.search(text)
+            if found is None:
+                raise BenchError(f"{dockerfile}: no public base to put the grader layer on")
+            base = found.group(0)
+            if base not in made:
+                layer_file = copy.parent / f".grader-on-{len(made)}.Dockerfile"
+                layer_file.write_text(f"FROM {base}\n{grader_layer().steps.strip()}\n")
+                image = backend.bake(ImageRecipe("grader", layer_file, GRADER_DIR), say)
+                name = f"reactbench-bench/{base.rsplit('/', 1)[-1].split(':')[0]}-grader:latest"
+                tags.tag(name, image.digest)
+                made[base] = name
+            dockerfile.write_text(text.replace(base, made[base]))
+    finally:
+        backend.close()
 
 
 # -- running -------------------------------------------------------------------------
@@ -475,10 +521,14 @@ class PublicTags:
                 continue
             except ImageNotFound:
                 pass
-            repository, tag = name.rsplit(":", 1)
-            self.client.api.tag(image_id, repository, tag)
-            self.added.append(name)
+            self.tag(name, image_id)
             say(f"{name}: tagged on the stand-in {image_id[:19]} for Harbor's builds")
+
+    def tag(self, name: str, image_id: str) -> None:
+        """`name` on `image_id` until `remove`."""
+        repository, tag = name.rsplit(":", 1)
+        self.client.api.tag(image_id, repository, tag)
+        self.added.append(name)
 
     def remove(self) -> None:
         from docker.errors import DockerException
@@ -488,7 +538,7 @@ class PublicTags:
             with contextlib.suppress(DockerException):
                 self.client.images.remove(name, noprune=True)
         if self.added:
-            say(f"removed the {len(self.added)} public name(s) tagged for Harbor")
+            say(f"removed the {len(self.added)} name(s) tagged for Harbor")
         self.added = []
 
 
@@ -753,17 +803,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     public_tags: PublicTags | None = None
     try:
         with terminate_on_signals():
-            plain, tuned = stage_tasks(args.tasks, tmp)
+            ours_copies, plain, tuned = stage_tasks(args.tasks, tmp)
             names = [t.name for t in plain]
             sweeper = Sweeper(args.work, names)
             agents = list(AGENTS)
 
             phase = time.monotonic()
             say(f"warm-up (untimed): pytest-reactbench bakes {', '.join(names)}")
-            for trial in run_ours(runner, plain, agents, tmp, "warmup-ours"):
+            for trial in run_ours(runner, ours_copies, agents, tmp, "warmup-ours"):
                 if trial.error:
                     raise BenchError(f"warm-up {trial.task}/{trial.agent}: {trial.error}")
             public_tags = PublicTags()
+            grader_bases([*plain, *tuned], public_tags)
             public_tags.add(stand_ins(runner))
             for config, copies in ((HARBOR, plain), (TUNED, tuned)):
                 for task in copies:
@@ -777,10 +828,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             phase = time.monotonic()
             trials: list[Trial] = []
             for rep in range(1, args.repeat + 1):
-                for plain_task, tuned_task in zip(plain, tuned, strict=True):
+                for our_task, plain_task, tuned_task in zip(ours_copies, plain, tuned, strict=True):
                     for agent in agents:
                         label = f"{plain_task.name}-{agent}-{rep}"
-                        [ours] = run_ours(runner, [plain_task], [agent], tmp, f"ours-{label}")
+                        [ours] = run_ours(runner, [our_task], [agent], tmp, f"ours-{label}")
                         trials.append(ours)
                         say(f"{plain_task.name} {agent} #{rep}: {OURS} {ours.wall:.1f} s "
                             f"reward {ours.reward}")
