@@ -43,7 +43,8 @@ def start(backend: Backend, recipes: Iterable[ImageRecipe],
           progress: Callable[[str], None]) -> Pool | None:
     """Start baking `recipes` (each once, those not baked yet), up to the backend's
     `bake_slots` at a time, in the order given but in turns from each chain; None when
-    there is nothing to bake."""
+    there is nothing to bake. The pool bakes on while the trials run: a trial waits
+    only for its own images, on their locks (or bakes one the pool has not reached)."""
     unique = {(r.dockerfile.resolve(), r.context.resolve()): r for r in recipes}
     waiting = spread([r for r in unique.values() if backend.baked(r) is None])
     if not waiting:
@@ -104,14 +105,16 @@ class Pool:
         except Exception as exc:  # the caller's to report, as from the session's thread
             self.broken.append(exc)
 
-    def join(self) -> None:
-        """Wait for the pool (its heartbeat ends however the wait does); raises what
-        broke it."""
-        try:
-            for thread in self.threads:
-                thread.join()
-        finally:
-            self.beat.close()
+    def join(self, *, rest: bool = True) -> None:
+        """Wait for the pool; without `rest`, the bakes not begun yet are dropped first
+        (the session ends: no trial is left to need them). Raises what broke it."""
+        if not rest:
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    self.todo.get_nowait()
+        for thread in self.threads:
+            thread.join()
+        self.beat.close()
         if self.broken:
             raise self.broken[0]
 

@@ -257,7 +257,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
     """Before the first trial: every image the items need, baked as a pool (by the one
-    process that runs items, or the first of xdist's workers to claim it)."""
+    process that runs items, or the first of xdist's workers to claim it) that bakes on
+    while the trials run: a trial starts as soon as its own two images are there."""
     state = session.config.stash.get(SESSION_KEY, None)
     if state is None or session.config.option.collectonly:
         return
@@ -270,15 +271,24 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     try:
         backend = state.backend()
         stages = Stages(backend, progress, state.trial_options.labels)
-        bakes.prebake(backend, (stages.recipe(item.task, role) for item in trials
-                                for role in ("agent", "verifier")), progress)
+        state.prebake = bakes.start(backend, (stages.recipe(item.task, role) for item in trials
+                                              for role in ("agent", "verifier")), progress)
     except Exception as exc:
         progress(f"bakes not planned ahead ({type(exc).__name__}: {exc}); each trial bakes its own")
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash.get(SESSION_KEY, None)
     if state is not None:
+        # The bakes under way end before their records are written; interrupted, the
+        # session ends now (the engine cancels a build whose client went away).
+        if state.prebake is not None and exitstatus != pytest.ExitCode.INTERRUPTED:
+            try:
+                state.prebake.join(rest=False)
+            except Exception as exc:
+                progress_printer(session.config, state.once)(
+                    f"bakes ahead of the trials broke ({type(exc).__name__}: {exc}); "
+                    "each trial baked its own")
         bakes.write_part(state.records.run_dir, state.worker, state.made_backend)
 
 

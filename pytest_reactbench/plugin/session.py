@@ -81,6 +81,8 @@ class ReactbenchSession:
         except ResultsError as exc:
             raise UsageError(f"--reactbench-resume: {exc}") from None
         self._backend: Backend | None = None
+        #: The bakes ahead of the trials, baking on beside them (the process that claimed them).
+        self.prebake: bakes.Pool | None = None
         extensions = registered(self.config.hook)
         self.agents = self._make_agents(extensions)
         self._backend_factory = extensions.backend(settings.backend, "--reactbench-sandbox")
