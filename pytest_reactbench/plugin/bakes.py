@@ -94,6 +94,7 @@ class Pool:
                 self.done += 1
                 last = self.done == self.total
             if last:
+                self.beat.close()  # no heartbeat over the trials that follow
                 self.progress(f"bakes done in {time.monotonic() - self.started:.0f} s")
 
     def work(self) -> None:
@@ -112,9 +113,11 @@ class Pool:
             with contextlib.suppress(queue.Empty):
                 while True:
                     self.todo.get_nowait()
-        for thread in self.threads:
-            thread.join()
-        self.beat.close()
+        try:
+            for thread in self.threads:
+                thread.join()
+        finally:
+            self.beat.close()  # however the wait ends
         if self.broken:
             raise self.broken[0]
 
