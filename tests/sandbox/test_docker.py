@@ -138,6 +138,24 @@ def test_sweep_removes_containers_of_dead_owners(tmp_path: Path, docker_backend:
         client.containers.get(leftover.id)
 
 
+def test_two_sessions_sweeping_one_dead_run_at_once_both_go_on(
+        tmp_path: Path, docker_backend: DockerBackend, docker_client: docker.DockerClient) -> None:
+    """The workers of a new run sweep the same dead run's containers at once: a container
+    the other is removing (the engine's 409, "removal already in progress") or has removed
+    is not an error, and each container is counted by the sweep that removed it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    image = docker_backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
+    dead = f"{docker_backend.owner.rsplit(':', 1)[0]}:999999998"
+    leftovers = [docker_client.containers.run(image.ref, entrypoint=["sleep", "infinity"], detach=True,
+                                              init=True, network_mode="none", labels={LABEL: dead})
+                 for _ in range(6)]
+    with ThreadPoolExecutor(2) as pool:
+        counts = list(pool.map(lambda _: docker_backend.sweep(), range(2)))
+    assert sum(counts) >= len(leftovers), counts  # other tests' dead leftovers may add to it
+    assert not docker_client.containers.list(all=True, filters={"label": f"{LABEL}={dead}"})
+
+
 def test_a_bake_killed_half_way_is_never_reused(tmp_path: Path, docker_backend: DockerBackend) -> None:
     token = uuid.uuid4().hex
     r = recipe(tmp_path, f"FROM reactbench/system\nRUN echo {token} > /token\nRUN sleep 4\n", timeout=600)

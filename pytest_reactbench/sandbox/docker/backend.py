@@ -278,8 +278,7 @@ class DockerBackend(ImageBaking):
             owner_host, _, pid = owner.rpartition(":")
             if owner_host != host or owner == self.owner or not pid.isdigit() or pid_alive(int(pid)):
                 continue
-            with contextlib.suppress(docker_sdk().errors.NotFound):
-                container.remove(force=True, v=True)
+            if _remove_container(container):
                 removed += 1
         for network in self.client.networks.list(filters={"label": LABEL}):
             owner_host, _, pid = (network.attrs.get("Labels") or {}).get(LABEL, "").rpartition(":")
@@ -295,15 +294,7 @@ class DockerBackend(ImageBaking):
     def _remove(self, container: Any, gate: EgressGate | None) -> None:
         errors = docker_sdk().errors
         try:
-            try:
-                container.remove(force=True, v=True)
-            except errors.NotFound:
-                pass
-            except errors.APIError as exc:
-                # 409: someone else is removing it already (a container removed from
-                # outside); anything else stays in _live and close() tries again.
-                if exc.status_code != 409:
-                    raise
+            _remove_container(container)  # an error keeps it in _live: close() tries again
             self._live.discard(container.id)
             self._release(container.id)
         finally:
@@ -350,3 +341,18 @@ class DockerBackend(ImageBaking):
         for container_id in list(self._holders):
             self._release(container_id)
         self.client.close()
+
+
+def _remove_container(container: Any) -> bool:
+    """Force-removes a container; False when it is gone already or someone else (another
+    session's sweep, a removal from outside) is removing it: both leave the same end."""
+    errors = docker_sdk().errors
+    try:
+        container.remove(force=True, v=True)
+    except errors.NotFound:
+        return False
+    except errors.APIError as exc:
+        if exc.status_code != 409:  # 409: "removal ... is already in progress"
+            raise
+        return False
+    return True
