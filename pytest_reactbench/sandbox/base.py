@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import tarfile
 import threading
 import time
@@ -54,6 +55,11 @@ def heartbeat(progress: Progress, what: Callable[[], str], every: float = HEARTB
 #: The gate between an agent that declares model hosts and the network.
 EGRESS_SCRIPT = Path(__file__).with_name("egress.cjs")
 EGRESS_PORT = 3128
+
+#: Takes of an archive whose stream arrived short before it is an error.
+ARCHIVE_ATTEMPTS = 3
+#: GNU tar's --totals line on stderr: the bytes of the archive it wrote.
+_TAR_TOTAL = re.compile(rb"^Total bytes written: (\d+)", re.MULTILINE)
 
 
 def proxy_env(url: str) -> dict[str, str]:
@@ -211,16 +217,22 @@ class Sandbox(ABC):
     def get_archive(self, src: str, exclude: Sequence[str] = ()) -> bytes:
         """A tar stream of the directory `src`'s contents, leaving out `exclude` globs
         (GNU tar's matching, as Harbor's transfer). The caller checks what it gets."""
-        args = ["tar", "-c", "-f", "-", "-C", src, *(f"--exclude={p}" for p in exclude), "."]
-        for _ in range(2):
-            result = self.exec(args, cwd="/")
+        args = ["tar", "-c", "-f", "-", "--totals", "-C", src, *(f"--exclude={p}" for p in exclude), "."]
+        got = written = 0
+        for _ in range(ARCHIVE_ATTEMPTS):
+            result = self.exec(args, cwd="/", env={"LC_ALL": "C"})  # tar's count in English
             if not result.ok:
                 raise SandboxError(f"could not archive {src}: {result.failure}")
-            if result.stdout:
+            total = _TAR_TOTAL.search(result.stderr)
+            got, written = len(result.stdout), int(total[1]) if total else -1
+            if got == written:
                 return result.stdout
-            # tar writes at least its end blocks: an empty stream is output the
-            # engine lost (seen under load on docker), so the archive is taken again.
-        raise SandboxError(f"could not archive {src}: tar succeeded twice and its output was lost both times")
+            # tar says how many bytes it wrote: fewer arrived when the engine lost part
+            # of a command's output (seen under load on docker: all of it, or a tail of
+            # a large stream), so the archive is taken again rather than read short.
+        told = f"of the {written} tar wrote" if written >= 0 else "and tar's count of them was lost too"
+        raise SandboxError(f"could not archive {src}: tar succeeded {ARCHIVE_ATTEMPTS} times and its output "
+                           f"was lost each time (the last time {got} bytes arrived {told})")
 
     @abstractmethod
     def close(self) -> None:
