@@ -58,8 +58,13 @@ EGRESS_PORT = 3128
 
 #: Takes of an archive whose stream arrived short before it is an error.
 ARCHIVE_ATTEMPTS = 3
-#: GNU tar's --totals line on stderr: the bytes of the archive it wrote.
-_TAR_TOTAL = re.compile(rb"^Total bytes written: (\d+)", re.MULTILINE)
+#: tar's stream on stdout; on stderr, after tar's own words, its exit status and the
+#: bytes it wrote, counted as they left it. Any tar (GNU's, BusyBox's) and any sh.
+_COUNTED_TAR = ('exec 3>&1; { tar -c -f - -C "$0" "$@" .; echo "reactbench-tar-exit $?" >&2; } '
+                '| tee /dev/fd/3 | { n=$(wc -c); echo "reactbench-tar-bytes $n" >&2; }')
+_TAR_EXIT = re.compile(rb"^reactbench-tar-exit (\d+)$", re.MULTILINE)
+_TAR_BYTES = re.compile(rb"^reactbench-tar-bytes\s*(\d+)\s*$", re.MULTILINE)
+_TAR_NOTES = re.compile(rb"^reactbench-tar-(exit|bytes) .*\n?", re.MULTILINE)
 
 
 def proxy_env(url: str) -> dict[str, str]:
@@ -217,20 +222,23 @@ class Sandbox(ABC):
     def get_archive(self, src: str, exclude: Sequence[str] = ()) -> bytes:
         """A tar stream of the directory `src`'s contents, leaving out `exclude` globs
         (GNU tar's matching, as Harbor's transfer). The caller checks what it gets."""
-        args = ["tar", "-c", "-f", "-", "--totals", "-C", src, *(f"--exclude={p}" for p in exclude), "."]
+        args = ["sh", "-c", _COUNTED_TAR, src, *(f"--exclude={p}" for p in exclude)]
         got = written = 0
         for _ in range(ARCHIVE_ATTEMPTS):
-            result = self.exec(args, cwd="/", env={"LC_ALL": "C"})  # tar's count in English
-            if not result.ok:
-                raise SandboxError(f"could not archive {src}: {result.failure}")
-            total = _TAR_TOTAL.search(result.stderr)
-            got, written = len(result.stdout), int(total[1]) if total else -1
-            if got == written:
+            result = self.exec(args, cwd="/")
+            said = _TAR_NOTES.sub(b"", result.stderr).decode("utf-8", "replace").strip()
+            status, count = _TAR_EXIT.search(result.stderr), _TAR_BYTES.search(result.stderr)
+            if (status and status[1] != b"0") or not result.ok:
+                code = int(status[1]) if status else result.exit_code
+                said = said or f"exit code {code}, nothing on stderr"
+                raise SandboxError(f"could not archive {src}: {said}")
+            got, written = len(result.stdout), int(count[1]) if count else -1
+            if status and got == written:
                 return result.stdout
-            # tar says how many bytes it wrote: fewer arrived when the engine lost part
-            # of a command's output (seen under load on docker: all of it, or a tail of
-            # a large stream), so the archive is taken again rather than read short.
-        told = f"of the {written} tar wrote" if written >= 0 else "and tar's count of them was lost too"
+            # The bytes were counted as they left tar: fewer arrived when the engine
+            # lost part of a command's output (seen under load on docker: all of it, or
+            # a large stream's tail), so the archive is taken again, never read short.
+        told = f"of the {written} tar wrote" if written >= 0 else "and the count of them was lost too"
         raise SandboxError(f"could not archive {src}: tar succeeded {ARCHIVE_ATTEMPTS} times and its output "
                            f"was lost each time (the last time {got} bytes arrived {told})")
 
