@@ -108,6 +108,11 @@ class EngineLost(SandboxError):
     """The engine a sandbox ran on stopped answering mid-trial: an error, retried on
     another engine of the pool."""
 
+    def __init__(self, message: str, engine: str = "") -> None:
+        super().__init__(message)
+        #: The lost engine: a trial lost while its sandbox booted knows it from here.
+        self.engine = engine
+
 
 @dataclass(frozen=True)
 class ExecResult:

@@ -223,7 +223,7 @@ class EnginePool(Backend):
             return None
         self._lose(member)
         return EngineLost(f"the Docker engine {member.engine} was lost mid-trial ({exc}); "
-                          "it takes no more trials in this session")
+                          "it takes no more trials in this session", member.engine)
 
     def _lose(self, member: DockerBackend) -> None:
         with self._lock:

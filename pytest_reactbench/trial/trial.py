@@ -364,6 +364,8 @@ class Trial:
         self._engine = ""
 
         def error(exc: BaseException, message: str | None = None) -> TrialResult:
+            if isinstance(exc, EngineLost) and exc.engine and not self._engine:
+                self._engine = exc.engine  # lost while its sandbox booted
             return self._result(record, Verdict.ERROR, images, durations, failure=type(exc).__name__,
                                 message=str(exc) if message is None else message,
                                 retryable=retryable(exc))
