@@ -98,7 +98,8 @@ def _base_image(backend: Backend, public: str, recipe: ImageRecipe, progress: Pr
         base = BaseImage(name=public, digest=image.digest, origin="stand-in") if image else None
     if base is None:
         return "not baked"
-    return f"{base.origin:9} {base.digest}"
+    served = f" (images/{recipe.name})" if base.origin == "stand-in" else ""
+    return f"{base.origin:9} {base.digest}{served}"
 
 
 def _images(args: argparse.Namespace) -> int:

@@ -18,10 +18,11 @@ def test_images_builds_the_playwright_stand_in(capsys, tmp_path: Path,  # type: 
     public = "ghcr.io/millionco/react-bench-verifier-playwright"
     assert main(["images", "--sandbox", "local", "--cache", str(cache), "--only", public]) == 0
     out = capsys.readouterr().out
-    assert f"{public} " in out and "stand-in" in out
+    # The verifier base's stand-in serves the Playwright verifier's name.
+    assert f"{public} " in out and "(images/react-bench-verifier-base)" in out
     # Chromium sits where the scaffold's Playwright looks for it, offline.
     backend = LocalBackend(SandboxOptions(cache=cache))
-    directory = Path(__file__).resolve().parents[1] / "images" / "react-bench-verifier-playwright"
+    directory = Path(__file__).resolve().parents[1] / "images" / "react-bench-verifier-base"
     from pytest_reactbench.sandbox.base import ImageRecipe
 
     image = backend.bake(ImageRecipe(directory.name, directory / "Dockerfile", directory),

@@ -17,14 +17,14 @@ import queue
 import shutil
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import asdict
 from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
 from pytest_reactbench.sandbox.base import Backend, ImageRecipe, SandboxError, heartbeat
-from pytest_reactbench.sandbox.recipes import from_refs
+from pytest_reactbench.sandbox.recipes import from_refs, map_image
 
 #: The workers' bake records, merged by the controller into bakes.json.
 PARTS = ".bakes"
@@ -46,7 +46,8 @@ def start(backend: Backend, recipes: Iterable[ImageRecipe],
     there is nothing to bake. The pool bakes on while the trials run: a trial waits
     only for its own images, on their locks (or bakes one the pool has not reached)."""
     unique = {(r.dockerfile.resolve(), r.context.resolve()): r for r in recipes}
-    waiting = spread([r for r in unique.values() if backend.baked(r) is None])
+    waiting = spread([r for r in unique.values() if backend.baked(r) is None],
+                     getattr(backend, "image_map", {}))
     if not waiting:
         return None
     return Pool(backend, waiting, progress)
@@ -122,23 +123,24 @@ class Pool:
             raise self.broken[0]
 
 
-def _chain(recipe: ImageRecipe) -> Hashable:
-    """What a recipe waits for before its own steps: its base images and its layer."""
+def _chain(recipe: ImageRecipe, image_map: Mapping[str, str]) -> Hashable:
+    """What a recipe waits for before its own steps: its base images (as the image map
+    resolves them: two names for one stand-in are one chain) and its layer."""
     try:
-        bases = tuple(ref.image for ref in from_refs(recipe))
+        bases = tuple(map_image(ref.image, image_map) for ref in from_refs(recipe))
     except Exception:  # its bake says what is wrong with it
         return recipe.dockerfile
     return bases, recipe.layer.name if recipe.layer else None
 
 
-def spread(recipes: list[ImageRecipe]) -> list[ImageRecipe]:
+def spread(recipes: list[ImageRecipe], image_map: Mapping[str, str] | None = None) -> list[ImageRecipe]:
     """The recipes in their order, but taken in turns from each chain (the same bases
     and layer): the pool's first bakes then climb different chains side by side (the
     verifier's grader layer on two bases at once, say) instead of all waiting for the
     lock of one."""
     groups: dict[Hashable, list[ImageRecipe]] = {}
     for recipe in recipes:
-        groups.setdefault(_chain(recipe), []).append(recipe)
+        groups.setdefault(_chain(recipe, image_map or {}), []).append(recipe)
     return [r for turn in zip_longest(*groups.values()) for r in turn if r is not None]
 
 

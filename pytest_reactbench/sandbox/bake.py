@@ -310,10 +310,11 @@ class BakingBackend(Backend):
 
     def _parent(self, ref: FromRef, recipe: ImageRecipe, progress: Progress, deadline: float,
                 depth: int, build: bool) -> Parent:
-        if not build:
+        # An image baked already is the recipe's own: its name says nothing of another's.
+        if not build or ref.image in recipe.baked:
             return self._resolve(ref, recipe, progress, deadline, depth, build)
         # The same base with a layer on it is another parent.
-        known = (ref.image, recipe.layer if ref.image not in recipe.baked else None)
+        known = (ref.image, recipe.layer)
         if known not in self._parents:
             self._parents[known] = self._resolve(ref, recipe, progress, deadline, depth, build)
         return self._parents[known]
@@ -325,7 +326,8 @@ class BakingBackend(Backend):
             image = recipe.baked[name]
             return Parent(name, image.ref, image.digest, tuple(image.bases), image)
         if recipe.layer is not None:
-            image = self._bake(self._layer_recipe(recipe.layer, name, recipe), progress, deadline,
+            base = self._parent(ref, replace(recipe, layer=None), progress, deadline, depth, build)
+            image = self._bake(self._layer_recipe(recipe.layer, base, recipe), progress, deadline,
                                depth + 1, build=build)
             return Parent(name, image.ref, image.digest, tuple(image.bases), image)
         where = f"{recipe.dockerfile}:{ref.line}"
@@ -407,15 +409,22 @@ class BakingBackend(Backend):
                 self._unavailable[name] = str(exc)
             raise
 
-    def _layer_recipe(self, layer: Layer, base: str, recipe: ImageRecipe) -> ImageRecipe:
-        """`layer` on `base` as a recipe: its Dockerfile is written to the cache (named
-        by its text: concurrent sessions write the same bytes), its context is the
-        layer's."""
-        text = f"FROM {base}\n{layer.steps.strip()}\n"
+    def _layer_recipe(self, layer: Layer, base: Parent, recipe: ImageRecipe) -> ImageRecipe:
+        """`layer` on the resolved `base` as a recipe: its FROM names the base by its
+        content, not by the name a Dockerfile gave it, so two names for one image (a
+        public name and the stand-in another public name maps to as well) share one
+        bake of the layer. Its Dockerfile is written to the cache (named by its text:
+        concurrent sessions write the same bytes), its context is the layer's."""
+        below = f"reactbench-layer-base-{recipe_key(base.identity)[:16]}"
+        text = f"FROM {below}\n{layer.steps.strip()}\n"
         dockerfile = self.cache_dir / "layers" / f"{recipe_key(text)[:16]}.Dockerfile"
         dockerfile.parent.mkdir(parents=True, exist_ok=True)
         replace_if_changed(dockerfile, text.encode())
-        return ImageRecipe(layer.name, dockerfile, layer.context, timeout=recipe.timeout)
+        # The base's provenance as the Dockerfile named it (a stand-in's public name).
+        image = (replace(base.image, bases=base.bases) if base.image is not None
+                 else Image(base.use, base.identity, self.name, cached=True, bases=base.bases))
+        return ImageRecipe(layer.name, dockerfile, layer.context, timeout=recipe.timeout,
+                           baked={below: image})
 
     @staticmethod
     def _stand_in_recipe(directory: Path, recipe: ImageRecipe) -> ImageRecipe:

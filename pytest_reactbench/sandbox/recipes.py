@@ -16,12 +16,15 @@ from pytest_reactbench.sandbox.base import ImageRecipe
 #: images/system; on the local backend the host stands for it.
 SYSTEM_IMAGE = "reactbench/system"
 
-#: Base images of the public suite and the local recipe that stands in for each.
+#: Base images of the public suite and the local recipe that stands in for each. The
+#: verifier base's stand-in serves the Playwright verifier too: it carries the base's
+#: browser, which its bake proved Playwright launches, and nothing else differs; one
+#: image for both names means one bake of the grader layer on it, not two.
 DEFAULT_IMAGE_MAP: dict[str, str] = {
     "ghcr.io/millionco/react-bench-base": "react-bench-base",
     "ghcr.io/millionco/react-bench-agents": "react-bench-agents",
     "ghcr.io/millionco/react-bench-verifier-base": "react-bench-verifier-base",
-    "ghcr.io/millionco/react-bench-verifier-playwright": "react-bench-verifier-playwright",
+    "ghcr.io/millionco/react-bench-verifier-playwright": "react-bench-verifier-base",
 }
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_reactbench.plugin.extensions import command_hook, registered
-from pytest_reactbench.sandbox.base import Backend, Image, Limits, Sandbox, SandboxError
+from pytest_reactbench.sandbox.base import Backend, Image, Layer, Limits, Sandbox, SandboxError
 from pytest_reactbench.sandbox.options import SandboxOptions
 from tests.reliability.faults import pids_with
 from tests.sandbox.helpers import recipe
@@ -131,3 +131,32 @@ def test_close_twice_and_after(backend: Backend, image: Image) -> None:
     sandbox.close()
     with pytest.raises(SandboxError):
         sandbox.exec("true")
+
+
+def test_a_layer_on_two_names_for_one_image_is_baked_once(
+        backend: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two names the image map gives one stand-in (the Playwright verifier's and the
+    verifier base's): a layer on either is one bake, and each image records the name its
+    Dockerfile gave."""
+    stand_in = tmp_path / "stand-in"
+    stand_in.mkdir()
+    (stand_in / "Dockerfile").write_text("FROM reactbench/system\n"
+                                         "RUN mkdir -p /app && echo base > /app/base\n")
+    baking = getattr(backend, "inner", backend)
+    for name in ("example.org/one", "example.org/two"):
+        monkeypatch.setitem(baking.image_map, name, str(stand_in))
+    token = tmp_path.name  # a layer no earlier run baked
+    layer = Layer(name="layered", steps=f"RUN echo {token} > /app/layer\n", context=stand_in)
+    lines: list[str] = []
+    images = [backend.bake(recipe(tmp_path / name, f"FROM example.org/{name}\nRUN cat /app/base /app/layer\n",
+                                  layer=layer), lines.append)
+              for name in ("one", "two")]
+    assert sum("layered: baked image" in line for line in lines) == 1, lines
+    assert sum("layered: reusing baked image" in line for line in lines) == 1, lines
+    for name, image in zip(("one", "two"), images, strict=True):
+        assert f"example.org/{name}" in [base.name for base in image.bases]
+        box = backend.boot(image, network=False, limits=Limits(), labels={"task": "contract"})
+        try:
+            assert box.exec("cat /app/base /app/layer").text == f"base\n{token}\n"
+        finally:
+            box.close()

@@ -129,7 +129,8 @@ class LocalImages(BakingBackend):
             if ins.keyword == "ARG":
                 declare_arg(ins, recipe.build_args, global_args)
         parent = parents[0].image
-        parent_meta = self._image_meta(parent.ref) if parent else None
+        # No image, or one with no ref: the host stands for the system layer.
+        parent_meta = self._image_meta(parent.ref) if parent and parent.ref else None
         self._replay(recipe, instructions[first_from + 1 :], {}, global_args, parent_meta, key,
                      progress, deadline)
         image = self.find(key, recipe)
