@@ -28,7 +28,10 @@ def test_the_agents_image_has_the_public_toolchain(tmp_path: Path, docker_backen
             " && corepack --version && yarn --version && pnpm --version && npm --version"
             " && git --version && curl --version && unzip -v && python3 --version && make --version"
             # No agent CLI: an agent's own layer brings it when that agent runs.
-            " && ! command -v claude && ! command -v codex", timeout=120)
+            " && ! command -v claude && ! command -v codex"
+            # Neither Mesa's drivers nor an init system, and apt's state is consistent.
+            " && ! dpkg -s libllvm15 >/dev/null 2>&1 && ! dpkg -s systemd >/dev/null 2>&1"
+            " && apt-get check -q >/dev/null", timeout=120)
         assert result.ok, result.text + result.error_text
         versions = result.text.splitlines()
         assert versions[1].startswith("1.") and versions[2].startswith("11.")  # yarn 1, pnpm 11
@@ -94,6 +97,21 @@ RECORD_VIDEO = (
     ".catch((error) => { console.error(error); process.exit(1); });"
 )
 
+#: Clears a WebGL canvas to green and reads a pixel back, naming the renderer.
+WEBGL = (
+    "const { chromium } = require(\"playwright-core\");"
+    "(async () => { const browser = await chromium.launch(); const page = await browser.newPage();"
+    " const found = await page.evaluate(() => { const gl = document.createElement(\"canvas\")"
+    ".getContext(\"webgl\"); if (!gl) return \"none\"; gl.clearColor(0, 1, 0, 1);"
+    " gl.clear(gl.COLOR_BUFFER_BIT); const px = new Uint8Array(4);"
+    " gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.UNSIGNED_BYTE, px);"
+    " const info = gl.getExtension(\"WEBGL_debug_renderer_info\");"
+    " const renderer = gl.getParameter(info.UNMASKED_RENDERER_WEBGL);"
+    " return (renderer.includes(\"SwiftShader\") ? \"SwiftShader \" : renderer + \" \") + px.join(\",\"); });"
+    " await browser.close(); console.log(\"webgl \" + found); })()"
+    ".catch((error) => { console.error(error); process.exit(1); });"
+)
+
 
 def test_playwright_install_finds_chromium_and_ffmpeg_served(tmp_path: Path,
                                                                docker_backend: DockerBackend) -> None:
@@ -116,6 +134,10 @@ def test_playwright_install_finds_chromium_and_ffmpeg_served(tmp_path: Path,
         recorded = box.exec("cd /opt/harness && node -e '" + RECORD_VIDEO + "'", timeout=120)
         assert recorded.ok, recorded.text + recorded.error_text
         assert recorded.text.startswith("video ") and int(recorded.text.split()[1]) > 1000, recorded.text
+        # WebGL without Mesa's drivers: Chromium renders it on its own SwiftShader.
+        webgl = box.exec("cd /opt/harness && node -e '" + WEBGL + "'", timeout=120)
+        assert webgl.ok, webgl.text + webgl.error_text
+        assert webgl.text.strip() == "webgl SwiftShader 0,255,0,255"
     finally:
         box.close()
 
