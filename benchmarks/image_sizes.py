@@ -70,7 +70,8 @@ def main() -> int:
                 keys.add(key)
             return int(image.attrs["Size"]), sorted(history, key=lambda e: -int(e["Size"])), keys
 
-        for public, stand_in in sorted(DEFAULT_IMAGE_MAP.items()):
+        # A stand-in serving two public names is one image, shown once.
+        for stand_in, public in sorted({v: k for k, v in DEFAULT_IMAGE_MAP.items()}.items()):
             if recipe_dir(stand_in) is None:
                 continue
             base = backend.base_image(public, None)
