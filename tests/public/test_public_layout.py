@@ -130,7 +130,8 @@ def public_images(tmp_path_factory: pytest.TempPathFactory, bake_cache: Path,
         digests: dict[str, str] = {}
         with loopback_registry(root / "registry") as port:
             for name, stand_in in stand_ins.items():
-                context = root / PUBLIC[name]
+                # By the public name: one stand-in serves two of them.
+                context = root / name.removesuffix(":latest").rsplit("/", 1)[-1]
                 context.mkdir()
                 layout = PUBLIC_LAYOUT.format(stand_in=stand_in, label=RECIPE_LABEL)
                 (context / "Dockerfile").write_text(layout)
