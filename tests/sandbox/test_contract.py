@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -145,7 +146,7 @@ def test_a_layer_on_two_names_for_one_image_is_baked_once(
     baking = getattr(backend, "inner", backend)
     for name in ("example.org/one", "example.org/two"):
         monkeypatch.setitem(baking.image_map, name, str(stand_in))
-    token = tmp_path.name  # a layer no earlier run baked
+    token = uuid.uuid4().hex  # a layer no earlier run baked (an engine keeps its images)
     layer = Layer(name="layered", steps=f"RUN echo {token} > /app/layer\n", context=stand_in)
     lines: list[str] = []
     images = [backend.bake(recipe(tmp_path / name, f"FROM example.org/{name}\nRUN cat /app/base /app/layer\n",
