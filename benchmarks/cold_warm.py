@@ -39,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import SuiteRun, run_suite
+from common import SuiteRun, run_suite, trial_records
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.sandbox.helpers import loopback_registry
@@ -76,6 +76,25 @@ def describe(run: SuiteRun) -> str:
     fetched = sum(int(b.get("fetched_bytes", 0)) for b in bakes)  # type: ignore[call-overload]
     return (f"{counts['baked']} baked, {counts['pulled']} pulled, {counts['reused']} reused; "
             f"packages {served / 1e6:.0f} MB served, {fetched / 1e6:.0f} MB fetched")
+
+
+def phases(run: SuiteRun) -> str:
+    """Where the run's time went: the images pulled (summed, and the longest), and each
+    trial phase summed over the trials (they run side by side, so sums exceed the wall)."""
+    pulls = {str(b["name"]): float(b["seconds"]) for b in bakes_of(run)  # type: ignore[arg-type]
+             if b["how"] == "pulled"}
+    totals: dict[str, float] = {}
+    for trial in trial_records(run.records):
+        durations: dict[str, float] = trial.get("durations", {})  # type: ignore[assignment]
+        for phase, seconds in durations.items():
+            totals[phase] = totals.get(phase, 0.0) + float(seconds)
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1])
+    line = "trials: " + ", ".join(f"{phase} {seconds:.0f}" for phase, seconds in ranked if seconds >= 0.5)
+    if pulls:
+        longest = max(pulls, key=lambda name: pulls[name])
+        line = (f"pulls {sum(pulls.values()):.0f} s in all (longest {longest} {pulls[longest]:.0f} s); "
+                + line)
+    return line + " (s, summed over the trials)"
 
 
 def main() -> None:
@@ -137,6 +156,7 @@ def main() -> None:
         for name, suite in runs.items():
             print(f"{name + ' run:':26} {suite.seconds:7.1f} s   {suite.summary}")
             print(f"{'':26} bakes: {describe(suite)}")
+            print(f"{'':26} {phases(suite)}")
         warm = runs["warm"]
         reused = len(re.findall(r"reusing baked image", warm.output))
         rebuilt = len(re.findall(r": baking |: building ", warm.output))

@@ -262,6 +262,7 @@ class BakingBackend(Backend):
             recipe.dockerfile.read_text(),
             json.dumps(sorted(recipe.build_args.items())),
             context=recipe.context,
+            skip=recipe.downloads.folder if recipe.downloads else None,
         )
         bases = _merged(parents)
         if key in self._failed:
@@ -282,6 +283,8 @@ class BakingBackend(Backend):
                 if image is None:
                     before = self.downloads.snapshot() if self.downloads else Traffic()
                     try:
+                        if recipe.downloads is not None:
+                            recipe.downloads.fetch(progress)
                         built = self.build(recipe, key, parents, progress, deadline)
                     except BakeError as exc:
                         self._failed[key] = exc

@@ -167,6 +167,18 @@ class Layer:
 
 
 @dataclass(frozen=True)
+class Downloads:
+    """Files a recipe's build needs that its key does not hash: `folder`, inside the
+    context, is filled by `fetch` just before the image is baked here, never when it is
+    reused or pulled from an image registry. The key hashes what pins them instead
+    (exact versions in a file of the context), so a machine that finds the image needs
+    none of them."""
+
+    folder: Path
+    fetch: Callable[[Progress], None]
+
+
+@dataclass(frozen=True)
 class ImageRecipe:
     """What to bake: a Dockerfile, its build context and build arguments."""
 
@@ -180,6 +192,7 @@ class ImageRecipe:
     baked: Mapping[str, Image] = field(default_factory=dict)
     #: Baked on each external base (not on `baked` images) before this recipe's steps.
     layer: Layer | None = None
+    downloads: Downloads | None = None
 
 
 @dataclass(frozen=True)

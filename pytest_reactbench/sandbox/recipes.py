@@ -82,10 +82,13 @@ def recipe_dir(name: str) -> Path | None:
     return local if (local / "Dockerfile").is_file() else None
 
 
-def hash_tree(root: Path, digest: hashlib._Hash | None = None) -> str:
-    """A content hash of a directory: relative paths, modes, file bytes, link targets."""
+def hash_tree(root: Path, digest: hashlib._Hash | None = None, skip: Path | None = None) -> str:
+    """A content hash of a directory: relative paths, modes, file bytes, link targets;
+    without the folder `skip`."""
     h = digest or hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(root):
+        if skip is not None:
+            dirnames[:] = [d for d in dirnames if Path(dirpath, d) != skip]
         dirnames.sort()
         for name in sorted(filenames) + [d for d in dirnames if Path(dirpath, d).is_symlink()]:
             path = Path(dirpath, name)
@@ -102,12 +105,12 @@ def hash_tree(root: Path, digest: hashlib._Hash | None = None) -> str:
     return h.hexdigest()
 
 
-def recipe_key(*parts: str, context: Path | None = None) -> str:
+def recipe_key(*parts: str, context: Path | None = None, skip: Path | None = None) -> str:
     h = hashlib.sha256()
     for part in parts:
         h.update(part.encode() + b"\0")
     if context is not None:
-        hash_tree(context, h)
+        hash_tree(context, h, skip)
     return h.hexdigest()[:24]
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
+import re
 import time
 import uuid
 from pathlib import Path
@@ -12,7 +12,9 @@ import pytest
 
 from pytest_reactbench.sandbox.base import BakeError, Limits
 from pytest_reactbench.sandbox.docker import LABEL, DockerBackend
+from pytest_reactbench.sandbox.docker.images import pinned_packages
 from pytest_reactbench.sandbox.options import SandboxOptions
+from pytest_reactbench.sandbox.recipes import images_dir
 from tests.sandbox.helpers import assert_tmp_is_usable_scratch, kill_a_bake_half_way, recipe
 
 pytestmark = pytest.mark.docker
@@ -42,9 +44,6 @@ def test_sessions_with_different_caches_bake_a_recipe_once(
 
     docker_backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
     text = f"FROM reactbench/system\nRUN echo {uuid.uuid4().hex} > /token && sleep 3\n"
-    for i in range(2):  # the system layer's packed context, so that it is found, not repacked
-        shutil.copytree(docker_backend.cache_dir / "system-context",
-                        tmp_path / f"cache-{i}" / "docker" / "system-context")
     others = [DockerBackend(SandboxOptions(cache=tmp_path / f"cache-{i}", ca_bundle=docker_backend.ca_bundle))
               for i in range(2)]
     try:
@@ -57,6 +56,36 @@ def test_sessions_with_different_caches_bake_a_recipe_once(
             other.close()
     assert images[0].digest == images[1].digest
     assert sorted(image.cached for image in images) == [False, True]
+
+
+def test_a_fresh_bake_cache_finds_the_system_layer_without_its_packages(
+        tmp_path: Path, docker_backend: DockerBackend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The system image's key names its npm packages by their exact versions: a session
+    with an empty bake cache (a fresh machine, whose images come from a registry) finds
+    the image without packing a tarball, even with the npm registry out of reach."""
+    made = docker_backend.system_layer(lambda _: None, time.monotonic() + 1800, build=True)
+    monkeypatch.setenv("npm_config_registry", "http://127.0.0.1:9/")
+    fresh = DockerBackend(SandboxOptions(cache=tmp_path / "fresh", ca_bundle=docker_backend.ca_bundle))
+    lines: list[str] = []
+    try:
+        found = fresh.system_layer(lines.append, time.monotonic() + 60, build=True)
+    finally:
+        fresh.close()
+    assert (found.use, found.identity) == (made.use, made.identity)
+    assert not any("packing" in line for line in lines), lines
+    assert not list((tmp_path / "fresh").rglob("*.tgz"))
+
+
+def test_the_system_packages_are_pinned_to_exact_versions(tmp_path: Path) -> None:
+    shipped = images_dir() / "system" / "packages.txt"
+    specs = pinned_packages(shipped.read_text(), shipped)
+    assert "pnpm@11.10.0" in specs and "@ffmpeg-installer/linux-x64@4.1.0" in specs
+    where = tmp_path / "packages.txt"
+    with pytest.raises(BakeError) as info:
+        pinned_packages("# tools\nnpm@10.9.9\npnpm@^11\n", where)
+    assert str(info.value).startswith(f"{where}:3: 'pnpm@^11' is not name@x.y.z")
+    with pytest.raises(BakeError, match=re.escape(":1: 'yarn' is not name@x.y.z")):
+        pinned_packages("yarn\n", where)
 
 
 def test_build_failure_names_the_dockerfile(tmp_path: Path, docker_backend: DockerBackend) -> None:

@@ -22,6 +22,7 @@ from pytest_reactbench.sandbox.bake import (
 )
 from pytest_reactbench.sandbox.base import (
     BakeError,
+    Downloads,
     Image,
     ImageRecipe,
     Progress,
@@ -53,6 +54,25 @@ def _step_location(dockerfile: Path, number: int) -> str:
         return f"{dockerfile}:{df.parse(dockerfile)[number - 1].line}"
     except (df.DockerfileError, IndexError):
         return str(dockerfile)
+
+
+EXACT_VERSION = re.compile(r"\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?")
+
+
+def pinned_packages(text: str, where: Path) -> list[str]:
+    """The `name@version` lines of a packages.txt, each version exact: the system
+    image's key names the packages by version instead of hashing their tarballs."""
+    specs = []
+    for number, line in enumerate(text.splitlines(), 1):
+        spec = line.strip()
+        if not spec or spec.startswith("#"):
+            continue
+        name, _, version = spec.rpartition("@")
+        if not name or not EXACT_VERSION.fullmatch(version):
+            raise BakeError(f"{where}:{number}: {spec!r} is not name@x.y.z: the image's key names "
+                            "each package by its exact version")
+        specs.append(spec)
+    return specs
 
 
 def packed_name(spec: str) -> str:
@@ -173,23 +193,37 @@ class ImageBaking(SharedImages):
             api.close()
 
     def _system_recipe(self, progress: Progress | None, deadline: float) -> ImageRecipe:
-        """images/system with the npm tarballs it installs packed beside it; without
-        `progress`, only what is there already (a look-up packs nothing)."""
+        """images/system, keyed by its Dockerfile, the exact versions of the npm packages
+        it installs (packages.txt) and the CA bundle; the packages themselves are packed
+        beside it only when the image is baked here, not to look it up or pull it. Without
+        `progress`, only what is there already (a look-up writes nothing)."""
         recipe_path = images_dir() / "system"
+        specs = (recipe_path / "packages.txt").read_text()
         # One context per version of the recipe: sessions of different checkouts
         # sharing a cache do not repack each other's tarballs.
         context = self.cache_dir / "system-context" / recipe_key(
-            (recipe_path / "packages.txt").read_text(), (recipe_path / "Dockerfile").read_text())[:16]
+            specs, (recipe_path / "Dockerfile").read_text())[:16]
+        packages = pinned_packages(specs, recipe_path / "packages.txt")
+        stage = context / "npm"
         recipe = ImageRecipe("system", context / "Dockerfile", context,
-                             build_args={"ROOT_IMAGE": ROOT_IMAGE}, timeout=deadline - time.monotonic())
+                             build_args={"ROOT_IMAGE": ROOT_IMAGE}, timeout=deadline - time.monotonic(),
+                             downloads=Downloads(stage, lambda told: self._pack(stage, packages, told)))
         if progress is None:
             if not recipe.dockerfile.is_file() or self._image(ROOT_IMAGE) is None:
                 raise NotBaked("system")
             return recipe
-        packages = [line.strip() for line in (recipe_path / "packages.txt").read_text().splitlines()
-                    if line.strip() and not line.startswith("#")]
         with file_lock(self.cache_dir / "locks" / f"system-context-{context.name}.lock"):
-            stage = context / "packages"
+            context.mkdir(parents=True, exist_ok=True)
+            # Other workers may be reading these: replace them whole, and only on change.
+            replace_if_changed(context / "packages.txt", specs.encode())
+            replace_if_changed(context / "ca.crt", self.ca_bundle.read_bytes() if self.ca_bundle else b"")
+            replace_if_changed(context / "Dockerfile", (recipe_path / "Dockerfile").read_bytes())
+        return recipe
+
+    def _pack(self, stage: Path, packages: Sequence[str], progress: Progress) -> None:
+        """The npm tarballs of `packages` in `stage`, each packed once (their versions
+        are exact: a version's tarball never changes)."""
+        with file_lock(self.cache_dir / "locks" / f"system-context-{stage.parent.name}.lock"):
             stage.mkdir(parents=True, exist_ok=True)
             wanted = {packed_name(spec) for spec in packages}
             for spec in packages:
@@ -205,10 +239,6 @@ class ImageBaking(SharedImages):
             for stale in stage.glob("*.tgz"):
                 if stale.name not in wanted:
                     stale.unlink()
-            # Other workers may be reading these: replace them whole, and only on change.
-            replace_if_changed(stage / "ca.crt", self.ca_bundle.read_bytes() if self.ca_bundle else b"")
-            replace_if_changed(context / "Dockerfile", (recipe_path / "Dockerfile").read_bytes())
-        return recipe
 
     @property
     def lock_dir(self) -> Path:
