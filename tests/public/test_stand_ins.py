@@ -9,6 +9,7 @@ import pytest
 
 from pytest_reactbench.sandbox.base import BakeError, ImageRecipe, Limits
 from pytest_reactbench.sandbox.docker import DockerBackend
+from pytest_reactbench.sandbox.docker.images import ROOT_IMAGE
 from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle
 from tests.sandbox.helpers import recipe
 
@@ -37,6 +38,25 @@ def test_the_agents_image_has_the_public_toolchain(tmp_path: Path, docker_backen
         assert versions[1].startswith("1.") and versions[2].startswith("11.")  # yarn 1, pnpm 11
     finally:
         box.close()
+
+
+def test_the_debian_root_is_slim_and_apt_installs(tmp_path: Path, docker_backend: DockerBackend) -> None:
+    """The root under every image carries no apt lists or caches, manuals, documentation
+    (copyright notices aside) or translations: in its own layer, not just hidden by the
+    system layer's; and a task's `apt-get update && apt-get install` works as before."""
+    docker_backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=1800), lambda _: None)
+    left = docker_backend.client.containers.run(ROOT_IMAGE, [
+        "sh", "-c", "find /var/lib/apt/lists /var/cache/apt /usr/share/man /usr/share/info"
+                    " /usr/share/locale -type f ! -name lock ! -name locale.alias;"
+                    " find /usr/share/doc -type f ! -name copyright"],
+        remove=True)
+    assert left.decode() == ""
+    assert docker_backend.client.images.get(ROOT_IMAGE).attrs["Size"] < 100e6
+    image = docker_backend.bake(recipe(tmp_path / "apt", (
+        "FROM reactbench/system\n"
+        "RUN apt-get update -q && apt-get install -y -q --no-install-recommends jq && jq --version\n"),
+        timeout=1800), lambda _: None)
+    assert image.ref
 
 
 #: A pnpm the stand-ins do not carry, pinned as a project pins it.
