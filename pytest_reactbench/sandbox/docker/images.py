@@ -4,6 +4,7 @@ declared in a copy of the Dockerfile, its steps' failures named by line)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -234,7 +235,7 @@ class ImageBaking(SharedImages):
             if not recipe.dockerfile.is_file() or self._image(ROOT_IMAGE) is None:
                 raise NotBaked("system")
             return recipe
-        with file_lock(self.cache_dir / "locks" / f"system-context-{context.name}.lock"):
+        with self._context_lock(context):
             context.mkdir(parents=True, exist_ok=True)
             # Other workers may be reading these: replace them whole, and only on change.
             replace_if_changed(context / "packages.txt", specs.encode())
@@ -242,10 +243,14 @@ class ImageBaking(SharedImages):
             replace_if_changed(context / "Dockerfile", (recipe_path / "Dockerfile").read_bytes())
         return recipe
 
+    def _context_lock(self, context: Path) -> contextlib.AbstractContextManager[None]:
+        """What keeps two workers from writing one system context at once."""
+        return file_lock(self.cache_dir / "locks" / f"system-context-{context.name}.lock")
+
     def _pack(self, stage: Path, packages: Sequence[str], progress: Progress) -> None:
         """The npm tarballs of `packages` in `stage`, each packed once (their versions
         are exact: a version's tarball never changes)."""
-        with file_lock(self.cache_dir / "locks" / f"system-context-{stage.parent.name}.lock"):
+        with self._context_lock(stage.parent):
             stage.mkdir(parents=True, exist_ok=True)
             wanted = {packed_name(spec) for spec in packages}
             for spec in packages:
