@@ -106,6 +106,9 @@ def main() -> None:
     parser.add_argument("--registry", action="store_true",
                         help="also measure a fresh engine with a warm image registry (docker)")
     parser.add_argument("--docker-host", help="the engine to use (DOCKER_HOST), e.g. one of its own")
+    parser.add_argument("--registry-dir", type=Path,
+                        help="keep the registry's storage here across runs (with --registry): a "
+                             "later run fills it by pulls instead of bakes")
     args = parser.parse_args()
     if args.registry and args.backend != "docker":
         parser.error("--registry needs --backend docker")
@@ -115,7 +118,8 @@ def main() -> None:
         parser.error("--registry needs Debian's docker-registry (apt-get install docker-registry)")
     command = (f"python benchmarks/cold_warm.py --backend {args.backend} --agents {args.agents}"
                + (f" -n {args.n}" if args.n else "") + (" --registry" if args.registry else "")
-               + (f" --docker-host {args.docker_host}" if args.docker_host else ""))
+               + (f" --docker-host {args.docker_host}" if args.docker_host else "")
+               + (f" --registry-dir {args.registry_dir}" if args.registry_dir else ""))
 
     def fresh() -> None:
         if args.backend == "docker":
@@ -132,7 +136,7 @@ def main() -> None:
 
         fresh()
         if args.registry:
-            with loopback_registry(Path(tmp)) as port:
+            with loopback_registry(args.registry_dir or Path(tmp)) as port:
                 where = f"127.0.0.1:{port}"
                 option = [f"--reactbench-image-registry={where}/reactbench"]
                 # The registry filled: the base images by `reactbench images` (their own

@@ -303,8 +303,9 @@ class Sandbox(ABC):
 
 
 class BootingSandbox(Sandbox):
-    """A sandbox booting in the background (`boot` runs in a thread), so that its boot
-    overlaps other work; every call waits for it, and `close()` always closes it."""
+    """A sandbox booting in the background (`boot` runs in a thread, its image's bake
+    too if it makes one), so that its boot overlaps other work; every call waits for it,
+    and `close()` always closes it."""
 
     def __init__(self, boot: Callable[[], Sandbox], what: str) -> None:
         self._sandbox: Sandbox | None = None
@@ -320,14 +321,21 @@ class BootingSandbox(Sandbox):
             self._error = exc
 
     def ready(self) -> float:
+        """Wait for the boot; returns the seconds waited, raises what made it fail."""
         started = time.monotonic()
         self._thread.join()
         waited = time.monotonic() - started
-        if isinstance(self._error, SandboxError):
+        self.raise_failure()
+        return waited
+
+    def raise_failure(self) -> None:
+        """Raise what made the boot fail if it has failed already; never waits."""
+        if self._thread.is_alive():
+            return
+        if isinstance(self._error, Exception):  # with the boot thread's traceback
             raise self._error
         if self._error is not None or self._sandbox is None:
             raise SandboxError(f"booting the {self._what} sandbox failed: {self._error!r}")
-        return waited
 
     @property
     def sandbox(self) -> Sandbox:

@@ -374,21 +374,21 @@ class Trial:
             problem = unsupported(self.task)
             if problem:
                 raise UnsupportedTaskError(problem)
-            roles: tuple[Role, ...] = ("agent", "verifier")
             with self._beat("baking its images"):
-                for role in roles:
-                    images[role] = _baked(record, durations, f"{self.task.id}/{role}",
-                                          partial(self.stages.bake, self.task, role))
+                images["agent"] = _baked(record, durations, f"{self.task.id}/agent",
+                                         partial(self.stages.bake, self.task, "agent"))
+                # The verifier's image is baked (on a fresh machine with a registry: pulled)
+                # and its sandbox booted while the agent's CLI layer is baked, its sandbox
+                # boots and the agent works; the trial records only the time it waits for
+                # them after the work ("verifier_boot"). The agent's image goes first: the
+                # agent's chain is not slowed by the verifier's pulls.
+                verifier = BootingSandbox(partial(self._verifier, record, images), "verifier")
+                boxes.append(("verifier", verifier))
                 if (install := self.agent.install) is not None:
                     images["agent"] = _baked(
                         record, durations, f"agent-{install.name}",
                         partial(self.stages.install, self.task, self.agent, images["agent"]),
                         version=install.version)
-            # The verifier boots while the agent's sandbox boots and the agent works; the
-            # trial records only the time it waits for it ("verifier_boot").
-            verifier = BootingSandbox(
-                lambda: self.stages.boot(self.task, "verifier", images["verifier"]), "verifier")
-            boxes.append(("verifier", verifier))
             with _timed(durations, "boot", record, event=False):
                 agent_box = self.stages.boot(self.task, "agent", images["agent"], self.agent.model_hosts)
             boxes.append(("agent", agent_box))
@@ -410,7 +410,18 @@ class Trial:
                     record.event("teardown-failed", role=role, error=repr(exc))
                 record.event("teardown", role=role, seconds=round(time.monotonic() - started, 3))
 
-    def _act_and_grade(self, record: TrialRecord, agent_box: Sandbox, verifier: Sandbox,
+    def _verifier(self, record: TrialRecord, images: dict[str, Image]) -> Sandbox:
+        """The verifier's sandbox, its image baked first (in the verifier's thread)."""
+        name = f"{self.task.id}/verifier"
+        record.event("bake-start", image=name)
+        started = time.monotonic()
+        image = self.stages.bake(self.task, "verifier")
+        images["verifier"] = image
+        record.event("bake-end", image=name, digest=image.digest, cached=image.cached,
+                     seconds=round(time.monotonic() - started, 3))
+        return self.stages.boot(self.task, "verifier", image)
+
+    def _act_and_grade(self, record: TrialRecord, agent_box: Sandbox, verifier: BootingSandbox,
                        durations: dict[str, float], images: dict[str, Image]) -> TrialResult:
         task, agent = self.task, self.agent
         outcome: AgentOutcome | None = None
@@ -428,6 +439,9 @@ class Trial:
             if answer is not None:
                 record.event("agent-version", output=answer)
             base_index = parse_index(agent_box.exec(BASE_INDEX_COMMAND, cwd="/", timeout=120).text)
+            # A verifier that could not be baked or booted by now costs no agent run
+            # (one that fails later, while the agent works, is reported after it).
+            verifier.raise_failure()
             with _timed(durations, "agent", record), self._beat("the agent is at work"):
                 outcome = _run_agent(agent, task, agent_box, record, self.agent_timeout)
             record.write_text("agent.log", outcome.log)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import tarfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from pytest_reactbench.agents import AgentContext, AgentOutcome, NopAgent, OracleAgent
 from pytest_reactbench.results import RunRecords, TrialResult, Verdict
 from pytest_reactbench.results.load import read_record
-from pytest_reactbench.sandbox.base import Image, Sandbox, SandboxError
+from pytest_reactbench.sandbox.base import BakeError, Image, Sandbox, SandboxError
 from pytest_reactbench.sandbox.local import LocalBackend
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.tasks import Task, load_task
@@ -182,3 +183,92 @@ def test_an_agent_at_work_says_so_every_beat(tmp_path: Path, backend: LocalBacke
     Trial(task, OracleAgent(), stages=Stages(backend, lines.append, {}),
           records=RunRecords(tmp_path / "records", "run2")).run()
     assert not [line for line in lines if "still running" in line]
+
+
+class Starting(OracleAgent):
+    """The oracle, saying when it starts."""
+
+    name = "starting"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = threading.Event()
+
+    def run(self, ctx: AgentContext) -> AgentOutcome:
+        self.started.set()
+        return super().run(ctx)
+
+
+class VerifierAfterAgent(Stages):
+    """The verifier's image comes only once the agent is at work (a registry's pull, say,
+    that takes longer than the agent's image), then bakes or fails."""
+
+    def __init__(self, backend: LocalBackend, agent: Starting, fail: bool) -> None:
+        super().__init__(backend, lambda line: None, {})
+        self.agent, self.fail = agent, fail
+
+    def bake(self, task: Task, role: Role) -> Image:
+        if role == "verifier":
+            if not self.agent.started.wait(30):
+                raise BakeError("the agent never started while the verifier's image was baked")
+            if self.fail:
+                raise BakeError("tests/Dockerfile: the verifier's bake broke")
+        return super().bake(task, role)
+
+
+def test_the_verifier_is_baked_while_the_agent_works(tmp_path: Path, backend: LocalBackend) -> None:
+    task = load_task(write_task(tmp_path / "tasks", "alpha"))
+    agent = Starting()
+    result = Trial(task, agent, stages=VerifierAfterAgent(backend, agent, fail=False),
+                   records=RunRecords(tmp_path / "records", "run1")).run()
+    assert result.verdict is Verdict.PASSED, result.message
+    assert set(result.provenance.images) == {"agent", "verifier"}
+    kinds = [(e["event"], e.get("image")) for e in events(result)]
+    # The verifier's bake ended after the agent started; the trial waited for it after the work.
+    assert kinds.index(("bake-end", "alpha/verifier")) > kinds.index(("agent-start", None))
+    assert "verifier_boot" in result.durations
+
+
+def test_a_verifier_that_fails_while_the_agent_works_keeps_the_agents_work(
+        tmp_path: Path, backend: LocalBackend) -> None:
+    task = load_task(write_task(tmp_path / "tasks", "alpha"))
+    agent = Starting()
+    result = Trial(task, agent, stages=VerifierAfterAgent(backend, agent, fail=True),
+                   records=RunRecords(tmp_path / "records", "run1")).run()
+    assert (result.verdict, result.failure) == (Verdict.ERROR, "BakeError")
+    assert result.message == "tests/Dockerfile: the verifier's bake broke"
+    assert result.agent_run.ending == "completed"
+    # Its work was collected before the trial waited for the verifier.
+    collected = json.loads(Path(result.record, "artifacts.json").read_text())
+    assert [a["source"] for a in collected] == ["/app"] and collected[0]["files"] > 0
+    assert [e["role"] for e in events(result) if e["event"] == "teardown"] == ["agent", "verifier"]
+
+
+class VerifierBroken(Stages):
+    """The verifier's image does not bake, and says so before the agent's sandbox is up."""
+
+    def __init__(self, backend: LocalBackend) -> None:
+        super().__init__(backend, lambda line: None, {})
+        self.failed = threading.Event()
+
+    def bake(self, task: Task, role: Role) -> Image:
+        if role == "verifier":
+            self.failed.set()
+            raise BakeError("tests/Dockerfile:3: RUN exited 1")
+        return super().bake(task, role)
+
+    def boot(self, task: Task, role: Role, image: Image, egress: tuple[str, ...] = ()) -> Sandbox:
+        if role == "agent":
+            assert self.failed.wait(30)
+        return super().boot(task, role, image, egress)
+
+
+def test_a_verifier_known_broken_before_the_agent_starts_costs_no_agent_run(
+        tmp_path: Path, backend: LocalBackend) -> None:
+    task = load_task(write_task(tmp_path / "tasks", "alpha"))
+    agent = Starting()
+    result = Trial(task, agent, stages=VerifierBroken(backend),
+                   records=RunRecords(tmp_path / "records", "run1")).run()
+    assert (result.verdict, result.failure) == (Verdict.ERROR, "BakeError")
+    assert result.message == "tests/Dockerfile:3: RUN exited 1"
+    assert not agent.started.is_set() and result.agent_run.ending is None
