@@ -97,6 +97,31 @@ def phases(run: SuiteRun) -> str:
     return line + " (s, summed over the trials)"
 
 
+def timeline(run: SuiteRun) -> list[str]:
+    """Each trial's steps in seconds from the run's first trial event: its two images'
+    bakes (or pulls, or reuse), the agent's work and the grading."""
+    trials = []
+    for status in trial_records(run.records):
+        lines = Path(str(status["record"]), "events.jsonl").read_text().splitlines()
+        trials.append((str(status["trial"]), [json.loads(line) for line in lines]))
+    if not trials:
+        return []
+    zero = min(events[0]["t"] for _, events in trials if events)
+    out = []
+    for name, events in sorted(trials, key=lambda t: t[1][0]["t"] if t[1] else 0):
+        spans: dict[str, list[float]] = {}
+        for e in events:
+            kind = str(e["event"])
+            what = (str(e.get("image", "")).rsplit("/", 1)[-1] + " image") if kind.startswith("bake") else ""
+            for edge, index in (("-start", 0), ("-end", 1)):
+                if kind.endswith(edge):
+                    step = what or kind[: -len(edge)]
+                    spans.setdefault(step, [0.0, 0.0])[index] = e["t"] - zero
+        steps = ", ".join(f"{step} {a:.1f}-{b:.1f}" for step, (a, b) in spans.items() if b)
+        out.append(f"{name}: {steps}; ends {events[-1]['t'] - zero:.1f}")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -106,6 +131,8 @@ def main() -> None:
     parser.add_argument("--registry", action="store_true",
                         help="also measure a fresh engine with a warm image registry (docker)")
     parser.add_argument("--docker-host", help="the engine to use (DOCKER_HOST), e.g. one of its own")
+    parser.add_argument("--timeline", action="store_true",
+                        help="print each trial's steps (bakes, agent, grading) in time")
     parser.add_argument("--registry-dir", type=Path,
                         help="keep the registry's storage here across runs (with --registry): a "
                              "later run fills it by pulls instead of bakes")
@@ -161,6 +188,9 @@ def main() -> None:
             print(f"{name + ' run:':26} {suite.seconds:7.1f} s   {suite.summary}")
             print(f"{'':26} bakes: {describe(suite)}")
             print(f"{'':26} {phases(suite)}")
+            if args.timeline:
+                for line in timeline(suite):
+                    print(f"{'':28}{line}")
         warm = runs["warm"]
         reused = len(re.findall(r"reusing baked image", warm.output))
         rebuilt = len(re.findall(r": baking |: building ", warm.output))
