@@ -2,7 +2,8 @@
 bake, so it costs only the trials.
 
     python benchmarks/cold_warm.py [--backend local|docker] [--agents oracle,nop] [-n 2]
-                                   [--registry] [--docker-host unix:///path/docker.sock]
+                                   [--registry [--registry-dir DIR]] [--timeline]
+                                   [--docker-host unix:///path/docker.sock]
 
 Prints the wall time of each run and their ratio. The cold run starts from an empty
 bake cache (a temporary directory, the download cache in it included); on docker it
@@ -23,7 +24,10 @@ With `--registry` (docker) it starts Debian's `docker-registry` on loopback and
 measures a fresh engine with a warm registry: the registry filled (the base images by
 `reactbench images`, then a run that bakes the tasks' images and pushes them), the
 engine's images and the bake cache removed again, a cold run that pulls every image
-instead of baking it, and the warm run.
+instead of baking it, and the warm run. `--registry-dir` keeps the registry's storage
+across runs: a later run fills it by pulls. `--timeline` prints each trial's steps in
+seconds from the run's first trial: when its images were there, the agent's work, the
+grading.
 """
 
 from __future__ import annotations
