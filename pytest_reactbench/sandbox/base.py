@@ -303,19 +303,33 @@ class Sandbox(ABC):
 
 
 class BootingSandbox(Sandbox):
-    """A sandbox booting in the background (`boot` runs in a thread, its image's bake
-    too if it makes one), so that its boot overlaps other work; every call waits for it,
-    and `close()` always closes it."""
+    """A sandbox booting in the background (`boot` runs in a thread, after `prepare`,
+    say the bake of its image), so that both overlap other work; every call waits for
+    it, and `close()` always closes it. A close during `prepare` does not wait for it (a
+    bake can take minutes, and a trial that ends early, Ctrl-C included, must not): the
+    thread then ends without booting. A close during the boot waits for it, so that no
+    sandbox outlives its close."""
 
-    def __init__(self, boot: Callable[[], Sandbox], what: str) -> None:
+    def __init__(self, boot: Callable[[], Sandbox], what: str,
+                 prepare: Callable[[], object] | None = None) -> None:
         self._sandbox: Sandbox | None = None
         self._error: BaseException | None = None
         self._what = what
-        self._thread = threading.Thread(target=self._boot, args=(boot,), name=f"boot {what}", daemon=True)
+        self._closed = False
+        self._booting = prepare is None
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._boot, args=(boot, prepare), name=f"boot {what}",
+                                        daemon=True)
         self._thread.start()
 
-    def _boot(self, boot: Callable[[], Sandbox]) -> None:
+    def _boot(self, boot: Callable[[], Sandbox], prepare: Callable[[], object] | None) -> None:
         try:
+            if prepare is not None:
+                prepare()
+                with self._lock:
+                    if self._closed:
+                        return
+                    self._booting = True
             self._sandbox = boot()
         except BaseException as exc:  # handed to the caller's thread by ready()
             self._error = exc
@@ -364,9 +378,13 @@ class BootingSandbox(Sandbox):
         return self.sandbox.egress_requests()
 
     def close(self) -> None:
-        self._thread.join()
-        if self._sandbox is not None:
-            self._sandbox.close()
+        with self._lock:
+            self._closed = True
+            booting = self._booting
+        if booting:
+            self._thread.join()
+            if self._sandbox is not None:
+                self._sandbox.close()
 
 
 class Backend(ABC):

@@ -382,7 +382,9 @@ class Trial:
                 # boots and the agent works; the trial records only the time it waits for
                 # them after the work ("verifier_boot"). The agent's image goes first: the
                 # agent's chain is not slowed by the verifier's pulls.
-                verifier = BootingSandbox(partial(self._verifier, record, images), "verifier")
+                verifier = BootingSandbox(
+                    lambda: self.stages.boot(self.task, "verifier", images["verifier"]), "verifier",
+                    prepare=partial(self._verifier_image, record, images))
                 boxes.append(("verifier", verifier))
                 if (install := self.agent.install) is not None:
                     images["agent"] = _baked(
@@ -410,8 +412,8 @@ class Trial:
                     record.event("teardown-failed", role=role, error=repr(exc))
                 record.event("teardown", role=role, seconds=round(time.monotonic() - started, 3))
 
-    def _verifier(self, record: TrialRecord, images: dict[str, Image]) -> Sandbox:
-        """The verifier's sandbox, its image baked first (in the verifier's thread)."""
+    def _verifier_image(self, record: TrialRecord, images: dict[str, Image]) -> None:
+        """The verifier's image, baked in the thread its sandbox boots in."""
         name = f"{self.task.id}/verifier"
         record.event("bake-start", image=name)
         started = time.monotonic()
@@ -419,7 +421,6 @@ class Trial:
         images["verifier"] = image
         record.event("bake-end", image=name, digest=image.digest, cached=image.cached,
                      seconds=round(time.monotonic() - started, 3))
-        return self.stages.boot(self.task, "verifier", image)
 
     def _act_and_grade(self, record: TrialRecord, agent_box: Sandbox, verifier: BootingSandbox,
                        durations: dict[str, float], images: dict[str, Image]) -> TrialResult:

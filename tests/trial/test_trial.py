@@ -272,3 +272,50 @@ def test_a_verifier_known_broken_before_the_agent_starts_costs_no_agent_run(
     assert (result.verdict, result.failure) == (Verdict.ERROR, "BakeError")
     assert result.message == "tests/Dockerfile:3: RUN exited 1"
     assert not agent.started.is_set() and result.agent_run.ending is None
+
+
+class AgentDownVerifierSlow(Stages):
+    """The agent's sandbox never boots while the verifier's image is still baking."""
+
+    booted: bool
+
+    def __init__(self, backend: LocalBackend) -> None:
+        super().__init__(backend, lambda line: None, {})
+        self.release, self.closed = threading.Event(), threading.Event()
+        self.released_in_time = self.booted = False
+
+    def bake(self, task: Task, role: Role) -> Image:
+        if role == "verifier":
+            self.released_in_time = self.release.wait(30)
+        return super().bake(task, role)
+
+    def boot(self, task: Task, role: Role, image: Image, egress: tuple[str, ...] = ()) -> Sandbox:
+        if role == "agent":
+            raise SandboxError("the engine refused to start the agent's sandbox")
+        self.booted = True
+        sandbox = super().boot(task, role, image, egress)
+        real_close = sandbox.close
+
+        def close() -> None:
+            real_close()
+            self.closed.set()
+
+        sandbox.close = close  # type: ignore[method-assign]
+        return sandbox
+
+
+def test_a_trial_that_ends_early_does_not_wait_for_the_verifiers_bake(
+        tmp_path: Path, backend: LocalBackend) -> None:
+    task = load_task(write_task(tmp_path / "tasks", "alpha"))
+    staged = AgentDownVerifierSlow(backend)
+    result = Trial(task, OracleAgent(), stages=staged,
+                   records=RunRecords(tmp_path / "records", "run1")).run()
+    assert (result.verdict, result.failure) == (Verdict.ERROR, "SandboxError")
+    # The trial ended while the verifier's bake was still under way ...
+    staged.release.set()
+    for thread in threading.enumerate():
+        if thread.name == "boot verifier":
+            thread.join(30)
+    assert staged.released_in_time
+    # ... and no verifier's sandbox was booted after it: the thread ended without one.
+    assert not staged.booted and not staged.closed.is_set()
