@@ -12,7 +12,12 @@ import pytest
 
 from tests.helpers import BACKENDS, write_task
 
-HANGS = "#!/bin/bash\necho started > /app/started\nsleep 600\n"
+
+
+def hangs(seconds: int) -> str:
+    """An oracle that hangs in a `sleep` of its own length, so that a look for
+    leftover processes sees this test's alone and not another test's sleep."""
+    return f"#!/bin/bash\necho started > /app/started\nsleep {seconds}\n"
 
 
 def wait_for(predicate, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
@@ -26,7 +31,8 @@ def wait_for(predicate, timeout: float = 120.0) -> None:  # type: ignore[no-unty
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_ctrl_c_mid_trial_leaves_nothing(tmp_path: Path, bake_cache: Path, backend: str) -> None:
-    write_task(tmp_path / "tasks", "hangs", solve_sh=HANGS, agent_timeout=600)
+    seconds = 5000 + time.time_ns() % 1000
+    write_task(tmp_path / "tasks", "hangs", solve_sh=hangs(seconds), agent_timeout=600)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--reactbench-agent=oracle",
@@ -50,7 +56,7 @@ def test_ctrl_c_mid_trial_leaves_nothing(tmp_path: Path, bake_cache: Path, backe
         assert left == [], [c.name for c in left]
     else:
         assert list((bake_cache / "local" / "sandboxes").iterdir()) == []
-        bwrap = subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True, text=True)
+        bwrap = subprocess.run(["pgrep", "-fx", f"sleep {seconds}"], capture_output=True, text=True)
         assert bwrap.stdout == ""
 
 
