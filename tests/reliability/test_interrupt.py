@@ -13,7 +13,6 @@ import pytest
 from tests.helpers import BACKENDS, write_task
 
 
-
 def hangs(seconds: int) -> str:
     """An oracle that hangs in a `sleep` of its own length, so that a look for
     leftover processes sees this test's alone and not another test's sleep."""
