@@ -12,10 +12,14 @@ import pytest
 
 from tests.helpers import BACKENDS, write_task
 
+#: How long each case's oracle sleeps: a length no other test uses (nor the other
+#: case, which may run at the same time), so that a look for leftover processes sees
+#: this case's sleep alone.
+HANG_SECONDS = {"local": 5101, "docker": 5102}
+
 
 def hangs(seconds: int) -> str:
-    """An oracle that hangs in a `sleep` of its own length, so that a look for
-    leftover processes sees this test's alone and not another test's sleep."""
+    """An oracle that hangs in `sleep seconds`."""
     return f"#!/bin/bash\necho started > /app/started\nsleep {seconds}\n"
 
 
@@ -30,7 +34,7 @@ def wait_for(predicate, timeout: float = 120.0) -> None:  # type: ignore[no-unty
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_ctrl_c_mid_trial_leaves_nothing(tmp_path: Path, bake_cache: Path, backend: str) -> None:
-    seconds = 5000 + time.time_ns() % 1000
+    seconds = HANG_SECONDS[backend]
     write_task(tmp_path / "tasks", "hangs", solve_sh=hangs(seconds), agent_timeout=600)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     proc = subprocess.Popen(
