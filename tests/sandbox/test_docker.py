@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import uuid
@@ -175,13 +176,23 @@ def test_two_sessions_sweeping_one_dead_run_at_once_both_go_on(
     from concurrent.futures import ThreadPoolExecutor
 
     image = docker_backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
-    dead = f"{docker_backend.owner.rsplit(':', 1)[0]}:999999998"
+    # A host name of the test's own: other tests' sweeps (same machine, same engine) only
+    # take their own host's dead runs, so the two sweeps here are the only ones that count.
+    host = f"sweep-{uuid.uuid4().hex[:12]}"
+    dead = f"{host}:999999998"
     leftovers = [docker_client.containers.run(image.ref, entrypoint=["sleep", "infinity"], detach=True,
                                               init=True, network_mode="none", labels={LABEL: dead})
                  for _ in range(6)]
-    with ThreadPoolExecutor(2) as pool:
-        counts = list(pool.map(lambda _: docker_backend.sweep(), range(2)))
-    assert sum(counts) >= len(leftovers), counts  # other tests' dead leftovers may add to it
+    # Two live sessions of that host: this process and its parent.
+    sessions = [DockerBackend(SandboxOptions(cache=tmp_path / "cache", owner=f"{host}:{pid}"))
+                for pid in (os.getpid(), os.getppid())]
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            counts = list(pool.map(lambda session: session.sweep(), sessions))
+    finally:
+        for session in sessions:
+            session.close()
+    assert sum(counts) == len(leftovers), counts
     assert not docker_client.containers.list(all=True, filters={"label": f"{LABEL}={dead}"})
 
 
