@@ -155,17 +155,32 @@ def test_container_removed_from_outside_is_a_sandbox_error(tmp_path: Path,
     box.close()
 
 
+def sessions_of_a_host_of_their_own(cache: Path, count: int) -> list[DockerBackend]:
+    """Live sessions (this process, then its parent) of a host name no other test uses:
+    every sweep on this machine takes its own host's dead runs, so only these sweeps can
+    take a dead run of that host, whatever the other test workers are doing."""
+    host = f"sweep-{uuid.uuid4().hex[:12]}"
+    return [DockerBackend(SandboxOptions(cache=cache, owner=f"{host}:{pid}"))
+            for pid in (os.getpid(), os.getppid())[:count]]
+
+
+def dead_run_of(session: DockerBackend) -> str:
+    return f"{session.owner.rsplit(':', 1)[0]}:999999998"
+
+
 def test_sweep_removes_containers_of_dead_owners(tmp_path: Path, docker_backend: DockerBackend,
                                                  docker_client: docker.DockerClient) -> None:
     image = docker_backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
-    host = docker_backend.owner.rsplit(":", 1)[0]
-    client = docker_client
-    leftover = client.containers.run(image.ref, entrypoint=["sleep", "infinity"], detach=True,
-                                     init=True, network_mode="none",
-                                     labels={LABEL: f"{host}:999999999"})
-    assert docker_backend.sweep() >= 1
+    [session] = sessions_of_a_host_of_their_own(tmp_path / "cache", 1)
+    leftover = docker_client.containers.run(image.ref, entrypoint=["sleep", "infinity"], detach=True,
+                                            init=True, network_mode="none",
+                                            labels={LABEL: dead_run_of(session)})
+    try:
+        assert session.sweep() == 1
+    finally:
+        session.close()
     with pytest.raises(docker.errors.NotFound):
-        client.containers.get(leftover.id)
+        docker_client.containers.get(leftover.id)
 
 
 def test_two_sessions_sweeping_one_dead_run_at_once_both_go_on(
@@ -176,16 +191,11 @@ def test_two_sessions_sweeping_one_dead_run_at_once_both_go_on(
     from concurrent.futures import ThreadPoolExecutor
 
     image = docker_backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
-    # A host name of the test's own: other tests' sweeps (same machine, same engine) only
-    # take their own host's dead runs, so the two sweeps here are the only ones that count.
-    host = f"sweep-{uuid.uuid4().hex[:12]}"
-    dead = f"{host}:999999998"
+    sessions = sessions_of_a_host_of_their_own(tmp_path / "cache", 2)
+    dead = dead_run_of(sessions[0])
     leftovers = [docker_client.containers.run(image.ref, entrypoint=["sleep", "infinity"], detach=True,
                                               init=True, network_mode="none", labels={LABEL: dead})
                  for _ in range(6)]
-    # Two live sessions of that host: this process and its parent.
-    sessions = [DockerBackend(SandboxOptions(cache=tmp_path / "cache", owner=f"{host}:{pid}"))
-                for pid in (os.getpid(), os.getppid())]
     try:
         with ThreadPoolExecutor(2) as pool:
             counts = list(pool.map(lambda session: session.sweep(), sessions))
