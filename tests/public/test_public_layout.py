@@ -2,11 +2,12 @@
 reaches ghcr.io has them: no grader of ours and no React Doctor in the verifier base,
 nothing under /opt/reactbench, no label of our bakes. They come through a registry
 (Debian's `docker-registry` on loopback: pushed there, pulled back with the
-registry's digests) and sit on the engine under the public names while the run lasts,
-as a pull would leave them. `--reactbench-images=public` then never uses a stand-in:
-the controls must hold (oracle 1, nop 0) with our grader baked on the public base,
-for the shipped tasks and for a task `reactbench mine` wrote, and every base in the
-results must say public."""
+registry's digests) into an engine of their own, a fresh one as a user's machine has,
+and sit there under the public names, as a pull would leave them. (On the engine the
+other tests share, a public name would reach their runs too, and vanish under them.)
+`--reactbench-images=public` then never uses a stand-in: the controls must hold
+(oracle 1, nop 0) with our grader baked on the public base, for the shipped tasks and
+for a task `reactbench mine` wrote, and every base in the results must say public."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import contextlib
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import docker
@@ -27,6 +29,7 @@ from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle
 from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP, images_dir
 from pytest_reactbench.tasks import find_tasks
 from tests.mining.history import build_history
+from tests.sandbox.extra_engines import ExtraEngine, extra_engine
 from tests.sandbox.helpers import loopback_registry
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -44,22 +47,23 @@ LABEL {label}=
 """
 
 
-def test_public_layout_has_none_of_ours(public_images: dict[str, str],
-                                        docker_client: docker.DockerClient) -> None:
+def test_public_layout_has_none_of_ours(public_images: PublicImages) -> None:
+    client = public_images.engine.client()
     for name in PUBLIC:
-        image = docker_client.images.get(name)
+        image = client.images.get(name)
         assert not (image.labels or {}).get(RECIPE_LABEL), name
-        listed = docker_client.containers.run(name, ["sh", "-c", "ls /opt; command -v react-doctor; true"],
+        listed = client.containers.run(name, ["sh", "-c", "ls /opt; command -v react-doctor; true"],
                                               remove=True, entrypoint=[]).decode()
         assert "reactbench" not in listed, (name, listed)
         assert "react-doctor" not in listed, (name, listed)
 
 
-def test_shipped_tasks_on_the_public_layout(tmp_path: Path, public_images: dict[str, str]) -> None:
+def test_shipped_tasks_on_the_public_layout(tmp_path: Path, public_images: PublicImages) -> None:
     xml = tmp_path / "r.xml"
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
          "--reactbench-agent=oracle,nop", "--reactbench-sandbox=docker", "--reactbench-images=public",
+         f"--reactbench-docker-host={public_images.engine.url}",
          f"--reactbench-records={tmp_path / 'records'}", f"--junitxml={xml}", "tasks"],
         cwd=ROOT, capture_output=True, text=True, timeout=2400,
     )
@@ -76,12 +80,13 @@ def test_shipped_tasks_on_the_public_layout(tmp_path: Path, public_images: dict[
             bases = props["reactbench.bases"]
             assert "(stand-in)" not in bases, bases
             # The verifier's base as the registry has it, by its digest.
-            assert any(f"{name}@{digest} (public)" in bases for name, digest in public_images.items()), bases
+            assert any(f"{name}@{digest} (public)" in bases
+                       for name, digest in public_images.digests.items()), bases
             assert props["reactbench.formal"] == "1", props
     assert proc.returncode == 1  # the nop items fail, as they must
 
 
-def test_a_mined_task_on_the_public_layout(tmp_path: Path, public_images: dict[str, str],
+def test_a_mined_task_on_the_public_layout(tmp_path: Path, public_images: PublicImages,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     history = build_history(tmp_path / "counter")
     task = tmp_path / "tasks" / "counter-decrement"
@@ -94,6 +99,7 @@ def test_a_mined_task_on_the_public_layout(tmp_path: Path, public_images: dict[s
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--reactbench-agent=oracle,nop",
          "--reactbench-sandbox=docker", "--reactbench-images=public",
+         f"--reactbench-docker-host={public_images.engine.url}",
          f"--reactbench-records={tmp_path / 'records'}", f"--junitxml={xml}", f"--rootdir={tmp_path}",
          str(task)], cwd=tmp_path, capture_output=True, text=True, timeout=1800)
     verdicts = {props["reactbench.agent"]: props for _, props in junit_testcases(xml)} if xml.exists() else {}
@@ -104,22 +110,25 @@ def test_a_mined_task_on_the_public_layout(tmp_path: Path, public_images: dict[s
         assert "(stand-in)" not in props["reactbench.bases"], props["reactbench.bases"]
 
 
+@dataclass
+class PublicImages:
+    #: A fresh engine holding the four public names, and nothing else of ours.
+    engine: ExtraEngine
+    #: Public name -> the registry's digest of it.
+    digests: dict[str, str]
+
+
 @pytest.fixture(scope="module")
 def public_images(tmp_path_factory: pytest.TempPathFactory, bake_cache: Path,
-                  docker_client: docker.DockerClient) -> Iterator[dict[str, str]]:
-    """The four public names on the engine, laid out like the public images and pulled
-    from a loopback registry; yields name -> the registry's digest. Every name and
-    image made here is removed afterwards."""
+                  docker_client: docker.DockerClient) -> Iterator[PublicImages]:
+    """The four public names on an engine of their own, laid out like the public images
+    and pulled there from a loopback registry. The stand-ins they are made from are the
+    suite's (on the shared engine, reused); what the fixture pushes there is removed
+    afterwards, and the extra engine goes with everything on it."""
     client = docker_client
     root = tmp_path_factory.mktemp("public-layout")
     made: list[str] = []
     try:
-        for name in PUBLIC:
-            try:
-                client.images.get(name)
-            except docker.errors.ImageNotFound:
-                continue
-            pytest.fail(f"the engine has {name} already; this test would shadow it (docker rmi {name})")
         # As the suite's runs bake them (its cache, CA bundle and download cache): reused.
         backend = DockerBackend(SandboxOptions(cache=bake_cache, download_cache=bake_cache / "downloads",
                                                ca_bundle=default_ca_bundle(), images="stand-in"))
@@ -128,7 +137,8 @@ def public_images(tmp_path_factory: pytest.TempPathFactory, bake_cache: Path,
         finally:
             backend.close()
         digests: dict[str, str] = {}
-        with loopback_registry(root / "registry") as port:
+        with loopback_registry(root / "registry") as port, extra_engine(11) as engine:
+            field = engine.client()
             for name, stand_in in stand_ins.items():
                 # By the public name: one stand-in serves two of them.
                 context = root / name.removesuffix(":latest").rsplit("/", 1)[-1]
@@ -142,11 +152,11 @@ def public_images(tmp_path_factory: pytest.TempPathFactory, bake_cache: Path,
                           if "aux" in line or "error" in line]
                 assert pushed and "aux" in pushed[-1], pushed
                 digests[name] = pushed[-1]["aux"]["Digest"]
-                client.images.remove(pushed_as)
-                client.images.pull(pushed_as)
-                client.images.get(pushed_as).tag(name)
-                made.append(name)
-            yield digests
+                # Into the fresh engine, as a pull from ghcr.io would leave it.
+                field.images.pull(pushed_as)
+                field.images.get(pushed_as).tag(name)
+            field.close()
+            yield PublicImages(engine, digests)
     finally:
         for ref in reversed(made):
             with contextlib.suppress(docker.errors.ImageNotFound):
