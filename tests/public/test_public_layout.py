@@ -53,7 +53,7 @@ def test_public_layout_has_none_of_ours(public_images: PublicImages) -> None:
         image = client.images.get(name)
         assert not (image.labels or {}).get(RECIPE_LABEL), name
         listed = client.containers.run(name, ["sh", "-c", "ls /opt; command -v react-doctor; true"],
-                                              remove=True, entrypoint=[]).decode()
+                                       remove=True, entrypoint=[]).decode()
         assert "reactbench" not in listed, (name, listed)
         assert "react-doctor" not in listed, (name, listed)
 
