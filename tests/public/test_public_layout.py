@@ -137,8 +137,8 @@ def public_images(tmp_path_factory: pytest.TempPathFactory, bake_cache: Path,
         finally:
             backend.close()
         digests: dict[str, str] = {}
-        with loopback_registry(root / "registry") as port, extra_engine(11) as engine:
-            field = engine.client()
+        with (loopback_registry(root / "registry") as port, extra_engine(11) as engine,
+              contextlib.closing(engine.client()) as field):
             for name, stand_in in stand_ins.items():
                 # By the public name: one stand-in serves two of them.
                 context = root / name.removesuffix(":latest").rsplit("/", 1)[-1]
@@ -155,7 +155,6 @@ def public_images(tmp_path_factory: pytest.TempPathFactory, bake_cache: Path,
                 # Into the fresh engine, as a pull from ghcr.io would leave it.
                 field.images.pull(pushed_as)
                 field.images.get(pushed_as).tag(name)
-            field.close()
             yield PublicImages(engine, digests)
     finally:
         for ref in reversed(made):
