@@ -100,6 +100,16 @@ class SandboxError(Exception):
     """The sandbox or its engine broke: a harness error, never the agent's fault."""
 
 
+class ArchiveTooLarge(Exception):
+    """A tree being collected holds more than its limit after its excludes: what the
+    agent left, so the agent's fail, never a harness error."""
+
+    def __init__(self, src: str, limit: int) -> None:
+        super().__init__(f"{src} holds more than {limit // (1024 * 1024)} MiB after the excludes of [[artifacts]]")
+        self.src = src
+        self.limit = limit
+
+
 class BakeError(SandboxError):
     """An image could not be built from its recipe."""
 
@@ -259,6 +269,16 @@ class Sandbox(ABC):
         told = f"of the {written} tar wrote" if written >= 0 else "and the count of them was lost too"
         raise SandboxError(f"could not archive {src}: tar succeeded {ARCHIVE_ATTEMPTS} times and its output "
                            f"was lost each time (the last time {got} bytes arrived {told})")
+
+    def collect(self, src: str, exclude: Sequence[str], limit: int) -> bytes:
+        """The tree at `src` as the agent left it, as a tar stream without the `exclude`
+        globs, taken without the agent's cooperation: every process of the sandbox is
+        stopped first, and the tree is read by the backend's own means (never a program
+        inside the sandbox, which the agent may have replaced, broken or filled). A
+        missing `src` is an empty archive. More than `limit` bytes of file contents after
+        the excludes raise ArchiveTooLarge, with no more than about `limit` bytes held in
+        memory. The sandbox runs nothing afterwards."""
+        raise NotImplementedError(f"the {self.backend} backend cannot collect a tree at rest")
 
     @abstractmethod
     def close(self) -> None:
