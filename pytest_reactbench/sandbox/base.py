@@ -419,6 +419,9 @@ class Backend(ABC):
     #: Whether a bake can add a user to the image (an agent's layer that runs its CLI as
     #: one): the local backend's /etc is the host's, read-only.
     adds_users: bool = True
+    #: Why this backend cannot hold an untrusted agent here (None: it can). Only the
+    #: control agents, whose work is the task's own, run on a backend that says why.
+    untrusted_refusal: str | None = None
 
     @abstractmethod
     def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:
