@@ -98,6 +98,9 @@ class Agent(ABC):
     model_hosts: tuple[str, ...] = ()
     #: The CLI layer baked on top of the task's image, if the agent needs one.
     install: Install | None = None
+    #: Its work is the task's own (a control agent): a backend that cannot hold an
+    #: untrusted agent (`Backend.untrusted_refusal`) still runs it.
+    trusted: bool = False
 
     @property
     def version(self) -> str:

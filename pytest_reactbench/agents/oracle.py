@@ -16,6 +16,7 @@ class OracleAgent(Agent):
     """Uploads `solution/` to `/solution` and runs `solve.sh`, as Harbor's oracle does."""
 
     name = "oracle"
+    trusted = True
 
     def check(self, task: Task) -> None:
         if not (task.solution_dir / "solve.sh").is_file():
@@ -37,6 +38,7 @@ class NopAgent(Agent):
     """Does nothing: the untouched repository, which must score 0."""
 
     name = "nop"
+    trusted = True
 
     def run(self, ctx: AgentContext) -> AgentOutcome:
         return AgentOutcome("completed", 0, "")

@@ -115,6 +115,9 @@ class ReactbenchSession:
         say = progress_printer(self.config, self.once)
         for name, task in first_tasks.items():
             agent = self.agents[name]
+            if not agent.trusted and (why := self.backend().untrusted_refusal):
+                raise UsageError(f"--reactbench-agent: agent {name!r} is not a control agent, and {why}: "
+                                 "run it with --reactbench-sandbox=docker")
             loopback = [h for h in agent.model_hosts if loopback_port(h) is not None]
             if loopback and not self.backend().reaches_host_loopback:
                 raise UsageError(

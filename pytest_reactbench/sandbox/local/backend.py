@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pytest_reactbench.results.records import pid_alive
+from pytest_reactbench.sandbox import seccomp
 from pytest_reactbench.sandbox.bake import Pruned
 from pytest_reactbench.sandbox.base import (
     EGRESS_PORT,
@@ -36,6 +37,8 @@ from pytest_reactbench.sandbox.local.sandbox import (
     LocalSandbox,
     _rmtree,
     _tmp_holder,
+    give_to_sandbox,
+    maps_ids,
 )
 from pytest_reactbench.sandbox.locks import file_lock
 from pytest_reactbench.sandbox.options import SandboxOptions
@@ -47,7 +50,7 @@ class LocalBackend(LocalImages):
     formal = False
     reaches_host_loopback = True
     adds_users = False
-    recipe_version = "2"
+    recipe_version = "3"
     runs_public_images = False
 
     def __init__(self, options: SandboxOptions) -> None:
@@ -66,6 +69,18 @@ class LocalBackend(LocalImages):
         self.sandboxes.mkdir(parents=True, exist_ok=True)
         self._warned_unlimited = False
         self._noted_registry = False
+
+    @property
+    def untrusted_refusal(self) -> str | None:  # type: ignore[override]
+        if not maps_ids():
+            return ("the local backend holds an agent only when it runs as root, which maps the "
+                    "sandbox's ids onto ids no host user has; as another user its sandbox's root "
+                    "would be you")
+        try:
+            seccomp.program("agent")
+        except seccomp.UnsupportedArch as exc:
+            return str(exc)
+        return None
 
     def boot(
         self,
@@ -88,6 +103,7 @@ class LocalBackend(LocalImages):
         proxy = None
         if egress:
             proxy = self._start_egress(root / "egress.sock", egress)
+            give_to_sandbox(root / "egress.sock")
             binds = {EGRESS_MOUNT: EGRESS_SCRIPT, EGRESS_SOCKET: root / "egress.sock"}
             env.update(proxy_env(f"http://127.0.0.1:{EGRESS_PORT}"))
         group = ResourceGroup.create(root.name, limits)
@@ -115,6 +131,7 @@ class LocalBackend(LocalImages):
                 group=group,
                 tmp_holder=holder,
                 loopback_ports=[port for port in map(loopback_port, egress) if port is not None],
+                role="verifier" if labels.get("role") == "verifier" else "agent",
             )
         except BaseException:
             for process in (proxy, holder):

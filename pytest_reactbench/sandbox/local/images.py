@@ -31,6 +31,7 @@ from pytest_reactbench.sandbox.local.sandbox import (
     LocalSandbox,
     _rmtree,
 )
+from pytest_reactbench.sandbox.local.seal import SEAL, seal, verify
 from pytest_reactbench.sandbox.mirrors import git_env, local_binds, relevant
 from pytest_reactbench.sandbox.recipes import SYSTEM_IMAGE, declare_arg
 from pytest_reactbench.sandbox.tls import ca_env, tls_hint
@@ -45,6 +46,10 @@ HOST_WRITES = (
     (re.compile(r"\bcorepack\s+enable\b(?![^&;|]*--install-directory)"),
      "puts package-manager shims next to node in the host's read-only /usr"),
 )
+
+
+#: COPY as Docker's: the files belong to the image's root, whoever owns them on the host.
+COPY = "cp -a --no-preserve=ownership"
 
 
 def _writable(path: str, where: str, keyword: str) -> None:
@@ -86,7 +91,14 @@ class LocalImages(BakingBackend):
         meta = self._image_meta(key)
         if meta is None:
             raise SandboxError(f"local image {key} is not baked")
-        return [self.images / str(k) / "layer" for k in meta["chain"]]  # type: ignore[attr-defined]
+        return self._sealed(meta["chain"])  # type: ignore[arg-type]
+
+    def _sealed(self, chain: Sequence[str]) -> list[Path]:
+        """The layers of `chain`, bottom first, each checked against its seal."""
+        layers = [self.images / str(k) / "layer" for k in chain]
+        for layer in layers:
+            verify(layer, layer.parent / SEAL)
+        return layers
 
     def find(self, key: str, recipe: ImageRecipe) -> Image | None:
         meta = self._image_meta(key)
@@ -153,7 +165,7 @@ class LocalImages(BakingBackend):
         labels: dict[str, str] = dict(parent_meta["labels"]) if parent_meta else {}  # type: ignore[call-overload]
         chain = list(parent_meta["chain"]) if parent_meta else []  # type: ignore[call-overload]
         building = self.images / f"{key}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        layers = [self.images / str(k) / "layer" for k in reversed(chain)]
+        layers = list(reversed(self._sealed(chain)))
         box, bake_only = self._bake_box(recipe, building, layers, env, workdir)
         progress(f"{recipe.name}: baking {recipe.dockerfile} ({len(steps)} steps)")
         started = time.monotonic()
@@ -199,10 +211,12 @@ class LocalImages(BakingBackend):
                 # USER root is the default; another USER and SHELL are refused by check().
             meta = {"chain": [*chain, key], "env": env, "workdir": workdir, "labels": labels,
                     "recipe": str(recipe.dockerfile), "baked_at": time.time()}
+            box.close()
+            seal(building / "layer", building / SEAL)
             (building / "image.json").write_text(json.dumps(meta, indent=2))
-            _rmtree(building / "box")
             os.rename(building, self.images / key)
         except BaseException:
+            box.close()
             _rmtree(building)
             raise
 
@@ -275,13 +289,13 @@ class LocalImages(BakingBackend):
                 inside = CONTEXT_MOUNT + "/" + path.relative_to(context).as_posix()
                 q_src, q_dest = shlex.quote(inside), shlex.quote(dest_abs)
                 if path.is_dir():
-                    commands.append(f"mkdir -p {q_dest} && cp -a {q_src}/. {q_dest}/")
+                    commands.append(f"mkdir -p {q_dest} && {COPY} {q_src}/. {q_dest}/")
                 elif into_dir or len(matches) > 1:
-                    commands.append(f"mkdir -p {q_dest} && cp -a {q_src} {q_dest}/")
+                    commands.append(f"mkdir -p {q_dest} && {COPY} {q_src} {q_dest}/")
                 else:
                     commands.append(
-                        f"if [ -d {q_dest} ]; then cp -a {q_src} {q_dest}/; "
-                        f"else mkdir -p $(dirname {q_dest}) && cp -a {q_src} {q_dest}; fi"
+                        f"if [ -d {q_dest} ]; then {COPY} {q_src} {q_dest}/; "
+                        f"else mkdir -p $(dirname {q_dest}) && {COPY} {q_src} {q_dest}; fi"
                     )
         if "chmod" in ins.flags:
             commands.append(f"chmod -R {shlex.quote(ins.flags['chmod'])} {shlex.quote(dest_abs)}")

@@ -5,28 +5,36 @@ from __future__ import annotations
 
 import contextlib
 import grp
+import io
 import os
 import pwd
 import select
+import shlex
 import shutil
 import signal
 import subprocess
+import tarfile
+import tempfile
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from pytest_reactbench.sandbox import seccomp
 from pytest_reactbench.sandbox.base import (
     EGRESS_PORT,
+    ArchiveTooLarge,
     ExecResult,
     Limits,
     Sandbox,
     SandboxError,
     egress_lines,
+    tar_of,
 )
 from pytest_reactbench.sandbox.cgroups import ResourceGroup
 
+Role = Literal["bake", "verifier", "agent"]
 ROOTS = ("app", "opt", "tests", "logs", "tmp", "root", "solution")
 DEFAULT_ENV = {
     "PATH": "/opt/npm-global/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -61,6 +69,20 @@ def egress_wrapper(loopback_ports: Sequence[int]) -> str:
         for port in loopback_ports)
     return EGRESS_WRAPPER.replace('exec "$@"', tunnels + 'exec "$@"')
 CA_MOUNT = "/run/reactbench/ca.crt"
+#: Every id of a sandbox maps to the host's ids from ID_BASE on (65536 of them): a
+#: range no host user has, so a sandbox's root owns nothing on the host but the
+#: sandbox's own layers, and its capabilities (in its own user namespace) reach nothing
+#: of the host's. Only root can map a range; see `untrusted_refusal`.
+ID_BASE = 1 << 30
+ID_COUNT = 1 << 16
+#: Where each command's private mount namespace gathers what the sandbox binds, on a
+#: tmpfs of its own, so that no host path (a home, a checkout, the cache) need be
+#: traversable by the sandbox's ids.
+STAGE = "/run"
+#: The capabilities a sandbox's commands keep, by role, all of them only within the
+#: sandbox's user namespace: a bake's steps and our grader (which makes its test rooms
+#: with unshare and setpriv) keep them; an agent's commands keep none.
+KEEPS_CAPABILITIES = {"bake": True, "verifier": True, "agent": False}
 REQUIRED_TOOLS = ("bwrap", "unshare", "mount", "tar", "git", "node", "pnpm")
 def _rmtree(path: Path) -> None:
     def fix(func: object, p: str, _exc: object) -> None:
@@ -96,6 +118,57 @@ def _tmp_holder(tmp: Path, size_mb: int, group: ResourceGroup) -> subprocess.Pop
     return holder
 
 
+class _Tee(io.RawIOBase):
+    """A stream that keeps a copy of what is read from it."""
+
+    def __init__(self, source: Any, copy: io.BytesIO) -> None:
+        self.source, self.copy = source, copy
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.source.read1(len(buffer))
+        buffer[: len(data)] = data
+        self.copy.write(data)
+        return len(data)
+
+
+def read_tar_stream(argv: Sequence[str], src: str, limit: int) -> bytes:
+    """The tar stream `argv` writes on its stdout (none: an empty archive), refused with
+    ArchiveTooLarge as soon as a member's header shows the files' bytes past `limit`,
+    before that member's contents are read: memory stays within about `limit`."""
+    copy = io.BytesIO()
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, start_new_session=True)
+        assert proc.stdout is not None
+        try:
+            total = 0
+            tee = io.BufferedReader(_Tee(proc.stdout, copy))
+            with proc.stdout, tarfile.open(fileobj=tee, mode="r|") as stream:
+                for member in stream:
+                    total += member.size if member.isfile() else 0
+                    if total > limit:
+                        raise ArchiveTooLarge(src, limit)
+                while tee.read(65536):  # the archive's last blocks
+                    pass
+        except tarfile.ReadError as exc:
+            if copy.tell() or "empty file" not in str(exc):
+                proc.kill()
+                raise SandboxError(f"could not read the archive of {src}: {exc}") from None
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise
+        finally:
+            proc.wait()
+        if proc.returncode != 0:
+            err.seek(0)
+            said = err.read(4096).decode(errors="replace").strip()
+            raise SandboxError(f"could not archive {src}: {said or f'exit code {proc.returncode}'}")
+    return copy.getvalue() or tar_of({})
+
+
 def _ids(user: str) -> tuple[int, int]:
     """`name`, `uid` or `uid:gid` as ids, names read from the host's /etc (the sandbox's).
     The command runs as that user in a user namespace of its own: its identity, not a
@@ -116,6 +189,42 @@ def _ids(user: str) -> tuple[int, int]:
     return uid, gid
 
 
+def maps_ids() -> bool:
+    """Whether this process can map a sandbox's ids onto ID_BASE (root can)."""
+    return os.geteuid() == 0
+
+
+def user_namespace() -> int:
+    """A new user namespace whose ids 0..ID_COUNT-1 are the host's ID_BASE..: an open
+    descriptor of it, which keeps it alive; every command of the sandbox joins it."""
+    holder = subprocess.Popen(["unshare", "--user", "sh", "-c", "echo ready && exec sleep infinity"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    assert holder.stdout is not None and holder.stderr is not None
+    try:
+        ready, _, _ = select.select([holder.stdout], [], [], 10)
+        if not ready or holder.stdout.readline().strip() != b"ready":
+            holder.kill()
+            said = holder.stderr.read(4096).decode(errors="replace").strip()
+            raise SandboxError(f"cannot make the sandbox's user namespace: {said or 'unshare --user failed'}")
+        for name in ("uid_map", "gid_map"):
+            Path(f"/proc/{holder.pid}/{name}").write_text(f"0 {ID_BASE} {ID_COUNT}\n")
+        return os.open(f"/proc/{holder.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise SandboxError(f"cannot map the sandbox's ids: {exc}") from None
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+        holder.stderr.close()
+
+
+def give_to_sandbox(*paths: Path) -> None:
+    """Make `paths` the sandbox root's own (the host's ID_BASE), where ids are mapped."""
+    if maps_ids():
+        for path in paths:
+            os.chown(path, ID_BASE, ID_BASE)
+
+
 class LocalSandbox(Sandbox):
     backend = "local"
 
@@ -134,6 +243,7 @@ class LocalSandbox(Sandbox):
         group: ResourceGroup | None = None,
         tmp_holder: subprocess.Popen[bytes] | None = None,
         loopback_ports: Sequence[int] = (),
+        role: Role = "bake",
     ) -> None:
         self.root = root
         self._wrapper = egress_wrapper(loopback_ports)
@@ -147,7 +257,9 @@ class LocalSandbox(Sandbox):
         self.workdir = workdir
         self.upper = upper or root / "upper"
         self.ro_binds = dict(ro_binds or {})
+        self.role = role
         self._closed = False
+        self._collected = False
         for sub in ("work", "merged", "io"):
             (root / sub).mkdir(parents=True, exist_ok=True)
         self.upper.mkdir(parents=True, exist_ok=True)
@@ -156,60 +268,81 @@ class LocalSandbox(Sandbox):
             empty = root / "empty"
             empty.mkdir(exist_ok=True)
             self.layers = [empty]
+        give_to_sandbox(self.upper)
         self._seed_roots()
+        (root / "seccomp.bpf").write_bytes(seccomp.program(role))
+        self.userns = user_namespace() if maps_ids() else None
 
     def _seed_roots(self) -> None:
         if any((layer / "app").exists() for layer in self.layers):
             return
         for name in ROOTS:
             (self.upper / name).mkdir(exist_ok=True)
+            give_to_sandbox(self.upper / name)
         os.chmod(self.upper / "tmp", 0o1777)
 
-    def _argv(self, argv: Sequence[str], cwd: str, env: Mapping[str, str],
-              user: str | None = None) -> list[str]:
+    def _overlay(self) -> str:
+        return ("lowerdir=" + ":".join(str(p) for p in self.layers)
+                + f",upperdir={self.upper},workdir={self.root / 'work'}"
+                + ",redirect_dir=off,index=off,metacopy=off")
+
+    def _sources(self) -> dict[str, Path]:
+        """What each writable root is on the host, once the overlay is mounted."""
         merged = self.root / "merged"
-        options = (
-            "lowerdir=" + ":".join(str(p) for p in self.layers)
-            + f",upperdir={self.upper},workdir={self.root / 'work'}"
-            + ",redirect_dir=off,index=off,metacopy=off"
-        )
+        return {name: self.root / "tmp" if name == "tmp" and self.tmp_holder is not None else merged / name
+                for name in ROOTS}
+
+    def _outer(self, script: str, *args: str) -> list[str]:
+        """`script` as root of a private mount namespace of the sandbox's (its /tmp's,
+        where it has one), within the sandbox's group."""
         ns = ["unshare", "--mount", "--propagation", "private"]
-        if os.geteuid() != 0:
+        if not maps_ids():
             ns[1:1] = ["--user", "--map-root-user"]
         if self.tmp_holder is not None:
             # The sandbox's /tmp is a tmpfs in the holder's mount namespace: every
             # command starts there, so /tmp lasts as long as the sandbox.
             ns = ["nsenter", f"--target={self.tmp_holder.pid}", "--mount", "--", *ns]
+        full = [*ns, "sh", "-c", script, "sandbox", *args]
+        return self.group.wrap(full) if self.group else full
+
+    def _argv(self, argv: Sequence[str], cwd: str, env: Mapping[str, str], seccomp_fd: int,
+              user: str | None = None) -> list[str]:
+        # As root of the command's own mount namespace: the overlay, then everything the
+        # sandbox binds gathered on a tmpfs at STAGE; then into the sandbox's user
+        # namespace, where bubblewrap builds the sandbox from STAGE alone.
+        q = shlex.quote
+        stage = [f"mount -t overlay overlay -o {q(self._overlay())} {q(str(self.root / 'merged'))}",
+                 f"mount -t tmpfs -o mode=755,size=1m reactbench {STAGE}", f"mkdir {STAGE}/rw {STAGE}/ro"]
         bwrap = [
             "bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-            "--hostname", "sandbox",
+            "--unshare-cgroup-try", "--hostname", "sandbox",
             "--tmpfs", "/", "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc",
             "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--tmpfs", "/run",
-            "--tmpfs", "/var",
+            "--tmpfs", "/var", "--seccomp", str(seccomp_fd),
         ]
+        if not KEEPS_CAPABILITIES[self.role]:
+            bwrap += ["--cap-drop", "ALL"]
         for link in ("bin", "lib", "lib64", "sbin"):
             if Path("/", link).is_symlink():
                 bwrap += ["--symlink", os.readlink(Path("/", link)), f"/{link}"]
         if not self.network:
             bwrap.append("--unshare-net")
-        for name in ROOTS:
-            if name == "tmp" and self.tmp_holder is not None:
-                # A bake's /tmp is a layer (steps share it, as in a Docker build); a
-                # booted sandbox's is bounded scratch space, as the docker backend's.
-                bwrap += ["--bind", str(self.root / "tmp"), "/tmp"]
-            else:
-                bwrap += ["--bind", str(merged / name), f"/{name}"]
-        for target, source in self.ro_binds.items():
-            bwrap += ["--ro-bind", str(source), target]
+        for name, source in self._sources().items():
+            stage.append(f"mkdir {STAGE}/rw/{name} && mount --bind {q(str(source))} {STAGE}/rw/{name}")
+            bwrap += ["--bind", f"{STAGE}/rw/{name}", f"/{name}"]
+        for number, (target, source) in enumerate(self.ro_binds.items()):
+            make = "mkdir" if source.is_dir() else "touch"
+            stage.append(f"{make} {STAGE}/ro/{number} && mount --bind {q(str(source))} {STAGE}/ro/{number}")
+            bwrap += ["--ro-bind", f"{STAGE}/ro/{number}", target]
         if user:
             uid, gid = _ids(user)
             bwrap += ["--unshare-user", "--uid", str(uid), "--gid", str(gid)]
         bwrap += ["--chdir", cwd, "--clearenv"]
         for key, value in env.items():
             bwrap += ["--setenv", key, value]
-        script = 'mount -t overlay overlay -o "$1" "$2" && shift 2 && exec "$@"'
-        full = [*ns, "sh", "-c", script, "sandbox", options, str(merged), *bwrap, "--", *argv]
-        return self.group.wrap(full) if self.group else full
+        enter = [] if self.userns is None else ["nsenter", f"--user=/proc/self/fd/{self.userns}", "--"]
+        script = " && ".join(stage) + ' && exec "$@"'
+        return self._outer(script, *enter, *bwrap, "--", *argv)
 
     def egress_requests(self) -> list[dict[str, Any]]:
         try:
@@ -241,8 +374,8 @@ class LocalSandbox(Sandbox):
         stdin: bytes | None = None,
         user: str | None = None,
     ) -> ExecResult:
-        if self._closed:
-            raise SandboxError(f"sandbox {self.root.name} is closed")
+        if self._closed or self._collected:
+            raise SandboxError(f"sandbox {self.root.name} is {'closed' if self._closed else 'collected'}")
         if self.tmp_holder is not None and self.tmp_holder.poll() is not None:
             raise SandboxError(f"sandbox {self.root.name} lost its /tmp (its holder process was killed)")
         full_env = {**self.env, **(env or {})}
@@ -251,13 +384,18 @@ class LocalSandbox(Sandbox):
         out_path, err_path = io_dir / f"{token}.out", io_dir / f"{token}.err"
         started = time.monotonic()
         timed_out = False
-        with out_path.open("wb") as out, err_path.open("wb") as err:
+        with out_path.open("wb") as out, err_path.open("wb") as err, \
+                (self.root / "seccomp.bpf").open("rb") as rules:
+            # Its own output: a command may open it again by /dev/fd (tee /dev/fd/3).
+            give_to_sandbox(out_path, err_path)
+            kept = (rules.fileno(),) if self.userns is None else (rules.fileno(), self.userns)
             proc = subprocess.Popen(
-                self._argv(argv, cwd or self.workdir, full_env, user),
+                self._argv(argv, cwd or self.workdir, full_env, rules.fileno(), user),
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
                 start_new_session=True,
+                pass_fds=kept,
             )
             try:
                 if stdin is not None:
@@ -286,15 +424,39 @@ class LocalSandbox(Sandbox):
 
     def put_archive(self, dest: str, data: bytes) -> None:
         result = self._run(
-            ["sh", "-c", 'mkdir -p "$1" && tar -x -C "$1" -f -', "put", dest], cwd="/", stdin=data
+            # Owned by the sandbox's root whoever owned them on the host (an agent's
+            # commands keep no capability to give files away).
+            ["sh", "-c", 'mkdir -p "$1" && tar -x --no-same-owner -C "$1" -f -', "put", dest], cwd="/",
+            stdin=data
         )
         if not result.ok:
             raise SandboxError(f"could not unpack into {dest}: {result.failure}")
+
+    def collect(self, src: str, exclude: Sequence[str], limit: int) -> bytes:
+        # Every command took its whole tree with it (see _run): nothing of the agent's
+        # runs now. The tree is read by the host's tar, as root of a mount namespace of
+        # its own with the sandbox's overlay, never by anything in the sandbox.
+        if self._closed:
+            raise SandboxError(f"sandbox {self.root.name} is closed")
+        self._collected = True
+        top, _, rest = src.strip("/").partition("/")
+        if top not in ROOTS or top == "tmp" or ".." in rest.split("/"):
+            raise SandboxError(f"the local backend collects from /app, /opt, /tests, /logs, /root or "
+                               f"/solution only, not {src}")
+        q = shlex.quote
+        where = f"{self.root / 'merged'}/{src.strip('/')}"
+        script = (f"mount -t overlay overlay -o {q(self._overlay())} {q(str(self.root / 'merged'))} && "
+                  f"if [ -d {q(where)} ] && [ ! -L {q(where)} ]; then "
+                  f'exec tar -c -f - -C {q(where)} "$@" .; fi')
+        argv = self._outer(script, *(f"--exclude={pattern}" for pattern in exclude))
+        return read_tar_stream(argv, src, limit)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self.userns is not None:
+            os.close(self.userns)
         for process in (self.egress, self.tmp_holder):
             if process is not None:
                 process.kill()
