@@ -128,3 +128,19 @@ def test_a_cli_that_runs_as_its_own_user_is_a_usage_error_on_local(
                                  "--reactbench-sandbox=docker*"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert not list((suite.path / "records").glob("*/alpha__*"))
+
+
+def test_an_agent_the_local_backend_cannot_hold_is_a_usage_error_and_the_controls_still_run(
+        suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_reactbench.sandbox.local import backend
+
+    # As a user other than root: the sandbox's ids cannot be mapped onto nobody's.
+    monkeypatch.setattr(backend, "maps_ids", lambda: False)
+    write_task(suite.path / "tasks", "alpha")
+    result = suite.runpytest("--reactbench-agent=fix", "--reactbench-agent-command=fix=true",
+                             "--reactbench-sandbox=local")
+    result.stderr.fnmatch_lines(["*--reactbench-agent: agent 'fix' is not a control agent, and the local "
+                                 "backend holds an agent only when it runs as root*"
+                                 "run it with --reactbench-sandbox=docker*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert not list((suite.path / "records").glob("*/alpha__*"))
