@@ -156,6 +156,10 @@ class PooledSandbox(Sandbox):
         with self._watch():
             return self.inner.get_archive(src, exclude)
 
+    def collect(self, src: str, exclude: Sequence[str], limit: int) -> bytes:
+        with self._watch():
+            return self.inner.collect(src, exclude, limit)
+
     def end_leftovers(self) -> None:
         with self._watch():
             self.inner.end_leftovers()

@@ -3,13 +3,12 @@ and nothing else, checked on the host whatever tar the sandbox ran."""
 
 from __future__ import annotations
 
-import fnmatch
 import io
 import posixpath
 import tarfile
 from dataclasses import dataclass, field
 
-from pytest_reactbench.sandbox.base import Sandbox, SandboxError
+from pytest_reactbench.sandbox.base import ArchiveTooLarge, Sandbox, SandboxError, excluded
 from pytest_reactbench.tasks import Artifact
 from pytest_reactbench.verifier.failures import SubmissionRefused
 
@@ -26,18 +25,6 @@ class Transfer:
     files: int
     size: int
     dropped: list[tuple[str, str]] = field(default_factory=list)
-
-
-def excluded(name: str, patterns: list[str]) -> bool:
-    """GNU tar's default --exclude matching (what Harbor uses): unanchored, `*`
-    matches `/`, and names start with `./` (the archive is made with `-C SOURCE .`),
-    so `**/node_modules/**` drops the contents of every node_modules, top level too."""
-    if not patterns:
-        return False
-    name = "./" + name
-    candidates = [name]
-    candidates += [name[i + 1 :] for i, ch in enumerate(name) if ch == "/"]
-    return any(fnmatch.fnmatchcase(c, p) for c in candidates for p in patterns)
 
 
 def _normalize(name: str) -> str | None:
@@ -116,36 +103,29 @@ def sanitize(raw: bytes, patterns: list[str],
     return out.getvalue(), files, size, dropped
 
 
-#: Paths of PATH_MAX bytes or more, for find (an interval past 255 is not allowed).
-_PAST_PATH_MAX = f"(.{{128}}){{{PATH_MAX // 128},}}"
-
-
-def _left_out(sandbox: Sandbox, root: str, patterns: list[str], named: set[str]) -> list[tuple[str, str]]:
-    """Paths past PATH_MAX under `root` that the sandbox's archive left out without a
-    word (the Docker engine's does), so that they are refused by name as on a backend
-    whose archive holds them."""
-    found = sandbox.exec(["find", root, "-regextype", "posix-extended", "-regex", _PAST_PATH_MAX, "-print0"],
-                         cwd="/", env={"LC_ALL": "C"}, timeout=120)
-    left: list[tuple[str, str]] = []
-    for path in found.stdout.decode("utf-8", "surrogateescape").split("\0"):
-        name = _normalize(posixpath.relpath(path, root)) if path.startswith(root + "/") else None
-        if not name or excluded(name, patterns):
-            continue
-        shown = name[:200] + ("…" if len(name) > 200 else "")
-        if shown not in named and (why := _too_long(root, name)) is not None:
-            left.append((shown, why))
-            named.add(shown)
-    return left
-
-
 def collect(sandbox: Sandbox, artifacts: list[Artifact],
             limit: int = MAX_SUBMISSION_BYTES) -> list[Transfer]:
+    """The task's artifacts out of the agent's sandbox, taken at rest by the backend's
+    own means (`Sandbox.collect`: whatever state the agent left the sandbox in, it is
+    what the agent submitted), at most `limit` bytes of file contents in all. The
+    sandbox runs nothing afterwards.
+
+    What the sandbox's archive cannot hold is lost without a word: on the docker
+    backend, the engine's archive leaves out every path too long for the engine's host
+    (past PATH_MAX with the container's root in front of it), so a path past PATH_MAX
+    is not named among the dropped ones there (the verifier could not write it
+    anyway), and one a little shorter is lost with it."""
     transfers = []
     total = 0
     for artifact in artifacts:
-        raw = sandbox.get_archive(artifact.source, exclude=artifact.exclude)
+        try:
+            raw = sandbox.collect(artifact.source, artifact.exclude, limit - total)
+        except ArchiveTooLarge:
+            raise SubmissionRefused(
+                f"the submission is more than {limit // (1024 * 1024)} MiB (its limit) after the "
+                f"excludes of [[artifacts]] ({artifact.source})"
+            ) from None
         data, files, size, dropped = sanitize(raw, artifact.exclude, artifact.source)
-        dropped += _left_out(sandbox, artifact.source, artifact.exclude, {name for name, _ in dropped})
         total += size
         if total > limit:
             raise SubmissionRefused(

@@ -2,19 +2,30 @@
 counted as they leave tar, so a stream that arrives empty or short is taken again,
 and one that keeps arriving short is a SandboxError rather than an archive that reads
 as fewer files. The count works with GNU's tools and with BusyBox's (an Alpine-style
-task image)."""
+task image). And `repack`, what `Sandbox.collect` makes of an engine's archive stream:
+the excludes, the limit and bounded memory, with no engine."""
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+import tarfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.sandbox.base import ARCHIVE_ATTEMPTS, ExecResult, Sandbox, SandboxError
+from pytest_reactbench.sandbox.base import (
+    ARCHIVE_ATTEMPTS,
+    ArchiveTooLarge,
+    ChunkReader,
+    ExecResult,
+    Sandbox,
+    SandboxError,
+    repack,
+)
 
 TOOLS = ("sh", "tar", "tee", "wc")
 
@@ -105,3 +116,90 @@ def test_a_directory_tar_cannot_read_is_tars_own_words_once(root: Path, bin: Pat
         box.get_archive("/nowhere")
     assert "reactbench-tar" not in str(caught.value)
     assert box.calls == 1
+
+
+# ------------------------------------------------------------------------------------
+# `repack`: an engine's archive of a tree (its top entry named after the directory),
+# re-packed as it streams by, as `tar -C src .` with the excludes would have made it.
+
+EXCLUDES = ["**/node_modules/**", "**/.git/**", "dist"]
+
+
+def engine_tar(files: dict[str, bytes | None], top: str = "app") -> bytes:
+    """A tar as the engine's archive API makes it: `top` first, then `top/...`
+    (None: a directory)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in {top: None, **{f"{top}/{k}": v for k, v in files.items()}}.items():
+            info = tarfile.TarInfo(name)
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def members(data: bytes) -> dict[str, bytes | None]:
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+        return {m.name: (tar.extractfile(m).read() if m.isfile() else None)  # type: ignore[union-attr]
+                for m in tar}
+
+
+def test_repack_strips_the_top_entry_and_leaves_out_the_excludes_as_gnu_tar() -> None:
+    deep = "src/" + "/".join(["d" * 200] * 25) + "/x.ts"  # a name only a PAX header holds
+    raw = engine_tar({"src": None, "src/a.ts": b"a", "node_modules": None, "node_modules/r.js": b"r",
+                      "src/node_modules": None, "src/node_modules/q/q.js": b"q", ".git": None,
+                      ".git/HEAD": b"h", "dist": None, "dist/deep": None, "dist/deep/out.js": b"o",
+                      "src/dist.ts": b"d", deep: b"x"})
+    kept = members(repack(io.BytesIO(raw), "/app", EXCLUDES, 1024))
+    # `dist` (a plain name) prunes the whole folder, as GNU tar does not descend into it;
+    # `**/x/**` keeps the folder itself and drops what is in it.
+    assert kept == {"src": None, "src/a.ts": b"a", "node_modules": None, "src/node_modules": None,
+                    ".git": None, "src/dist.ts": b"d", deep: b"x"}
+    # The names of `tar -C /app .` (`./` or none) come out the same.
+    dotted = engine_tar({"src": None, "src/a.ts": b"a"}, top=".")
+    assert members(repack(io.BytesIO(dotted), "/app", [], 10)) == {"src": None, "src/a.ts": b"a"}
+
+
+def test_repack_refuses_more_than_the_limit_of_kept_contents() -> None:
+    raw = engine_tar({"a": b"x" * 600, "b": b"y" * 424, "node_modules": None,
+                      "node_modules/big": b"z" * 5000})
+    assert set(members(repack(io.BytesIO(raw), "/app", EXCLUDES, 1024))) == {"a", "b", "node_modules"}
+    with pytest.raises(ArchiveTooLarge, match=r"^/app holds more than"):
+        repack(io.BytesIO(raw), "/app", EXCLUDES, 1023)
+    # Headers count too, past twice the limit and a slack: empty files hold no bytes.
+    empty = engine_tar({f"f{i}": b"" for i in range(3000)})
+    assert len(members(repack(io.BytesIO(empty), "/app", [], 1024 * 1024))) == 3000
+    with pytest.raises(ArchiveTooLarge):
+        repack(io.BytesIO(empty), "/app", [], 1024)
+
+
+def test_a_huge_file_is_refused_from_its_header_never_read() -> None:
+    # The engine sends a 2 GiB (sparse) file whole: zeros, after its header.
+    header = tarfile.TarInfo("app/sparse")
+    header.size = 2 * 1024**3
+    top = tarfile.TarInfo("app")
+    top.type = tarfile.DIRTYPE
+    head = top.tobuf() + header.tobuf()
+    sent = [0]
+
+    def stream() -> Iterator[bytes]:
+        yield head
+        while sent[0] < header.size:
+            sent[0] += 1024 * 1024
+            yield bytes(1024 * 1024)
+
+    with pytest.raises(ArchiveTooLarge):
+        repack(ChunkReader(stream()), "/app", [], 128 * 1024 * 1024)
+    assert sent[0] <= 1024 * 1024
+
+
+def test_an_empty_stream_or_a_top_entry_not_a_directory_is_an_empty_tree() -> None:
+    assert members(repack(io.BytesIO(b""), "/app", [], 10)) == {}
+    link = tarfile.TarInfo("app")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc"
+    assert members(repack(io.BytesIO(link.tobuf() + bytes(1024)), "/app", [], 10)) == {}
+    with pytest.raises(SandboxError, match="unreadable"):
+        repack(io.BytesIO(b"garbage" * 200), "/app", [], 10)

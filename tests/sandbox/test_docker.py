@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
+import tarfile
 import time
 import uuid
 from pathlib import Path
@@ -11,7 +13,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from pytest_reactbench.sandbox.base import BakeError, Limits
+from pytest_reactbench.sandbox.base import BakeError, Limits, SandboxError
 from pytest_reactbench.sandbox.docker import LABEL, DockerBackend
 from pytest_reactbench.sandbox.docker.images import pinned_packages
 from pytest_reactbench.sandbox.options import SandboxOptions
@@ -123,6 +125,48 @@ def test_sandbox_limits_network_labels_and_teardown(tmp_path: Path,
         data = box.get_archive("/app", exclude=["**/node_modules/**"])
         box.put_archive("/tests/copy", data)
         assert box.exec("cd /tests/copy && find . -type f").text.split() == ["./src/a.ts"]
+    finally:
+        box.close()
+    docker_backend.drain()
+    assert ours(docker_backend) == []
+
+
+@pytest.mark.parametrize("left", ["fork-bomb", "main-killed", "memory-full", "tree-removed", "tree-a-file",
+                                  "huge-sparse-file"])
+def test_collect_takes_the_tree_at_rest_whatever_the_agent_left(
+        tmp_path: Path, docker_backend: DockerBackend, left: str) -> None:
+    """`collect` stops the container for good and reads the tree with the engine's
+    archive API: nothing runs in the container, so nothing the agent left running,
+    killed, filled or removed there keeps it from reading what the agent left."""
+    from pytest_reactbench.sandbox.base import ArchiveTooLarge
+
+    image = docker_backend.bake(recipe(tmp_path, "FROM reactbench/system\nWORKDIR /app\n", timeout=600),
+                                lambda _: None)
+    box = docker_backend.boot(image, network=False, limits=Limits(memory_mb=256, storage_mb=1024), labels={})
+    work = ("mkdir -p /app/src /app/node_modules/x && echo work > /app/src/a.ts && echo dep > "
+            "/app/node_modules/x/i.js")
+    does = {"fork-bomb": "(setsid bash -c 'f(){ f|f& }; f' >/dev/null 2>&1 &); sleep 2",
+            "main-killed": "kill -9 $(cut -d' ' -f1 /proc/1/task/1/children)",
+            "memory-full": "(head -c 900m /dev/zero > /tmp/fill &); sleep 3",
+            "tree-removed": "rm -rf /app",
+            "tree-a-file": "rm -rf /app && echo no > /app",
+            "huge-sparse-file": "truncate -s 2G /app/src/sparse"}[left]
+    try:
+        box.exec(f"{work}; {does}", timeout=30)
+        started = time.monotonic()
+        if left == "huge-sparse-file":
+            with pytest.raises(ArchiveTooLarge):
+                box.collect("/app", ["**/node_modules/**"], 128 * 1024 * 1024)
+        else:
+            data = box.collect("/app", ["**/node_modules/**"], 128 * 1024 * 1024)
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                names = sorted(m.name for m in tar)
+            assert names == ([] if left.startswith("tree-") else ["node_modules", "src", "src/a.ts"])
+        assert time.monotonic() - started < 30
+        with pytest.raises(SandboxError, match="stopped for good"):
+            box.exec("true")
+        # A second tree of the same sandbox, and one that is missing, at rest too.
+        assert box.collect("/nowhere/at/all", [], 1024) == box.collect("/app/src/nothing", [], 1024)
     finally:
         box.close()
     docker_backend.drain()

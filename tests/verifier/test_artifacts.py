@@ -127,28 +127,46 @@ def test_missing_reward(tmp_path: Path) -> None:
         read_reward(tmp_path)
 
 
-class _Listing:
-    """A sandbox whose find prints these paths (the archive-independent listing)."""
+class _AtRest:
+    """A sandbox whose `collect` hands out these trees (or refuses one as too large),
+    and records the limits it was asked for; it runs nothing."""
 
-    def __init__(self, paths: list[str]) -> None:
-        self.paths = paths
-        self.asked: list[list[str]] = []
+    def __init__(self, trees: dict[str, bytes | None]) -> None:
+        self.trees = trees
+        self.asked: list[tuple[str, list[str], int]] = []
 
-    def exec(self, cmd: list[str], **_: object) -> object:
-        from pytest_reactbench.sandbox.base import ExecResult
+    def collect(self, src: str, exclude: list[str], limit: int) -> bytes:
+        from pytest_reactbench.sandbox.base import ArchiveTooLarge
 
-        self.asked.append(cmd)
-        return ExecResult(0, "\0".join(self.paths).encode() + b"\0", b"", 0.0)
+        self.asked.append((src, exclude, limit))
+        tree = self.trees[src]
+        if tree is None:
+            raise ArchiveTooLarge(src, limit)
+        return tree
+
+    def exec(self, *_: object, **__: object) -> object:
+        raise AssertionError("collection runs nothing in the sandbox")
 
 
-def test_paths_an_archive_left_out_are_refused_by_name_once() -> None:
-    from pytest_reactbench.verifier.artifacts import _left_out
+def test_collect_takes_each_artifact_at_rest_within_what_is_left_of_the_limit() -> None:
+    from pytest_reactbench.tasks import Artifact
+    from pytest_reactbench.verifier import collect
 
-    deep = "/app/src/" + "/".join(["d" * 200] * 21) + "/x.ts"
-    kept_out = "/app/node_modules/" + "/".join(["m" * 200] * 21) + "/y.js"
-    named_already = "/app/src/" + "/".join(["e" * 200] * 21) + "/z.ts"
-    sandbox = _Listing([deep, kept_out, named_already])
-    already = {named_already.removeprefix("/app/")[:200] + "…"}
-    left = _left_out(sandbox, "/app", EXCLUDES, already)  # type: ignore[arg-type]
-    assert [(name[:20], "PATH_MAX" in why) for name, why in left] == [("src/" + "d" * 16, True)]
-    assert "-regex" in sandbox.asked[0]
+    app = tar_of([entry("src", tarfile.DIRTYPE), entry("src/App.tsx"), entry("escape", tarfile.SYMTYPE, "/")],
+                 payload=b"x" * 100)
+    box = _AtRest({"/app": app, "/opt/out": tar_of([entry("o.txt")])})
+    transfers = collect(box, [Artifact(source="/app", exclude=EXCLUDES), Artifact(source="/opt/out")],  # type: ignore[arg-type]
+                        limit=1000)
+    assert [(t.files, t.size, t.dropped) for t in transfers] == [
+        (1, 100, [("escape", "symlink to / points outside")]), (1, 1, [])]
+    assert box.asked == [("/app", EXCLUDES, 1000), ("/opt/out", [], 900)]
+
+
+def test_a_tree_past_the_limit_is_the_submissions_refusal() -> None:
+    from pytest_reactbench.tasks import Artifact
+    from pytest_reactbench.verifier import SubmissionRefused, collect
+
+    box = _AtRest({"/app": None})
+    with pytest.raises(SubmissionRefused, match=r"more than 128 MiB \(its limit\) after the excludes of "
+                       r"\[\[artifacts\]\] \(/app\)"):
+        collect(box, [Artifact(source="/app")])  # type: ignore[arg-type]

@@ -11,14 +11,25 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_reactbench.sandbox.base import (
+    ChunkReader,
     ExecResult,
     Sandbox,
     SandboxError,
     egress_lines,
+    empty_tar,
+    repack,
 )
 from pytest_reactbench.sandbox.relay import LoopbackRelay
 
 DEFAULT_ENGINE = "unix:///var/run/docker.sock"
+#: The most a container being stopped for collection may take to stop.
+STOP_TIMEOUT = 60
+#: The size of the reads of an archive's stream from the engine.
+ARCHIVE_CHUNK = 1024 * 1024
+#: What the engine says when the path to archive leads to no directory (a file on the
+#: way, a symlink loop or one to a path too long): what the agent left holds no tree.
+_NO_TREE = ("not a directory", "too many levels of symbolic links", "too many links", "file name too long",
+            "no such file or directory")
 
 
 LABEL = "reactbench.owner"
@@ -99,6 +110,8 @@ class DockerSandbox(Sandbox):
         self.gate = gate
         self._on_close = on_close
         self._closed = False
+        #: Stopped for good by `collect`: it runs nothing afterwards.
+        self._stopped = False
 
     def _errors(self) -> Any:
         return docker_sdk().errors
@@ -123,6 +136,8 @@ class DockerSandbox(Sandbox):
     ) -> ExecResult:
         if self._closed:
             raise SandboxError("sandbox is closed")
+        if self._stopped:
+            raise SandboxError("the sandbox was stopped for good when its tree was collected")
         argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         errors = self._errors()
         started = time.monotonic()
@@ -183,6 +198,69 @@ class DockerSandbox(Sandbox):
     def _leftovers(self) -> bool:
         listed = self.exec(["sh", "-c", LEFTOVERS], cwd="/")
         return listed.ok and bool(listed.text.strip())
+
+    def collect(self, src: str, exclude: Sequence[str], limit: int) -> bytes:
+        """The container is killed (its init first, so every process of it dies: a fork
+        bomb's too), then `src` is read from its filesystem at rest by the engine's
+        archive API, which works on a stopped container and runs nothing in it. Whatever
+        the agent did to the container (killed its main process, filled its memory, ate
+        its process table, removed `src`), what it left is read the same way.
+
+        What the engine's archive cannot give: a tmpfs's contents (`/tmp`: gone with
+        the container's processes), and paths longer than the engine's host allows (the
+        container's root directory on the host in front of them past PATH_MAX, so from a
+        little under 4,096 bytes inside): the engine leaves them out without a word."""
+        if self._closed:
+            raise SandboxError("sandbox is closed")
+        errors = self._errors()
+        import requests
+
+        self._stop()
+        # `src/.`: the directory's contents under a top entry `.`, following `src`
+        # if the agent made it a symlink, as `tar -C src .` would (resolved inside the
+        # container's root by the engine). A missing `src` (or parent) is a 404; one
+        # the agent made a file or a link that leads nowhere, an error of the path.
+        path = src.rstrip("/") + "/."
+        try:
+            response = self.api._get(self.api._url("/containers/{0}/archive", self.container.id),
+                                     params={"path": path}, stream=True,
+                                     headers={"Accept-Encoding": "identity"})
+        except (errors.DockerException, requests.RequestException) as exc:
+            raise SandboxError(f"could not read {src} out of container {self.container.name}: "
+                               f"{exc}") from None
+        # Closed on every way out: an archive left half read holds the container in the
+        # engine (every later call on it, its removal too, waits for the stream).
+        with response:
+            if response.status_code == 404 and "No such container" not in response.text:
+                return empty_tar()
+            if response.status_code == 500 and any(why in response.text for why in _NO_TREE):
+                return empty_tar()
+            try:
+                self.api._raise_for_status(response)
+                return repack(ChunkReader(response.iter_content(ARCHIVE_CHUNK, False)), src, exclude, limit)
+            except (errors.DockerException, requests.RequestException) as exc:
+                raise SandboxError(f"could not read {src} out of container {self.container.name}: "
+                                   f"{exc}") from None
+
+    def _stop(self) -> None:
+        """Kill the container for good and wait until it has stopped; its filesystem stays
+        until it is removed."""
+        if self._stopped:
+            return
+        errors = self._errors()
+        import requests
+
+        self._stopped = True
+        try:
+            try:
+                self.api.kill(self.container.id)
+            except errors.APIError as exc:
+                if exc.status_code != 409:  # 409: not running (the agent ended its main process)
+                    raise
+            self.api.wait(self.container.id, timeout=STOP_TIMEOUT)
+        except (errors.DockerException, requests.RequestException) as exc:
+            raise SandboxError(f"could not stop container {self.container.name} to collect from it: "
+                               f"{exc}") from None
 
     def put_archive(self, dest: str, data: bytes) -> None:
         if dest.rstrip("/") == "/tmp" or dest.startswith("/tmp/"):
