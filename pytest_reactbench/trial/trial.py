@@ -48,8 +48,10 @@ from pytest_reactbench.sandbox.base import (
     Sandbox,
     SandboxError,
     heartbeat,
+    tar_of,
 )
 from pytest_reactbench.tasks import EnvironmentConfig, Task
+from pytest_reactbench.trial.diff import Tree, tree_diff
 from pytest_reactbench.verifier import (
     Grade,
     SubmissionFailure,
@@ -59,15 +61,12 @@ from pytest_reactbench.verifier import (
     collect,
     grade,
     parse_index,
+    sanitize,
 )
 from pytest_reactbench.verifier.layer import grader_layer, uses_grader
 
 Role = Literal["agent", "verifier"]
 
-DIFF_COMMAND = (
-    "cd /app 2>/dev/null && git rev-parse --verify -q HEAD >/dev/null && "
-    "git add -A -N . >/dev/null 2>&1; git diff --binary HEAD"
-)
 LOG_TAIL_LINES = 20
 #: Taken before the agent acts: what counts as unchanged for the audit.
 BASE_INDEX_COMMAND = "cd /app 2>/dev/null && git ls-files -s -z 2>/dev/null; true"
@@ -435,6 +434,10 @@ class Trial:
                                 submission=submission)
 
         try:
+            # The artifacts' trees before anything of the agent's runs (its CLI's
+            # `--version` included): the sandbox is the image's still, so what its tar
+            # says is trusted; the record's diff is made from them on the host.
+            before = _snapshot(agent_box, task)
             # The CLI the layer installed must answer before it is given the task.
             answer = ask_version(agent, agent_box)
             if answer is not None:
@@ -447,8 +450,18 @@ class Trial:
                 outcome = _run_agent(agent, task, agent_box, record, self.agent_timeout)
             record.write_text("agent.log", outcome.log)
             # What it left running (a background job, a daemon) must not change or
-            # crowd out what is collected next.
-            agent_box.end_leftovers()
+            # crowd out what is collected next. A sandbox the agent broke may refuse
+            # (a fork bomb holds every process slot, its container's main process is
+            # gone): that is the agent's doing after it had the sandbox, never an error.
+            # Collection does not depend on it (`collect` stops every process of the
+            # sandbox itself and reads the tree at rest), so it goes on; only the loss
+            # of the engine itself stays an error, which collection would meet too.
+            try:
+                agent_box.end_leftovers()
+            except EngineLost:
+                raise
+            except SandboxError as exc:
+                record.event("leftovers-not-ended", error=str(exc)[:2000])
             record.event("agent-ended", ending=outcome.ending, exit_code=outcome.exit_code)
             requests = agent_box.egress_requests()
             if requests:
@@ -463,7 +476,7 @@ class Trial:
             if outcome.api_failure:
                 # The model API's fault, not the agent's work: no score; a retry may get through.
                 return finish(Verdict.ERROR, AgentAPIError.__name__, outcome.api_failure)
-            transfers, submission = _collected(record, agent_box, task, base_index, durations)
+            transfers, submission = _collected(record, agent_box, task, before, base_index, durations)
             if self.options.strict and submission.audit:
                 return finish(Verdict.FAILED, "audit", "--reactbench-strict: the submission touches "
                               + f"{len(submission.audit)} file(s) that can fool a grader: "
@@ -487,14 +500,24 @@ class Trial:
         return finish(verdict, failure, message, grading=grading)
 
 
-def _collected(record: TrialRecord, agent_box: Sandbox, task: Task, base_index: Any,
+def _snapshot(agent_box: Sandbox, task: Task) -> list[Tree]:
+    """Each artifact's tree before the agent acts (a source missing then is empty), as
+    sanitized as the collected one will be, for the record's diff."""
+    trees = []
+    for artifact in task.config.artifacts:
+        there = agent_box.exec(["test", "-d", artifact.source], cwd="/", timeout=120)
+        raw = agent_box.get_archive(artifact.source, exclude=artifact.exclude) if there.ok else tar_of({})
+        trees.append(Tree(artifact.source, sanitize(raw, artifact.exclude, artifact.source)[0]))
+    return trees
+
+
+def _collected(record: TrialRecord, agent_box: Sandbox, task: Task, before: Sequence[Tree], base_index: Any,
                durations: dict[str, float]) -> tuple[list[Transfer], Submission]:
-    """The agent's work out of its sandbox: its diff (recorded), the task's artifacts
-    (recorded, with what was dropped) and the audit of what can fool a grader."""
-    diff = agent_box.exec(DIFF_COMMAND, cwd="/", timeout=120).stdout
-    if len(diff) > MAX_RECORDED_DIFF:
-        diff = diff[:MAX_RECORDED_DIFF] + b"\n[diff truncated at 10 MiB by the run record]\n"
-    record.write_text("diff.patch", diff)
+    """The agent's work out of its sandbox, once, at rest (`collect`: the sandbox runs
+    nothing afterwards): the task's artifacts (recorded, with what was dropped), its
+    diff (recorded: made on the host from the trees before and after, never by
+    anything in the sandbox, whose git and its configuration are the agent's) and the
+    audit of what can fool a grader."""
     with _timed(durations, "artifacts", record):
         transfers = collect(agent_box, task.config.artifacts)
         for transfer in transfers:
@@ -505,6 +528,8 @@ def _collected(record: TrialRecord, agent_box: Sandbox, task: Task, base_index: 
          "dropped": [{"path": p, "reason": r} for p, r in t.dropped]}
         for t in transfers
     ])
+    diff = tree_diff(before, [Tree(t.artifact.source, t.data) for t in transfers], MAX_RECORDED_DIFF)
+    record.write_text("diff.patch", diff)
     submission = Submission(diff=stat_of(diff.decode("utf-8", "replace")),
                             audit=[str(f) for f in audit(transfers, base_index)])
     record.write_json("audit.json", submission.audit)
