@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from pytest_reactbench.sandbox.base import ExecResult, Sandbox, SandboxError
+from pytest_reactbench.sandbox.base import ArchiveTooLarge, ExecResult, Sandbox, SandboxError
 from pytest_reactbench.tasks import CONTRACT, GradeDetails, GraderProgress, Reward
 from pytest_reactbench.tasks.load import describe_validation
 from pytest_reactbench.verifier.artifacts import Transfer, deliver
@@ -32,6 +32,8 @@ from pytest_reactbench.verifier.failures import (
 )
 
 VERIFIER_LOGS = "/logs/verifier"
+#: The most of `/logs/verifier` the harness reads (and holds) out of a verifier.
+MAX_VERIFIER_LOGS = 128 * 1024 * 1024
 TEST_COMMAND = (f"mkdir -p {VERIFIER_LOGS} && chmod +x /tests/test.sh "
                 f"&& (/tests/test.sh) > {VERIFIER_LOGS}/test-stdout.txt 2>&1")
 #: Gate details our verifier writes beside reward.json (which stays a flat dict of
@@ -205,6 +207,20 @@ def _unpack_logs(data: bytes, into: Path) -> None:
         raise SandboxError(f"could not read {VERIFIER_LOGS} out of the verifier: {exc}") from None
 
 
+def _logs_of(sandbox: Sandbox) -> bytes:
+    """`/logs/verifier`, taken at rest: test.sh has ended, the verifier runs nothing
+    more, and what the code under test left running there (a fork bomb) or wrote (a
+    log of gigabytes) neither stops the harness from reading it nor fills its memory."""
+    try:
+        return sandbox.collect(VERIFIER_LOGS, [], MAX_VERIFIER_LOGS)
+    except ArchiveTooLarge:
+        # Our grader's own files are small: only what the code under test printed or
+        # wrote grows them so (and a task's own test.sh ran that code too).
+        raise GraderBrokenError(
+            f"{VERIFIER_LOGS} holds more than {MAX_VERIFIER_LOGS // (1024 * 1024)} MiB after tests/test.sh, "
+            "with the submission's code in play: not read") from None
+
+
 def grade(sandbox: Sandbox, transfers: list[Transfer], timeout: float, logs_dir: Path,
           timeout_multiplier: float = 1.0) -> Grade:
     """Deliver the artifacts, run test.sh, keep `/logs/verifier` in `logs_dir`. Our
@@ -212,7 +228,7 @@ def grade(sandbox: Sandbox, transfers: list[Transfer], timeout: float, logs_dir:
     deliver(sandbox, transfers)
     result = sandbox.exec(TEST_COMMAND, timeout=timeout,
                           env={"REACTBENCH_TIMEOUT_MULTIPLIER": f"{timeout_multiplier:g}"})
-    _unpack_logs(sandbox.get_archive(VERIFIER_LOGS), logs_dir)
+    _unpack_logs(_logs_of(sandbox), logs_dir)
     progress = read_progress(logs_dir)
     if progress is None:
         return _public_grade(result, logs_dir, timeout)
