@@ -37,6 +37,7 @@ from pytest_reactbench.sandbox.recipes import SYSTEM_IMAGE, declare_arg
 from pytest_reactbench.sandbox.tls import ca_env, tls_hint
 
 USE_DOCKER = "use --reactbench-sandbox=docker"
+GITCONFIG_MOUNT = "/run/reactbench/gitconfig"
 # Steps that write the host's read-only system directories, which a replay over the
 # host cannot do: refused before the bake starts, with the line that asks for them.
 HOST_WRITES = (
@@ -234,6 +235,14 @@ class LocalImages(BakingBackend):
                      **self.options.package_manager_env}
         if self.ca_bundle:
             ro_binds[CA_MOUNT] = self.ca_bundle.resolve()
+        if mirror_binds:
+            # A directory mirror is the host's, not the sandbox root's: git's upload-pack
+            # trusts it only by a protected configuration, and it drops the variables
+            # that git_env sets, so the trust is the system configuration's here.
+            building.mkdir(parents=True, exist_ok=True)
+            (building / "gitconfig").write_text('[safe]\n\tdirectory = *\n[protocol "file"]\n\tallow = always\n')
+            ro_binds[GITCONFIG_MOUNT] = building / "gitconfig"
+            bake_only["GIT_CONFIG_SYSTEM"] = GITCONFIG_MOUNT
         box = LocalSandbox(building / "box", layers, network=True, env={**DEFAULT_ENV, **env, **bake_only},
                            workdir=workdir, upper=building / "layer", ro_binds=ro_binds)
         return box, bake_only
