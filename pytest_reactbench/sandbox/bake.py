@@ -265,8 +265,8 @@ class BakingBackend(Backend):
             skip=recipe.downloads.folder if recipe.downloads else None,
         )
         bases = _merged(parents)
-        if key in self._failed:
-            raise self._failed[key]
+        if (failed := self._failure(key)) is not None:
+            raise failed
         self._mark_used(key)
         image = self.find(key, recipe)
         if image is None and not build:
@@ -275,7 +275,10 @@ class BakingBackend(Backend):
         how: BakeHow = "reused"
         if image is None:
             with file_lock(self.lock_dir / f"{self.lock_scope}{key}.lock"):
-                # Another process may have built it while this one waited.
+                # Another bake (a thread of this process, another worker) may have built
+                # it while this one waited, or failed to: a failure is not built again.
+                if (failed := self._failure(key)) is not None:
+                    raise failed
                 image = self.find(key, recipe)
                 if image is None:
                     image = self.fetch(key, recipe, progress)
@@ -287,7 +290,7 @@ class BakingBackend(Backend):
                             recipe.downloads.fetch(progress)
                         built = self.build(recipe, key, parents, progress, deadline)
                     except BakeError as exc:
-                        self._failed[key] = exc
+                        self._remember_failure(key, exc)
                         raise
                     seconds = time.monotonic() - started
                     # Concurrent bakes of one process share the counters: their figures
@@ -310,6 +313,37 @@ class BakingBackend(Backend):
                 progress(f"{recipe.name}: reusing baked image {key[:12]}")
             self.bakes.append(BakeRecord(recipe.name, key, how, seconds))
         return replace(image, cached=True, bases=bases)
+
+    def _failure_file(self, key: str) -> Path | None:
+        """Where the session's processes (xdist's workers) learn that the bake of `key`
+        failed: in the session's folder, which goes with the session, so that a later
+        session tries again. None without one (a session of one process)."""
+        shared = self.options.session_dir
+        return None if shared is None else shared / "failed-bakes" / f"{self.lock_scope}{key}.txt"
+
+    def _failure(self, key: str) -> BakeError | None:
+        """How the bake of `key` failed in this session, if it did (here or in another
+        of its processes)."""
+        if key in self._failed:
+            return self._failed[key]
+        where = self._failure_file(key)
+        if where is None:
+            return None
+        try:
+            said = where.read_text()
+        except OSError:
+            return None
+        self._failed[key] = BakeError(said)
+        return self._failed[key]
+
+    def _remember_failure(self, key: str, exc: BakeError) -> None:
+        """The bake of `key` failed: it fails at once for the rest of the session, in
+        every process of it, rather than costing each item that needs it a full rebuild."""
+        self._failed[key] = exc
+        where = self._failure_file(key)
+        if where is not None:
+            where.parent.mkdir(parents=True, exist_ok=True)
+            replace_if_changed(where, str(exc).encode())
 
     def _parent(self, ref: FromRef, recipe: ImageRecipe, progress: Progress, deadline: float,
                 depth: int, build: bool) -> Parent:
