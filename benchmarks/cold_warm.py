@@ -76,8 +76,10 @@ def bakes_of(run: SuiteRun) -> list[dict[str, object]]:
 def describe(run: SuiteRun) -> str:
     bakes = bakes_of(run)
     counts = {how: sum(1 for b in bakes if b["how"] == how) for how in ("baked", "pulled", "reused")}
-    served = sum(int(b.get("served_bytes", 0)) for b in bakes)  # type: ignore[call-overload]
-    fetched = sum(int(b.get("fetched_bytes", 0)) for b in bakes)  # type: ignore[call-overload]
+    # The download cache's own counts (a bake's figures overlap those of the bakes beside it).
+    traffic = [json.loads(path.read_text()) for path in run.records.glob("*/downloads.json")]
+    served = sum(int(t.get("served_bytes", 0)) for t in traffic)
+    fetched = sum(int(t.get("fetched_bytes", 0)) for t in traffic)
     return (f"{counts['baked']} baked, {counts['pulled']} pulled, {counts['reused']} reused; "
             f"packages {served / 1e6:.0f} MB served, {fetched / 1e6:.0f} MB fetched")
 

@@ -1,6 +1,7 @@
 """The session's bakes: planned before the first trial and run as a bounded pool (a
 bake is mostly waiting on downloads and installs, so one per xdist worker leaves the
-engine idle), and summed up at the end in the terminal and in the run's `bakes.json`.
+engine idle), and summed up at the end in the terminal and in the run's `bakes.json`
+(and the download cache's traffic, counted once for the session, in `downloads.json`).
 
 The process that claims the session's prebake (the only one, or the first of xdist's
 workers to ask) bakes every image its items need; the other workers find them baked,
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_reactbench.sandbox.base import Backend, ImageRecipe, SandboxError, heartbeat
+from pytest_reactbench.sandbox.downloads import DownloadCache, Traffic
 from pytest_reactbench.sandbox.recipes import from_refs, map_image
 
 #: The workers' bake records, merged by the controller into bakes.json.
@@ -167,27 +169,46 @@ def claims_prebake(run_dir: Path, session: str | None) -> bool:
     return True
 
 
+def download_traffic(backend: Backend | None) -> Traffic:
+    """What this process's download caches moved (a pool of engines has one per engine):
+    the caches' own counts, each byte once, however many bakes ran side by side. (A
+    bake's own figures are the traffic while it ran, which bakes running beside it
+    share: their sum counts a byte once per bake it overlapped.)"""
+    total = Traffic()
+    for member in getattr(backend, "members", None) or ([backend] if backend is not None else []):
+        cache = getattr(member, "downloads", None)
+        if isinstance(cache, DownloadCache):
+            total = total + cache.snapshot()
+    return total
+
+
 def write_part(run_dir: Path, worker: str, backend: Backend | None) -> None:
-    """This process's bake records, for the controller to merge."""
-    records = getattr(backend, "bakes", None)
-    if not records:
+    """This process's bake records and download traffic, for the controller to merge."""
+    records = getattr(backend, "bakes", None) or []
+    traffic = download_traffic(backend)
+    if not records and traffic == Traffic():
         return
     folder = run_dir / PARTS
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{worker}.json").write_text(json.dumps([asdict(r) for r in records]))
+    (folder / f"{worker}.json").write_text(json.dumps({"bakes": [asdict(r) for r in records],
+                                                      "downloads": asdict(traffic)}))
 
 
-def merge_parts(run_dir: Path) -> list[dict[str, Any]]:
+def merge_parts(run_dir: Path) -> tuple[list[dict[str, Any]], Traffic]:
     """Every process's records, one per image (its costliest settling), written to
-    the run's bakes.json; the parts are removed."""
+    the run's bakes.json, and the download traffic of the session (every process's,
+    summed), written to its downloads.json; the parts are removed."""
     folder = run_dir / PARTS
     if not folder.is_dir():
-        return []
+        return [], Traffic()
     by_key: dict[str, dict[str, Any]] = {}
+    traffic = Traffic()
     for part in sorted(folder.glob("*.json")):
         try:
-            records = json.loads(part.read_text())
-        except (OSError, ValueError):
+            content = json.loads(part.read_text())
+            records = content["bakes"]
+            traffic = traffic + Traffic(**content["downloads"])
+        except (OSError, ValueError, KeyError, TypeError):
             continue
         for record in records:
             known = by_key.get(record["key"])
@@ -197,11 +218,14 @@ def merge_parts(run_dir: Path) -> list[dict[str, Any]]:
     merged = sorted(by_key.values(), key=lambda r: (_RANK[r["how"]], -r["seconds"]))
     if merged:
         (run_dir / "bakes.json").write_text(json.dumps(merged, indent=1) + "\n")
-    return merged
+    if traffic != Traffic():
+        (run_dir / "downloads.json").write_text(json.dumps(asdict(traffic), indent=1) + "\n")
+    return merged, traffic
 
 
-def summary_lines(records: list[dict[str, Any]]) -> list[str]:
-    """What the session's bakes cost, by how each image was had."""
+def summary_lines(records: list[dict[str, Any]], traffic: Traffic | None = None) -> list[str]:
+    """What the session's bakes cost, by how each image was had, and what the download
+    cache moved for them (`traffic`, the session's)."""
     lines = []
     for how, label in (("baked", "baked here"), ("pulled", "pulled from the image registry"),
                        ("reused", "reused")):
@@ -214,9 +238,7 @@ def summary_lines(records: list[dict[str, Any]]) -> list[str]:
             line += (f": {sum(r['seconds'] for r in chosen):.0f} s in all, the longest "
                      f"{slowest['name']} ({slowest['seconds']:.0f} s)")
         lines.append(line)
-    fetched = sum(r.get("fetched_bytes", 0) for r in records)
-    served = sum(r.get("served_bytes", 0) for r in records)
-    if served:
-        lines.append(f"packages: {served / 1e6:.1f} MB served to bakes by the download cache, "
-                     f"{fetched / 1e6:.1f} MB of it fetched from the registry")
+    if traffic is not None and traffic.served_bytes:
+        lines.append(f"packages: {traffic.served_bytes / 1e6:.1f} MB served to bakes by the download "
+                     f"cache, {traffic.fetched_bytes / 1e6:.1f} MB of it fetched from the registry")
     return lines

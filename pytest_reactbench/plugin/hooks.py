@@ -353,7 +353,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
             terminalreporter.line(hint, yellow=True)
     state = config.stash.get(SESSION_KEY, None)
     if state is not None and state.worker == "controller":
-        lines = bakes.summary_lines(bakes.merge_parts(state.records.run_dir))
+        lines = bakes.summary_lines(*bakes.merge_parts(state.records.run_dir))
         if lines:
             terminalreporter.section("reactbench bakes")
             for line in lines:

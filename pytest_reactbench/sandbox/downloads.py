@@ -53,6 +53,10 @@ class Traffic:
         return Traffic(*(a - b for a, b in zip(asdict(self).values(), asdict(earlier).values(),
                                                 strict=True)))
 
+    def __add__(self, other: Traffic) -> Traffic:
+        return Traffic(*(a + b for a, b in zip(asdict(self).values(), asdict(other).values(),
+                                                strict=True)))
+
 
 def preferred_port(root: Path) -> int:
     """The port the cache over `root` serves on when it is free: the same on every run,

@@ -12,19 +12,22 @@ import pytest
 from pytest_reactbench.plugin import bakes
 from pytest_reactbench.plugin.bakes import prebake, spread, summary_lines
 from pytest_reactbench.sandbox.base import BakeError, ImageRecipe, Layer
+from pytest_reactbench.sandbox.downloads import Traffic
 from tests.helpers import write_task
 
 
 def test_the_summary_counts_each_image_once_by_how_it_was_had() -> None:
     records = [
+        # Side by side: each bake's figures count what the other fetched meanwhile.
         {"name": "a/environment", "key": "k1", "how": "baked", "seconds": 30.0,
-         "fetched_bytes": 5_000_000, "served_bytes": 6_000_000},
+         "fetched_bytes": 5_000_000, "served_bytes": 9_000_000},
         {"name": "b/environment", "key": "k2", "how": "baked", "seconds": 10.0,
-         "fetched_bytes": 0, "served_bytes": 6_000_000},
+         "fetched_bytes": 5_000_000, "served_bytes": 9_000_000},
         {"name": "system", "key": "k3", "how": "pulled", "seconds": 4.0},
         {"name": "stand-in", "key": "k4", "how": "reused", "seconds": 0.0},
     ]
-    assert summary_lines(records) == [
+    # The session's packages are the download cache's own counts.
+    assert summary_lines(records, Traffic(fetched_bytes=5_000_000, served_bytes=12_000_000)) == [
         "2 image(s) baked here: 40 s in all, the longest a/environment (30 s)",
         "1 image(s) pulled from the image registry: 4 s in all, the longest system (4 s)",
         "1 image(s) reused",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.sandbox.base import Limits
+from pytest_reactbench.sandbox.base import ImageRecipe, Limits
 from pytest_reactbench.sandbox.downloads import DownloadCache, preferred_port
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.registry import BUILTIN_BACKENDS
@@ -238,3 +238,53 @@ def test_a_locked_pnpm_install_fetches_tarballs_only_as_the_public_images_do(
         if backend == "docker" and image is not None:
             made.client.images.remove(image.ref, force=True)  # type: ignore[attr-defined]
         made.close()
+
+
+def test_each_byte_is_counted_once_for_the_session_with_bakes_side_by_side(
+        tmp_path: Path, upstream: Upstream, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two bakes of one worker at once, and a bake of another worker, through one cache
+    directory: the session's packages are what the caches served, not the sum of each
+    bake's figures (which count what a bake beside it fetched meanwhile)."""
+    from pytest_reactbench.plugin import bakes
+    from pytest_reactbench.sandbox.local import LocalBackend
+
+    tarball = b"\x1f\x8b" + b"0" * 999_998  # a megabyte, as the summary counts
+    monkeypatch.setattr(f"{__name__}.TARBALL", tarball)
+
+    def backend() -> LocalBackend:
+        made = LocalBackend(SandboxOptions(cache=tmp_path / "cache", image_map={}))
+        made.downloads = DownloadCache(tmp_path / "downloads", upstream=upstream.url)
+        return made
+
+    def download(n: int) -> ImageRecipe:
+        # Each its own key; the download half-way through the other's bake.
+        return recipe(tmp_path / str(n), "FROM reactbench/system\n"
+                      f"RUN echo {n} && sleep 1 && curl -sf \"${{npm_config_registry}}left-pad/-/"
+                      "left-pad-1.0.0.tgz\" -o /app/left-pad.tgz && sleep 1\n")
+
+    run = tmp_path / "run"
+    first, second = backend(), backend()
+    try:
+        threads = [threading.Thread(target=first.bake, args=(download(n), lambda _: None)) for n in (1, 2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        second.bake(download(3), lambda _: None)
+        baked = [b for b in first.bakes + second.bakes if b.how == "baked" and b.name == "test"]
+        assert len(baked) == 3
+        bakes.write_part(run, "gw0", first)
+        bakes.write_part(run, "gw1", second)
+    finally:
+        first.close()
+        second.close()
+    records, traffic = bakes.merge_parts(run)
+    assert traffic.served_bytes == 3 * len(tarball)
+    assert len(tarball) <= traffic.fetched_bytes <= 2 * len(tarball)
+    served = f"{3 * len(tarball) / 1e6:.1f} MB served"
+    assert any(line.startswith(f"packages: {served}") for line in bakes.summary_lines(records, traffic))
+    assert json.loads((run / "downloads.json").read_text())["served_bytes"] == 3 * len(tarball)
+    # What the caches logged, the session's figure: one count of each byte.
+    log = (tmp_path / "downloads" / "traffic.jsonl").read_text()
+    logged = [json.loads(line) for line in log.splitlines()]
+    assert sum(entry["served_bytes"] for entry in logged) == traffic.served_bytes
