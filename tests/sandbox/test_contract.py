@@ -16,6 +16,7 @@ from pytest_reactbench.plugin.extensions import command_hook, registered
 from pytest_reactbench.sandbox.base import Backend, Image, Layer, Limits, Sandbox, SandboxError
 from pytest_reactbench.sandbox.options import SandboxOptions
 from tests.reliability.faults import pids_with
+from tests.sandbox.escape import attack
 from tests.sandbox.helpers import recipe
 
 BACKENDS_UNDER_TEST = ["local", pytest.param("docker", marks=pytest.mark.docker), "wrapped"]
@@ -106,6 +107,21 @@ def test_archives_round_trip(box: Sandbox) -> None:
 def _interfaces(box: Sandbox) -> set[str]:
     lines = box.exec("cat /proc/net/dev").text.splitlines()[2:]
     return {line.split(":")[0].strip() for line in lines}
+
+
+def test_nothing_of_the_host_is_in_reach(box: Sandbox, tmp_path: Path) -> None:
+    """The escapes an agent tries first fail on every backend: a file handle forged past
+    the sandbox's mounts, a remount, a mount, a user namespace of its own; and none of
+    the host's own files is in sight."""
+    got = attack(box, "/usr", "/etc", "/app")
+    for path in ("/usr", "/etc", "/app"):
+        assert got[f"open_by_handle_at {path}"]["what"] == "EPERM", got
+        assert not got[f"remount rw {path}"]["won"], got
+    assert not got["mount tmpfs"]["won"] and not got["unshare user"]["won"], got
+    checkout = Path(__file__).resolve().parents[2]
+    seen = box.exec(["sh", "-c", 'for p in "$@"; do [ -e "$p" ] && echo "$p"; done; true', "seen",
+                     str(checkout), str(tmp_path), "/var/run/docker.sock", "/run/docker.sock"])
+    assert seen.ok and seen.text == ""
 
 
 def test_network_off_and_on(backend: Backend, image: Image, box: Sandbox) -> None:
