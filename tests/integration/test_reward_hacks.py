@@ -619,9 +619,11 @@ def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: 
     refusals = whole["grading"].get("refused", [])
     too_long = [r for r in refusals if "PATH_MAX" in r["reason"]]
     # The six folders whose paths pass 4,096 bytes (depths 21 to 26) and the file in the
-    # last, on both backends. (Docker's own archive of the agent's tree leaves such paths
-    # out: they are named all the same, from a listing of the tree.)
-    assert len(too_long) == 7, refusals
+    # last. The docker backend collects the tree at rest with the engine's archive API,
+    # which leaves such paths out without a word (the engine's host path is longer
+    # still), and nothing may run in the sandbox to list them: there they are simply
+    # not submitted, and the rest is graded all the same (the control passed).
+    assert len(too_long) == (7 if backend == "local" else 0), refusals
     assert all(r["path"].startswith("src/dddd") for r in too_long), refusals
     # 6. What a user sees, timers however started, keys however written.
     assert "what a user sees" in log["invisible-reset"] or "opacity 0" in log["invisible-reset"]
