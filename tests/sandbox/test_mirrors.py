@@ -4,10 +4,14 @@ the `git daemon` the docker backend serves it with)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -23,6 +27,7 @@ from pytest_reactbench.sandbox.mirrors import (
     local_binds,
     original_step,
     parse_git_mirrors,
+    preferred_port,
     relevant,
     with_build_args,
 )
@@ -169,3 +174,99 @@ def test_the_daemon_dies_with_its_session(tmp_path: Path) -> None:
         assert time.monotonic() < deadline, "the git daemon outlived its session"
         shutil.rmtree(tmp_path / "after")
         time.sleep(0.2)
+
+
+def daemons_of(directory: Path) -> list[int]:
+    """The `git daemon` processes serving `directory` (any process's)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            state = (proc / "stat").read_bytes().rpartition(b")")[2].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != b"Z" and argv[:1] == [b"git"] and f"--base-path={directory}".encode() in argv:
+            found.append(int(proc.name))
+    return found
+
+
+def test_one_daemon_per_folder_at_one_address_whoever_asks(tmp_path: Path) -> None:
+    """Two bakes at once, a bake in a thread that has ended since, a bake of another
+    session: one daemon, at the folder's own address; it stops when the last user
+    closes."""
+    bare_repository(tmp_path, "org/app")
+    folder = tmp_path / "mirror"
+    mirror = GitMirror("https://github.com/", str(folder))
+    root = tmp_path / "daemons"
+    session = MirrorDaemon([mirror], root)
+    other = MirrorDaemon([mirror], root)
+    try:
+        asked: list[dict[str, str]] = []
+        start = threading.Barrier(2)
+
+        def bake() -> None:
+            start.wait()
+            asked.append(session.rewrites([mirror]))
+
+        threads = [threading.Thread(target=bake) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        (base,) = asked[0]
+        assert asked[0] == asked[1] and base == f"git://127.0.0.1:{preferred_port(str(folder))}/"
+        time.sleep(1)  # both threads ended a while ago: the daemon serves on
+        env = git_env(asked[0])
+        assert clone("https://github.com/org/app", tmp_path / "later", env).returncode == 0
+        assert session.rewrites([mirror]) == asked[0] == other.rewrites([mirror])
+        assert len(daemons_of(folder)) == 1
+        session.close()
+        # Another user still has it.
+        assert clone("https://github.com/org/app", tmp_path / "still", env).returncode == 0
+    finally:
+        session.close()
+        other.close()
+    assert daemons_of(folder) == [] and not list(root.glob("*.json"))
+    assert clone("https://github.com/org/app", tmp_path / "after", env).returncode != 0
+    # A later session serves it at the same address again.
+    later = MirrorDaemon([mirror], root)
+    try:
+        assert later.rewrites([mirror]) == asked[0]
+    finally:
+        later.close()
+    assert daemons_of(folder) == []
+
+
+def test_a_daemon_whose_users_died_is_swept(tmp_path: Path) -> None:
+    """A session killed while the daemon's supervisor could not act (stopped): the
+    record it left finds the daemon, and the next session's sweep ends it."""
+    bare_repository(tmp_path, "org/app")
+    folder = tmp_path / "mirror"
+    root = tmp_path / "daemons"
+    script = (
+        "import sys, time\nfrom pathlib import Path\n"
+        "from pytest_reactbench.sandbox.mirrors import GitMirror, MirrorDaemon\n"
+        f"m = GitMirror('https://github.com/', {str(folder)!r})\n"
+        f"print(next(iter(MirrorDaemon([m], Path({str(root)!r})).rewrites([m]))), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    session = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
+    assert session.stdout is not None
+    session.stdout.readline()
+    (record,) = root.glob("*.json")
+    supervisor = json.loads(record.read_text())["pid"]
+    os.kill(supervisor, signal.SIGSTOP)
+    try:
+        session.kill()
+        session.wait()
+        assert len(daemons_of(folder)) == 1
+        assert MirrorDaemon.sweep(root) == 1
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(supervisor, signal.SIGCONT)
+    deadline = time.monotonic() + 5
+    while daemons_of(folder):
+        assert time.monotonic() < deadline, "the swept daemon still runs"
+        time.sleep(0.05)
+    assert not record.exists() and MirrorDaemon.sweep(root) == 0

@@ -270,6 +270,9 @@ class DockerBackend(ImageBaking):
 
     def sweep(self) -> int:
         host = self.owner.rsplit(":", 1)[0]
+        # The git daemons of mirrors whose users all died (their supervisors stop them
+        # within a second; this is for one that could not). Not sandboxes: not counted.
+        MirrorDaemon.sweep()
         removed = 0
         # Other runs remove their containers meanwhile: one gone between the list and
         # its inspection is not an error.
