@@ -28,6 +28,7 @@ from pytest_reactbench.sandbox.base import (
     ImageRecipe,
     Progress,
 )
+from pytest_reactbench.sandbox.buildlog import BuildLog
 from pytest_reactbench.sandbox.docker.sandbox import docker_sdk
 from pytest_reactbench.sandbox.docker.share import RECIPE_LABEL, SharedImages
 from pytest_reactbench.sandbox.locks import file_lock
@@ -172,7 +173,9 @@ class ImageBaking(SharedImages):
         started = time.monotonic()
         remaining = max(1.0, deadline - time.monotonic())
         api = self._api_client(remaining)
-        tail: list[str] = []
+        where = str(recipe.dockerfile)
+        # Each step's own output, and what any step said of a host or a command.
+        log = BuildLog(where)
         try:
             stream = api.build(
                 path=str(recipe.context),
@@ -188,24 +191,22 @@ class ImageBaking(SharedImages):
                 decode=True,
                 labels={RECIPE_LABEL: recipe.name},
             )
-            where = str(recipe.dockerfile)
             for chunk in stream:
-                text = str(chunk.get("stream", "")).rstrip()
-                if text:
-                    tail = (tail + text.splitlines())[-15:]
-                    if step := STEP.match(text):
-                        progress(f"{recipe.name}: {text[:100]} ({time.monotonic() - started:.0f} s)")
-                        number = int(step.group(1))
-                        if declared:  # the copy declares one ARG step after each FROM
-                            number = original_step(recipe.dockerfile.read_text(), number)
-                        where = _step_location(recipe.dockerfile, number)
+                text = str(chunk.get("stream", ""))
+                if step := STEP.match(text):
+                    progress(f"{recipe.name}: {text.strip()[:100]} ({time.monotonic() - started:.0f} s)")
+                    number = int(step.group(1))
+                    if declared:  # the copy declares one ARG step after each FROM
+                        number = original_step(recipe.dockerfile.read_text(), number)
+                    where = _step_location(recipe.dockerfile, number)
+                    log.step(where)
+                elif text:
+                    log.add(text)
                 if "error" in chunk:
                     error = str(chunk["error"]).strip()
                     code = EXIT_CODE.search(error)
-                    what = f"step failed with exit code {code.group(1)}" if code else error
-                    raise BakeError(
-                        f"{where}: {what}\n  " + "\n  ".join(tail) + tls_hint("\n".join(tail))
-                    )
+                    said = log.failure(where, int(code.group(1)) if code else None, error)
+                    raise BakeError(said + tls_hint(said))
                 if time.monotonic() > deadline:
                     raise BakeError(f"{recipe.dockerfile}: build_timeout_sec ran out")
         except docker.errors.DockerException as exc:
