@@ -23,6 +23,7 @@ from pytest_reactbench.sandbox.base import (
     Progress,
     SandboxError,
 )
+from pytest_reactbench.sandbox.buildlog import step_failure
 from pytest_reactbench.sandbox.local.sandbox import (
     CA_MOUNT,
     CONTEXT_MOUNT,
@@ -240,7 +241,8 @@ class LocalImages(BakingBackend):
             # trusts it only by a protected configuration, and it drops the variables
             # that git_env sets, so the trust is the system configuration's here.
             building.mkdir(parents=True, exist_ok=True)
-            (building / "gitconfig").write_text('[safe]\n\tdirectory = *\n[protocol "file"]\n\tallow = always\n')
+            (building / "gitconfig").write_text(
+                '[safe]\n\tdirectory = *\n[protocol "file"]\n\tallow = always\n')
             ro_binds[GITCONFIG_MOUNT] = building / "gitconfig"
             bake_only["GIT_CONFIG_SYSTEM"] = GITCONFIG_MOUNT
         box = LocalSandbox(building / "box", layers, network=True, env={**DEFAULT_ENV, **env, **bake_only},
@@ -265,11 +267,8 @@ class LocalImages(BakingBackend):
             if "Read-only file system" in output:
                 raise BakeError(f"{where}: this step writes outside {', '.join('/' + r for r in ROOTS)} "
                                 f"(Read-only file system), which the local backend cannot do; {USE_DOCKER}")
-            tail = output.strip().splitlines()[-15:]
-            raise BakeError(
-                f"{where}: step failed with exit code {result.exit_code}:\n  " + "\n  ".join(tail)
-                + tls_hint(output) + root_hint(output)
-            )
+            raise BakeError(step_failure(where, result.exit_code, output) + tls_hint(output)
+                            + root_hint(output))
 
     def _copy_script(
         self, ins: df.Instruction, recipe: ImageRecipe, variables: Mapping[str, str], workdir: str
