@@ -31,6 +31,9 @@ class TimedSandbox(Sandbox):
     def put_archive(self, dest: str, data: bytes) -> None:
         self.inner.put_archive(dest, data)
 
+    def collect(self, src: str, exclude: Sequence[str], limit: int) -> bytes:
+        return self.inner.collect(src, exclude, limit)
+
     def close(self) -> None:
         self.inner.close()
 
