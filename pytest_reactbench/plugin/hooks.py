@@ -28,6 +28,7 @@ from pytest_reactbench.plugin.session import SESSION_KEY, ReactbenchSession
 from pytest_reactbench.plugin.settings import addoption, read_settings
 from pytest_reactbench.plugin.summary import ResultsSummary
 from pytest_reactbench.results import Provenance, TrialResult, Verdict, new_run_id
+from pytest_reactbench.results.load import ResultsError
 from pytest_reactbench.results.manifest import RunManifest
 from pytest_reactbench.sandbox.base import SandboxError
 from pytest_reactbench.tasks import Task, TaskError, find_tasks, load_task
@@ -119,6 +120,60 @@ def _item_arguments(config: pytest.Config) -> list[str]:
     return selected
 
 
+def _resolved_arg(config: pytest.Config, arg: str) -> str:
+    """A collection argument with its path made absolute (`/abs/tasks/x`, `/abs/t.py::f`)."""
+    where, sep, rest = arg.partition("::")
+    return str((config.invocation_params.dir / where).resolve()) + sep + rest
+
+
+def _given_paths(config: pytest.Config) -> tuple[list[Path], list[Path]]:
+    """The paths given as arguments: those that are not item ids (`tasks/x`), and the
+    task directories of those that are (`tasks/x::nop`)."""
+    plain: list[Path] = []
+    of_items: list[Path] = []
+    for arg in config.args:
+        where, sep, _ = arg.partition("::")
+        path = (config.invocation_params.dir / where).resolve()
+        (of_items if sep and (path / "task.toml").is_file() else plain).append(path)
+    return plain, of_items
+
+
+def _keep_selection(config: pytest.Config, session: ReactbenchSession, manifest: RunManifest,
+                    given: tuple[list[Path], list[Path]], named: list[str]) -> None:
+    """A resumed run is of the tasks it was made of: this session collects what the run's
+    first one did (its paths, item ids, -k and -m) whatever it is given. Paths and ids
+    given here only narrow that to some of the run's tasks; one outside the run, or
+    another -k or -m, is a usage error naming it."""
+    assert manifest.selection is not None
+    recorded = [Path(arg.partition("::")[0]) for arg in manifest.selection]
+    paths = given[0]
+    outside = [p for p in given[0] + given[1] if not any(p.is_relative_to(r) for r in recorded)]
+    if outside:
+        shown = ", ".join(_shown_path(config, p) for p in recorded)
+        raise pytest.UsageError(
+            f"--reactbench-resume: run {manifest.run_id} was made of {shown}, and this command gives "
+            f"{', '.join(_shown_path(config, p) for p in outside)}, which is not in it; a resumed run "
+            "keeps its own tasks: give none of its paths (or some of them), or start a new run")
+    for option, dest, value in (("-k", "keyword", manifest.keyword), ("-m", "markexpr", manifest.markexpr)):
+        asked = getattr(config.option, dest) or ""
+        if value and asked and asked != value:
+            raise pytest.UsageError(
+                f"--reactbench-resume: run {manifest.run_id} was made with {option} {value!r}, and this "
+                f"command gives {option} {asked!r}; a resumed run keeps its own: drop {option}, "
+                "or start a new run")
+        setattr(config.option, dest, asked or value)
+    config.args[:] = list(manifest.selection)
+    if session.worker == "controller":
+        session.selected = list(manifest.items)  # (xdist's workers get it from the controller)
+    if paths or named:
+        session.narrowed = (paths, named)
+
+
+def _shown_path(config: pytest.Config, path: Path) -> str:
+    return str(path.relative_to(config.invocation_params.dir)) \
+        if path.is_relative_to(config.invocation_params.dir) else str(path)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     settings = read_settings(config)
@@ -139,6 +194,8 @@ def pytest_configure(config: pytest.Config) -> None:
             agent.preflight(os.environ)
         except AgentConfigError as exc:
             raise pytest.UsageError(f"--reactbench-agent: {exc}") from None
+    explicit_paths = config.args_source is pytest.Config.ArgsSource.ARGS
+    given = _given_paths(config) if explicit_paths else ([], [])
     # xdist workers may get the arguments as given: they are rewritten there too.
     named = _item_arguments(config)
     session.selected = workerinput.get("reactbench_selected", named) if workerinput else named
@@ -146,18 +203,27 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[AGENTS_KEY] = session.agents
     # A malformed task is a collection error, and the other tasks still run.
     config.option.continue_on_collection_errors = True
-    if config.args_source is not pytest.Config.ArgsSource.ARGS:
+    if not explicit_paths:
         # No path given: collect the task roots rather than testpaths or the cwd.
         # config.args is read by the session's collection right after configure.
         config.args[:] = [str(root) for root in settings.task_roots]
+    if settings.resumed_manifest is not None and settings.resumed_manifest.selection is not None:
+        _keep_selection(config, session, settings.resumed_manifest, given, named)
     if workerinput is None:
+        try:
+            session.records.hold()  # (the run is live until the session ends)
+        except ResultsError as exc:
+            raise pytest.UsageError(f"--reactbench-resume: {exc}") from None
         if settings.resume:
             session.records.add_resumption(list(config.invocation_params.args), len(session.kept))
         else:
             session.records.write_manifest(RunManifest(
                 run_id=run_id, started_at=time.time(), plugin_version=__version__,
                 args=list(config.invocation_params.args),
-                task_roots=[str(r) for r in settings.task_roots], backend=settings.backend,
+                task_roots=[str(r) for r in settings.task_roots],
+                selection=[_resolved_arg(config, arg) for arg in config.args], items=list(named),
+                keyword=config.option.keyword or "", markexpr=config.option.markexpr or "",
+                backend=settings.backend,
                 agents=list(settings.agents),
                 agent_versions={a.name: a.version for a in session.agents.values() if a.version},
                 attempts=settings.attempts, retries=settings.retries, strict=settings.strict,
@@ -172,6 +238,15 @@ def pytest_configure(config: pytest.Config) -> None:
                            allow_missing=settings.allow_missing,
                            kept={r.record for r in session.kept.values()} if settings.resume else None),
             "reactbench-summary")
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """A resumed run is named before anything of it runs."""
+    state = config.stash.get(SESSION_KEY, None)
+    if state is None or state.settings.resume is None or state.worker != "controller":
+        return None
+    return (f"reactbench: resuming run {state.records.run_id} ({state.records.run_dir}): "
+            f"{len(state.kept)} scored trial(s) kept from its records")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -238,6 +313,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if other_shards:
             config.hook.pytest_deselected(items=other_shards)
             items[:] = kept_items
+    if state.narrowed is not None:
+        # A resumed run of which this session runs some tasks (or items) only.
+        paths, ids = state.narrowed
+
+        def asked(item: pytest.Item) -> bool:
+            return not isinstance(item, TrialItem) or item.nodeid in ids \
+                or item.nodeid.partition("#")[0] in ids \
+                or any(item.task.path.resolve().is_relative_to(p) for p in paths)
+
+        others = [item for item in items if not asked(item)]
+        if others:
+            config.hook.pytest_deselected(items=others)
+            items[:] = [item for item in items if asked(item)]
     if not state.selected:
         return
     # An id names one item (`x::oracle#2`) or every attempt of an agent (`x::oracle`).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -63,6 +64,9 @@ class ReactbenchSession:
         self.collected_tasks: set[str] = set()
         #: Item ids named on the command line (`tasks/x::oracle`).
         self.selected: list[str] = []
+        #: In a resumed run, the paths and item ids this session was given: it runs only
+        #: the run's items among them (None: all of the run's).
+        self.narrowed: tuple[list[Path], list[str]] | None = None
         #: agent name -> the --reactbench-agent spec that made it (for replay)
         self.agent_specs: dict[str, str] = {}
         self.trial_options = TrialOptions(
@@ -173,8 +177,11 @@ class ReactbenchSession:
         if self.worker == "controller":
             self.once.remove()
             self.records.remove_if_empty()
-        if self._backend is not None:
-            self._backend.close()
+        try:
+            if self._backend is not None:
+                self._backend.close()
+        finally:
+            self.records.release()
 
 
 SESSION_KEY = pytest.StashKey[ReactbenchSession]()

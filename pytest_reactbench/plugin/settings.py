@@ -51,6 +51,8 @@ class Settings:
     model_hosts: tuple[str, ...] = ()
     #: The run folder a resumed run continues, or None.
     resume: Path | None = None
+    #: Its manifest (what it was made with: its agents, options and tasks).
+    resumed_manifest: RunManifest | None = None
     timeout_multiplier: float = 1.0
     #: (K, N): only the tasks of shard K of N.
     shard: Shard | None = None
@@ -87,13 +89,17 @@ def ini_records(config: pytest.Config) -> Path:
 def read_settings(config: pytest.Config) -> Settings:
     values = resolve(config)
     resume_id = values.pop("resume_id")
+    workerinput = getattr(config, "workerinput", None)
+    if resume_id and workerinput:
+        # An xdist worker resumes the run its controller resumes (and holds live).
+        resume_id = workerinput["reactbench_run_id"]
     if not values["agents"] and not resume_id:
         # `pytest tasks/x::nop`, as the session prints it: the agent is in the id.
         values["agents"] = _agents_in_ids(config)
     resume = None
     if resume_id:
         try:
-            resume = resolve_run(values["records"], resume_id)
+            resume = resolve_run(values["records"], resume_id, live_ok=bool(workerinput))
         except ResultsError as exc:
             raise UsageError(str(exc)) from None
     opt = config.option
@@ -157,4 +163,4 @@ def _resumed(settings: Settings, opt: Any) -> Settings:
     if not inherited.get("agents", settings.agents):
         raise UsageError(f"--reactbench-resume: {settings.resume / 'manifest.json'} names no agents; "
                          "give them with --reactbench-agent")
-    return replace(settings, **inherited)
+    return replace(settings, **inherited, resumed_manifest=manifest)

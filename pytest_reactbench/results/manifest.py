@@ -61,6 +61,13 @@ class RunManifest(_Manifest):
     #: The pytest command line's arguments.
     args: list[str] = Field(default_factory=list)
     task_roots: list[str] = Field(default_factory=list)
+    #: The tasks the run is of: the paths its session collected (absolute; the task
+    #: roots when none was given), the item ids named (`tasks/x::oracle`), and its
+    #: `-k` and `-m` expressions. None: not recorded (an older version).
+    selection: list[str] | None = None
+    items: list[str] = Field(default_factory=list)
+    keyword: str = ""
+    markexpr: str = ""
     backend: str | None = None
     agents: list[str] | None = None
     agent_versions: dict[str, str] = Field(default_factory=dict)

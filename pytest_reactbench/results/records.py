@@ -5,6 +5,7 @@ leaves records that are readable and plainly marked incomplete."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -14,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pytest_reactbench.results.errors import ResultsError
 from pytest_reactbench.results.gates import gate_report
 from pytest_reactbench.results.manifest import MANIFEST, Resumption, RunManifest, TrialManifest
 from pytest_reactbench.results.trial_result import TrialResult
@@ -72,6 +74,28 @@ class TrialRecord:
             self._run.open.discard(self)
 
 
+#: The file a session holds locked (flock) in its run folder while it runs: the kernel
+#: lets go of the lock when the process dies, so a held lock is a live session.
+LIVE = ".live"
+
+
+def live_session(run_dir: Path) -> int | None:
+    """The pid of the session running `run_dir` now, or None when none is. A lock held
+    by a dead process cannot be: its pid, if reused, does not make the run look live."""
+    try:
+        fd = os.open(run_dir / LIVE, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        text = os.read(fd, 64).decode(errors="replace").strip()
+        return int(text) if text.isdigit() else -1
+    finally:
+        os.close(fd)  # (releases the shared lock, if it was taken)
+    return None
+
+
 class RunRecords:
     """The records of one pytest session (all trials, all xdist workers)."""
 
@@ -81,6 +105,31 @@ class RunRecords:
         self.run_dir = root / run_id
         #: Trials begun and not yet finished in this process.
         self.open: set[TrialRecord] = set()
+        #: The run's lock, while this process's session holds it (see `hold`).
+        self._live: int | None = None
+
+    def hold(self) -> None:
+        """This session runs the run: its folder's lock is held until `release` or the
+        process's end (the xdist controller holds it for its workers). Raises
+        ResultsError naming the session that runs it already."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.run_dir / LIVE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.read(fd, 64).decode(errors="replace").strip()
+            os.close(fd)
+            raise ResultsError(f"run {self.run_id} is in progress, pid {text or '?'}: "
+                               "let it end (or stop it) before resuming it") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._live = fd
+
+    def release(self) -> None:
+        if self._live is not None:
+            (self.run_dir / LIVE).unlink(missing_ok=True)
+            os.close(self._live)
+            self._live = None
 
     def write_manifest(self, manifest: RunManifest) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -101,8 +150,9 @@ class RunRecords:
 
     def remove_if_empty(self) -> None:
         """A run that began no trial (a usage error, --collect-only) leaves no folder."""
-        if self.run_dir.is_dir() and all(p.name == MANIFEST for p in self.run_dir.iterdir()):
+        if self.run_dir.is_dir() and all(p.name in (MANIFEST, LIVE) for p in self.run_dir.iterdir()):
             (self.run_dir / MANIFEST).unlink(missing_ok=True)
+            (self.run_dir / LIVE).unlink(missing_ok=True)
             self.run_dir.rmdir()
 
     def open_trial(self, manifest: TrialManifest) -> TrialRecord:

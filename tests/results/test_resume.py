@@ -5,6 +5,10 @@ folder, and one leaderboard covers the whole run."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -54,10 +58,13 @@ def test_resume_runs_only_what_has_no_score(suite: pytest.Pytester) -> None:
     for name in ("alpha", "beta", "gamma", "delta"):
         write_task(suite.path / "tasks", name)
     (suite.path / "break-beta").write_text("")
-    # The first session: gamma is never reached, beta errors.
-    first = suite.runpytest("--reactbench-agent=solver,nop", "tasks/alpha", "tasks/beta", "tasks/delta")
-    first.assert_outcomes(passed=2, failed=3, errors=1)
+    # The first session: beta errors, and gamma is never reached (what a dead machine
+    # leaves: no record of it at all).
+    first = suite.runpytest("--reactbench-agent=solver,nop")
+    first.assert_outcomes(passed=3, failed=4, errors=1)
     (run,) = (suite.path / "records").iterdir()
+    for gone in run.glob("gamma__*"):
+        shutil.rmtree(gone)
     # delta's solver trial was cut short (what a killed worker leaves).
     TrialRecord(run / "delta__solver__1").mark_incomplete("its process (1) died")
     before = _trials(run)
@@ -181,3 +188,90 @@ def test_an_interrupted_run_says_what_never_ran_and_how_to_resume(suite: pytest.
     assert "INCOMPLETE" not in resumed.stdout.str()
     assert "INCOMPLETE" not in (run / "report.md").read_text()
     assert "incomplete" not in json.loads((run / "manifest.json").read_text())
+
+
+def test_resuming_without_paths_runs_only_the_run_s_own_tasks(suite: pytest.Pytester) -> None:
+    suite.makeconftest(INTERRUPTS_ON_BETA)
+    for name in ("alpha", "beta", "gamma", "delta"):
+        write_task(suite.path / "tasks", name)
+    (suite.path / "interrupt").write_text("")
+    # A run of two of the four tasks, interrupted on the second.
+    first = suite.runpytest_subprocess("--reactbench-agent=solver", "tasks/alpha", "tasks/beta")
+    assert first.ret == pytest.ExitCode.INTERRUPTED
+    (run,) = (suite.path / "records").iterdir()
+    (suite.path / "interrupt").unlink()
+    # A path outside the run is refused by name, and nothing runs.
+    refused = suite.runpytest("--reactbench-resume=last", "tasks/gamma")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines([
+        f"*--reactbench-resume: run {run.name} was made of tasks/alpha, tasks/beta, and this command "
+        "gives tasks/gamma, which is not in it; a resumed run keeps its own tasks*"])
+    assert _trials(run) == ["alpha__solver__1", "beta__solver__1"]
+    # The README's line, as written: exactly the missing trial runs.
+    resumed = suite.runpytest(f"--reactbench-resume={run.name}")
+    resumed.assert_outcomes(passed=2)
+    resumed.stdout.fnmatch_lines([f"resumed run {run.name}: 1 scored trial(s) kept from its records, "
+                                  "1 run in this session"])
+    assert _trials(run) == ["alpha__solver__1", "beta__solver__1", "beta__solver__1.1"]
+    report = (run / "report.md").read_text()
+    assert "gamma" not in report and "delta" not in report and "INCOMPLETE" not in report
+    # Some of its tasks may be named (nothing is left to run in them).
+    suite.runpytest("--reactbench-resume=last", "tasks/beta").assert_outcomes(passed=1)
+    assert _trials(run) == ["alpha__solver__1", "beta__solver__1", "beta__solver__1.1"]
+
+
+WAITS = """
+import time
+from pathlib import Path
+
+import pytest
+from pytest_reactbench.agents import Agent, AgentOutcome
+
+
+class Waiter(Agent):
+    name = "waiter"
+
+    def run(self, ctx):
+        deadline = time.time() + 60
+        while not Path(__file__).with_name("go").exists() and time.time() < deadline:
+            time.sleep(0.1)
+        ctx.sandbox.exec("echo hello > /app/out.txt")
+        return AgentOutcome("completed", 0)
+
+
+@pytest.hookimpl
+def pytest_reactbench_agents():
+    return {"waiter": lambda arg, settings: Waiter()}
+"""
+
+
+def test_a_run_in_progress_is_not_resumed_and_last_is_the_last_that_is_not(suite: pytest.Pytester) -> None:
+    suite.makeconftest(WAITS)
+    write_task(suite.path / "tasks", "alpha")
+    suite.runpytest("--reactbench-agent=nop").assert_outcomes(failed=1)
+    (ended,) = (suite.path / "records").iterdir()
+    # Another terminal's run, its agent at work.
+    live = subprocess.Popen([sys.executable, "-m", "pytest", "--reactbench-agent=waiter", "-p", "no:cacheprovider"],
+                            cwd=suite.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 60
+        while not [p for p in (suite.path / "records").glob("*/alpha__waiter__1")]:
+            assert time.time() < deadline and live.poll() is None, "the run did not start"
+            time.sleep(0.1)
+        (running,) = [p for p in (suite.path / "records").iterdir() if p != ended]
+        refused = suite.runpytest(f"--reactbench-resume={running.name}")
+        assert refused.ret == pytest.ExitCode.USAGE_ERROR
+        refused.stderr.fnmatch_lines([f"*--reactbench-resume: run {running.name} is in progress, "
+                                      f"pid {live.pid}*"])
+        # `last` is the last run that is not running, named before anything runs.
+        resumed = suite.runpytest("--reactbench-resume=last")
+        resumed.assert_outcomes(failed=1)
+        assert resumed.stdout.lines.index(next(line for line in resumed.stdout.lines if line.startswith(
+            f"reactbench: resuming run {ended.name} "))) < resumed.stdout.lines.index(
+            next(line for line in resumed.stdout.lines if "alpha" in line))
+        assert _trials(running) == ["alpha__waiter__1"]
+    finally:
+        (suite.path / "go").write_text("")
+        assert live.wait(timeout=120) == 0
+    # Once it ended, it can be resumed (nothing is left to run).
+    suite.runpytest(f"--reactbench-resume={running.name}").assert_outcomes(passed=1)
