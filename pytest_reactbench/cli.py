@@ -25,6 +25,7 @@ from pytest_reactbench import __version__
 from pytest_reactbench.controls import CONTROLS, run_controls, stop_controls_on_sigterm
 from pytest_reactbench.mining import MiningError, Request, commits_in, mine, mine_many, write_summary
 from pytest_reactbench.plugin.extensions import command_hook, registered
+from pytest_reactbench.plugin.items import check_dockerfiles
 from pytest_reactbench.plugin.options import add_sandbox_options, resolve_command, sandbox_options
 from pytest_reactbench.results import BaseImage
 from pytest_reactbench.results.compare import ALPHA, compare
@@ -34,6 +35,7 @@ from pytest_reactbench.results.render import markdown
 from pytest_reactbench.results.site import RunInfo, junit_run_info, write_site
 from pytest_reactbench.sandbox.bake import BakingBackend
 from pytest_reactbench.sandbox.base import Backend, ImageRecipe, Progress, SandboxError
+from pytest_reactbench.sandbox.dockerfile import DockerfileError
 from pytest_reactbench.sandbox.recipes import recipe_dir
 from pytest_reactbench.tasks import TaskError, load_task
 from pytest_reactbench.tasks.load import parse_json
@@ -52,7 +54,8 @@ def _validate(args: argparse.Namespace) -> int:
                 raise TaskError(task.solution_dir / "solve.sh", "file is missing (the oracle runs it)")
             if (task.tests_dir / "config.json").is_file():
                 parse_json(task.tests_dir / "config.json", TestsConfig)
-        except TaskError as exc:
+            check_dockerfiles(task)
+        except (TaskError, DockerfileError) as exc:
             print(f"INVALID {exc}")
             problems += 1
             continue

@@ -82,9 +82,15 @@ def test_validate_checks_schema_and_controls(tmp_path: Path, capsys, monkeypatch
     lazy = write_task(tmp_path, "lazy", solve_sh="#!/bin/bash\ntrue\n", test_sh=coloured)
     broken = write_task(tmp_path, "broken")
     (broken / "task.toml").write_text('version = "1.0"\n[verifier]\ntimeout_sec = 0\n')
-    assert main(["validate", str(good), str(lazy), str(broken)]) == 1
+    # A typo in a Dockerfile fails the schema check, before any control runs.
+    typo = write_task(tmp_path, "typo")
+    (typo / "tests" / "Dockerfile").write_text("FROM reactbench/system\nCOPPY test.sh /tests/test.sh\n")
+    assert main(["validate", str(good), str(lazy), str(broken), str(typo)]) == 1
     out = capsys.readouterr().out
     assert f"INVALID {broken / 'task.toml'}: verifier.timeout_sec: Input should be greater than 0" in out
+    assert (f"INVALID {typo / 'tests' / 'Dockerfile'}:2: unknown instruction COPPY (did you mean COPY?)\n"
+            in out)
+    assert "typo: oracle" not in out and f"schema  ok   {typo}" not in out
     assert "ok      good: oracle passed\n" in out
     assert "ok      good: nop failed: tests: failed gate tests" in out
     # A wrong control says why, and the record it names is still there.

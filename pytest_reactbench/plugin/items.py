@@ -12,6 +12,7 @@ import pytest
 from pytest_reactbench.agents import Agent, AgentConfigError
 from pytest_reactbench.plugin.session import SESSION_KEY
 from pytest_reactbench.results import TrialResult, Verdict
+from pytest_reactbench.sandbox.dockerfile import DockerfileError, check_instructions
 from pytest_reactbench.tasks import Task, TaskError, find_tasks, load_task
 
 AGENTS_KEY = pytest.StashKey[dict[str, Agent]]()
@@ -76,13 +77,21 @@ def register_task_markers(config: pytest.Config, roots: Iterable[Path]) -> None:
                 continue
 
 
+def check_dockerfiles(task: Task) -> None:
+    """The task's two Dockerfiles hold only Docker's instructions, whatever the backend:
+    raises DockerfileError naming the file, the line and the instruction."""
+    check_instructions(task.environment_dir / "Dockerfile")
+    check_instructions(task.tests_dir / "Dockerfile")
+
+
 class TaskDirectory(pytest.Directory):
     """A directory holding task.toml; its items are `<task path>::<agent>`."""
 
     def collect(self) -> list[pytest.Item]:
         try:
             task = load_task(self.path)
-        except TaskError as exc:
+            check_dockerfiles(task)
+        except (TaskError, DockerfileError) as exc:
             raise self.CollectError(str(exc)) from None
         agents = self.config.stash[AGENTS_KEY]
         self.config.stash[SESSION_KEY].collected_tasks.add(task.id)

@@ -7,6 +7,7 @@ COPY/ADD, RUN and LABEL; it parses just enough of the Dockerfile grammar for tha
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import shlex
@@ -16,6 +17,8 @@ from pathlib import Path
 
 IGNORED = {"CMD", "ENTRYPOINT", "EXPOSE", "VOLUME", "HEALTHCHECK", "STOPSIGNAL", "MAINTAINER"}
 SUPPORTED = {"FROM", "ARG", "ENV", "WORKDIR", "COPY", "ADD", "RUN", "LABEL", "USER", "SHELL"}
+#: Every instruction of Docker's Dockerfile reference.
+INSTRUCTIONS = IGNORED | SUPPORTED | {"ONBUILD"}
 
 
 class DockerfileError(Exception):
@@ -91,6 +94,8 @@ def parse(path: Path) -> list[Instruction]:
         rest = rest.strip()
         if keyword in IGNORED:
             continue
+        if keyword not in INSTRUCTIONS:
+            raise DockerfileError(path, number, unknown_instruction(keyword))
         if keyword == "ONBUILD" or keyword not in SUPPORTED:
             raise DockerfileError(path, number, f"{keyword} is not supported by the local backend")
         if "<<" in rest and keyword in {"RUN", "COPY"}:
@@ -115,6 +120,41 @@ def parse(path: Path) -> list[Instruction]:
     if not any(i.keyword == "FROM" for i in out):
         raise DockerfileError(path, 1, "has no FROM instruction")
     return out
+
+
+def unknown_instruction(keyword: str) -> str:
+    near = difflib.get_close_matches(keyword, sorted(INSTRUCTIONS), n=1, cutoff=0.6)
+    return f"unknown instruction {keyword}" + (f" (did you mean {near[0]}?)" if near else "")
+
+
+#: A heredoc's start in an instruction (`RUN <<EOF`, `COPY <<-"END" /x`): its terminator.
+_HEREDOC = re.compile(r"<<-?\s*[\"']?([A-Za-z_][A-Za-z0-9_]*)[\"']?")
+
+
+def check_instructions(path: Path) -> None:
+    """Every instruction of the Dockerfile is one of Docker's, whichever backend will
+    bake it (a typo is the task's error, found when it is collected or validated, not a
+    backend's refusal at bake time). Heredoc bodies are not instructions. A missing file
+    is left to whoever needs it."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (FileNotFoundError, IsADirectoryError):
+        return
+    awaited: list[str] = []  # the terminators of the heredocs open
+    continued = False
+    for number, raw in enumerate(lines, start=1):
+        stripped = raw.strip()
+        if awaited:
+            if stripped == awaited[0]:
+                awaited.pop(0)
+            continue
+        if not continued and stripped and not stripped.startswith("#"):
+            keyword = stripped.split()[0].upper()
+            if keyword not in INSTRUCTIONS:
+                raise DockerfileError(path, number, unknown_instruction(keyword))
+        if not stripped.startswith("#"):
+            awaited += _HEREDOC.findall(stripped)
+            continued = raw.rstrip().endswith("\\")
 
 
 def expand_pairs(args: str, variables: Mapping[str, str], path: Path, line: int) -> list[tuple[str, str]]:

@@ -72,6 +72,20 @@ def test_malformed_task_is_a_collection_error_and_the_rest_still_run(
     result.assert_outcomes(passed=1, errors=1)
 
 
+def test_a_dockerfile_typo_is_a_collection_error_on_every_backend(suite: pytest.Pytester) -> None:
+    write_task(suite.path / "tasks", "good")
+    bad = write_task(suite.path / "tasks", "bad")
+    dockerfile = bad / "environment" / "Dockerfile"
+    dockerfile.write_text("FROM reactbench/system\nWORKDIR /app\nCOPPY app/ /app/\n")
+    for backend in ("local", "docker"):
+        # (collected only: nothing is baked, so no engine is needed)
+        result = suite.runpytest("--reactbench-agent=oracle", f"--reactbench-sandbox={backend}",
+                                 "--collect-only")
+        result.stdout.fnmatch_lines([f"*{dockerfile}:3: unknown instruction COPPY (did you mean COPY?)*"])
+        result.stdout.no_fnmatch_line("*not supported by the local backend*")
+        result.assert_outcomes(errors=1)
+
+
 def test_task_roots_option_and_explicit_paths(suite: pytest.Pytester) -> None:
     write_task(suite.path / "elsewhere", "gamma")
     write_task(suite.path / "tasks", "alpha")

@@ -86,3 +86,26 @@ def test_expand_pairs_quotes_and_escapes(tmp_path: Path) -> None:
     ]
     assert df.expand_pairs("LEGACY $A and $B", v, path, 1) == [("LEGACY", "one two and b")]
     assert df.expand_pairs("A=cost$ B=${MISSING:-d}", v, path, 1) == [("A", "cost$"), ("B", "d")]
+
+
+def test_a_typo_is_an_unknown_instruction_whatever_the_backend(tmp_path: Path) -> None:
+    path = tmp_path / "Dockerfile"
+    path.write_text("FROM reactbench/system\n# a comment\nWORKDIR /app\nRUN echo a \\\n  b\nCOPPY app/ /app/\n")
+    said = f"{path}:6: unknown instruction COPPY (did you mean COPY?)"
+    with pytest.raises(df.DockerfileError) as checked:
+        df.check_instructions(path)
+    assert str(checked.value) == said
+    # The local backend's reader says the same, not that it lacks a Docker instruction.
+    with pytest.raises(df.DockerfileError) as parsed:
+        df.parse(path)
+    assert str(parsed.value) == said
+    path.write_text("FROM x\nSTOPSIGNAL SIGINT\nBOGUS 1\n")
+    with pytest.raises(df.DockerfileError, match=r":3: unknown instruction BOGUS$"):
+        df.check_instructions(path)
+    # Every instruction of Docker's passes, heredoc bodies are not instructions, and the
+    # local backend's own limits stay its own (at bake time).
+    path.write_text("FROM x\nONBUILD RUN true\nRUN <<EOF\napt-get update\nEOF\n"
+                    'COPY <<-"END" /etc/x\n\thello\n\tEND\nhealthcheck CMD true\n')
+    df.check_instructions(path)
+    with pytest.raises(df.DockerfileError, match="ONBUILD is not supported by the local backend"):
+        df.parse(path)
