@@ -251,8 +251,8 @@ def test_a_run_in_progress_is_not_resumed_and_last_is_the_last_that_is_not(suite
     suite.runpytest("--reactbench-agent=nop").assert_outcomes(failed=1)
     (ended,) = (suite.path / "records").iterdir()
     # Another terminal's run, its agent at work.
-    live = subprocess.Popen([sys.executable, "-m", "pytest", "--reactbench-agent=waiter", "-p", "no:cacheprovider"],
-                            cwd=suite.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    live = subprocess.Popen([sys.executable, "-m", "pytest", "--reactbench-agent=waiter"], cwd=suite.path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 60
         while not [p for p in (suite.path / "records").glob("*/alpha__waiter__1")]:

@@ -90,7 +90,8 @@ def test_expand_pairs_quotes_and_escapes(tmp_path: Path) -> None:
 
 def test_a_typo_is_an_unknown_instruction_whatever_the_backend(tmp_path: Path) -> None:
     path = tmp_path / "Dockerfile"
-    path.write_text("FROM reactbench/system\n# a comment\nWORKDIR /app\nRUN echo a \\\n  b\nCOPPY app/ /app/\n")
+    path.write_text("FROM reactbench/system\n# a comment\nWORKDIR /app\nRUN echo a \\\n  b\n"
+                    "COPPY app/ /app/\n")
     said = f"{path}:6: unknown instruction COPPY (did you mean COPY?)"
     with pytest.raises(df.DockerfileError) as checked:
         df.check_instructions(path)
