@@ -250,6 +250,20 @@ def _diff(text: str) -> str:
     return "<pre class=diff>" + "\n".join(lines) + "</pre>"
 
 
+def _diff_section(result: TrialResult, evidence: Evidence) -> str:
+    """The diff, from the record; a record that is not on this machine (a report made
+    from JUnit alone) is named, never read as no change."""
+    if evidence.diff.strip():
+        return _diff(evidence.diff)
+    if evidence.record is not None:
+        return "<p>No change.</p>"
+    if result.record:
+        return (f"<p>Not shown: the diff is in the trial's record, "
+                f"<code>{_e(str(Path(result.record) / 'diff.patch'))}</code>, which is not on this machine."
+                "</p>")
+    return "<p>Not shown: the trial has no record to read it from.</p>"
+
+
 def _trial_page(result: TrialResult, evidence: Evidence, slug: str, site: _Site) -> str:
     colour = COLOURS[result.verdict.value]
     title = f"{result.task} · {result.agent} #{result.attempt}"
@@ -261,8 +275,8 @@ def _trial_page(result: TrialResult, evidence: Evidence, slug: str, site: _Site)
         body.append(f"<section id=instruction><h2>Instruction</h2><pre>{_e(evidence.instruction)}</pre>"
                     "</section>")
     stat = f" ({_e(str(result.submission.diff))})" if result.submission.diff.files else ""
-    body.append(f"<section id=diff><h2>The agent's diff{stat}</h2>"
-                + (_diff(evidence.diff) if evidence.diff.strip() else "<p>No change.</p>") + "</section>")
+    body.append(f"<section id=diff><h2>The agent's diff{stat}</h2>" + _diff_section(result, evidence)
+                + "</section>")
     if evidence.agent_log_tail:
         body.append(f"<section id=agent-log><h2>The agent's log (tail)</h2><pre>{_e(evidence.agent_log_tail)}"
                     "</pre></section>")

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from pytest_reactbench.cli import main
-from pytest_reactbench.results.site import wilson
+from pytest_reactbench.results import TrialResult, Verdict
+from pytest_reactbench.results.site import wilson, write_site
 from tests.helpers import write_task
 from tests.results.test_session_results import _pixels
 
@@ -187,3 +188,24 @@ def test_report_says_why_and_travels_as_a_folder(suite: pytest.Pytester, tmp_pat
     _browser(site / "report.html", profile, f"--screenshot={shot}", "--window-size=1000,1200")
     colours = {pixel for row in _pixels(shot.read_bytes()) for pixel in row}
     assert (0x15, 0x65, 0xC0) in colours and (0xEF, 0x6C, 0x00) in colours
+
+
+def test_a_page_made_without_the_record_says_where_the_diff_is(tmp_path: Path) -> None:
+    from pytest_reactbench.results.trial_result import DiffStat, Provenance, Submission
+
+    record = tmp_path / "elsewhere" / "run" / "counter__tooler__1"  # (not on this machine)
+    result = TrialResult(task="counter", agent="tooler", attempt=1, verdict=Verdict.FAILED,
+                         submission=Submission(diff=DiffStat(files=["src/App.tsx"], added=9, removed=1)),
+                         provenance=Provenance(record=str(record)))
+    write_site([result], tmp_path / "site")
+    (page,) = (tmp_path / "site" / "trials").glob("*.html")
+    section = html.unescape(page.read_text().split("<section id=diff>", 1)[1].split("</section>", 1)[0])
+    assert "The agent's diff (1 files, +9 -1)" in section
+    assert "No change." not in section
+    assert f"the diff is in the trial's record, <code>{record / 'diff.patch'}</code>, which is not on " \
+           "this machine" in section
+    # A record at hand with an empty diff is no change.
+    record.mkdir(parents=True)
+    write_site([result], tmp_path / "site2")
+    (page,) = (tmp_path / "site2" / "trials").glob("*.html")
+    assert "<p>No change.</p>" in page.read_text()
