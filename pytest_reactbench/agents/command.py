@@ -7,6 +7,8 @@ preset for a widely used coding-agent CLI (`presets.toml`: Claude Code, Codex, A
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ from pytest_reactbench.agents.base import (
 )
 from pytest_reactbench.agents.output import read_output
 from pytest_reactbench.agents.tools import MAX_SHOWN_OUTPUT, shown_args
+from pytest_reactbench.sandbox.base import SandboxError
 from pytest_reactbench.sandbox.relay import LOOPBACK_HOSTS
 from pytest_reactbench.tasks import Task
 
@@ -111,6 +114,38 @@ def base_url_hosts(env: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(hosts))
 
 
+class AgentCommandNotFound(SandboxError):
+    """The agent's command could not start in its sandbox (not found, not executable):
+    nothing of the agent's ran, so the trial is an error, not its 0; a retry would meet
+    the same, so it is not retried."""
+
+    retryable = False
+
+
+#: What a shell says of a command it cannot start (exit 127: not found; 126: not executable).
+_CANNOT_START = ("not found", "No such file or directory", "Permission denied", "cannot execute")
+
+
+def cannot_start(command: str, exit_code: int, stderr: str) -> str | None:
+    """The shell's complaint when `command` itself could not start, or None: exit 127 or
+    126, and the first thing said is that a word of the command is not found, not
+    there or not executable (a command that ran and failed on something of its own
+    names that, not itself)."""
+    if exit_code not in (126, 127):
+        return None
+    first = next((line.strip() for line in stderr.splitlines() if line.strip()), "")
+    if not any(said in first for said in _CANNOT_START):
+        return None
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    complaint = "(?:[^:]*: bad interpreter: )?(?:command )?(?:" + "|".join(_CANNOT_START) + ")"
+    named = [w for w in words if len(w) > 1 and not w.startswith("-")
+             and re.search(rf"(?:^|[\s:']){re.escape(w)}'?: {complaint}", first)]
+    return first if named else None
+
+
 @dataclass
 class CommandAgent(Agent):
     spec: CommandSpec
@@ -161,6 +196,12 @@ class CommandAgent(Agent):
         result = ctx.sandbox.exec(command, cwd="/app", env=env, timeout=ctx.timeout,
                                   user=self.spec.user or None)
         stdout, stderr = self._redacted(result.text), self._redacted(result.error_text)
+        if not result.timed_out and (why := cannot_start(command, result.exit_code, stderr)):
+            ctx.event("command-not-started", exit_code=result.exit_code, said=why)
+            raise AgentCommandNotFound(
+                f"agent {self.name!r}: its command `{command}` could not start in the sandbox "
+                f"(exit {result.exit_code}: {why}); it runs in /app of the task's image, where only what "
+                "the image holds is: see docs/agents.md, how an agent's own files reach the sandbox")
         outcome = shell_outcome(result.exit_code, result.timed_out, stdout + stderr)
         reading = read_output(self.spec.output, stdout, stderr, self._transcript(ctx))
         outcome.usage = reading.usage

@@ -1,3 +1,4 @@
+import json
 import re
 from pathlib import Path
 
@@ -144,3 +145,37 @@ def test_an_agent_the_local_backend_cannot_hold_is_a_usage_error_and_the_control
                                  "run it with --reactbench-sandbox=docker*"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert not list((suite.path / "records").glob("*/alpha__*"))
+
+
+@pytest.mark.parametrize("script", [None, "#!/bin/bash\necho hello > /app/out.txt\n"])
+def test_a_command_that_cannot_start_is_an_error_naming_it_not_the_agent_s_0(
+        suite: pytest.Pytester, script: str | None) -> None:
+    write_task(suite.path / "tasks", "alpha")
+    if script is not None:  # on the host, where the sandbox does not see it
+        (suite.path / "agent").mkdir()
+        (suite.path / "agent" / "run.sh").write_text(script)
+        (suite.path / "agent" / "run.sh").chmod(0o755)
+    result = suite.runpytest("--reactbench-agent-command=my-agent=./agent/run.sh",
+                             "--reactbench-agent=my-agent", "--reactbench-sandbox=local")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*AgentCommandNotFound*agent 'my-agent': its command `./agent/run.sh` could "
+                                 "not start in the sandbox (exit 127: *./agent/run.sh: *No such file*"])
+    (status,) = (suite.path / "records").glob("*/alpha__my-agent__1/status.json")
+    recorded = json.loads(status.read_text())
+    assert recorded["verdict"] == "error" and recorded["failure"] == "AgentCommandNotFound"
+    assert recorded["retryable"] is False
+
+
+def test_only_the_command_s_own_start_is_told_apart() -> None:
+    from pytest_reactbench.agents.command import cannot_start
+
+    said = "bash: line 1: ./agent/run.sh: No such file or directory"
+    assert cannot_start("./agent/run.sh --fast", 127, said + "\n") == said
+    assert cannot_start("my-agent go", 127, "sh: 1: my-agent: not found") == "sh: 1: my-agent: not found"
+    assert cannot_start("./run.sh", 126, "bash: line 1: ./run.sh: Permission denied")
+    assert cannot_start("./run.sh", 126, "bash: ./run.sh: /usr/bin/python9: bad interpreter: No such file or "
+                        "directory")
+    # It ran, and something of its own was not found: that is the agent's doing.
+    assert cannot_start("./run.sh", 127, "starting\nbash: npx: command not found") is None
+    assert cannot_start("./run.sh", 127, "./run.sh: line 3: npx: command not found") is None
+    assert cannot_start("./run.sh", 1, "bash: line 1: ./run.sh: No such file or directory") is None
