@@ -14,6 +14,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -339,7 +341,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="rank different runs of one backend on one leaderboard (by default "
                         "only one run, or the shards of one, is reported)")
     report.set_defaults(run=_report)
-    comparing = commands.add_parser("compare", help="flips and regressions between two runs")
+    comparing = commands.add_parser(
+        "compare", help="flips and regressions between two runs",
+        epilog="exit codes: 0 no regression; 1 a regression (or a baseline item missing from the new "
+               "run, without --allow-missing); 3 inconclusive (no regression, but items of the new run "
+               "ended in errors: run them again); 2 the runs could not be read or compared")
     comparing.add_argument("base_run", nargs="?", metavar="BASE",
                            help="the baseline: a JUnit XML file or run record directory")
     comparing.add_argument("new_run", nargs="?", metavar="NEW", help="the new run, the same kinds")
@@ -382,7 +388,13 @@ def main(argv: list[str] | None = None) -> int:
     mining.add_argument("--records", help="keep the controls' run records here")
     mining.set_defaults(run=_mine)
     args = parser.parse_args(argv)
-    return int(args.run(args))
+    try:
+        return int(args.run(args))
+    except BrokenPipeError:
+        # The reader went away (`reactbench compare ... | head -1`): what is left to say
+        # goes nowhere, and the exit is a broken pipe's, as a shell tool's would be.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

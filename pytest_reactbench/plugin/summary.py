@@ -214,7 +214,7 @@ class ResultsSummary:
         if self.baseline_error:
             tr.line(f"reactbench baseline: {self.baseline_error}", red=True)
         elif self.comparison is not None:
-            tr.line(self.comparison.summary(), red=self.comparison.failed,
+            tr.line(self.comparison.summary("--reactbench-allow-missing"), red=self.comparison.failed,
                     yellow=self.comparison.inconclusive,
                     green=not (self.comparison.failed or self.comparison.inconclusive))
             # pytest's last line counts what the gate found too, so that it does not read

@@ -99,7 +99,9 @@ class Comparison:
     def exit_code(self) -> int:
         return 1 if self.failed else INCONCLUSIVE_EXIT if self.inconclusive else 0
 
-    def summary(self) -> str:
+    def summary(self, allow_missing: str = "--allow-missing") -> str:
+        """The verdict and each change; `allow_missing` names the option that accepts
+        missing items where the summary is read (the plugin's is --reactbench-allow-missing)."""
         lines = []
         flips = [c for c in self.changes if c.kind != "same"]
         for change in flips:
@@ -118,7 +120,7 @@ class Comparison:
             lines += [f"  {task} [{agent}]: no verdict (errors)" for task, agent in self.errored]
         if self.missing:
             verdict += (f", {len(self.missing)} baseline item(s) missing from the new run "
-                        "(--allow-missing to accept)")
+                        f"({allow_missing} to accept)")
             lines += [f"  {task} [{agent}]: missing (scored in the baseline, not now)"
                       for task, agent in self.missing]
         # The first word is the exit code's: FAIL (1), INCONCLUSIVE (3) or ok (0).
