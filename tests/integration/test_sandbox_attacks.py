@@ -1,5 +1,5 @@
 """Agents that break their own sandbox, or the harness's view of it, after they had it,
-on the docker backend, for real: each is a command agent on the shipped
+on both backends, for real: each is a command agent on the shipped
 `counter-reset` task. What an agent does to its sandbox is its own doing, so each must
 end as the agent's fail (never an error, which would keep the attempt out of the
 score and retry it, and never a pass), graded on what it left; and the run record's
@@ -19,11 +19,10 @@ from pathlib import Path
 import pytest
 
 from pytest_reactbench.results.load import junit_testcases
+from tests.sandbox.escape import ATTACKS as ESCAPES
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = ROOT / "tasks" / "counter-reset"
-
-pytestmark = pytest.mark.docker
 
 #: A change of its own, so that every agent leaves work to collect and to diff.
 EDIT = "echo '// the agent was here' >> /app/src/Counter.tsx\n"
@@ -39,7 +38,8 @@ ATTACKS = {
     "workspace-removed": EDIT + "cd / && rm -rf /app",
     # /tmp (a tmpfs, so memory) filled past the container's memory limit.
     "memory-full": EDIT + "head -c 3000m /dev/zero > /tmp/fill; true",
-    # The container's main process killed: the container stops under the harness.
+    # The container's main process killed: the container stops under the harness (on
+    # local, the command's own shell: the sandbox's init's child).
     "main-killed": EDIT + "kill -9 $(cut -d' ' -f1 /proc/1/task/1/children)",
     # A diff driver, a textconv and a clean filter of the agent's own in the
     # repository's configuration, for every file.
@@ -52,6 +52,10 @@ ATTACKS = {
         printf '* diff=forged filter=forged\\n*.tsx diff=conv\\n' > .gitattributes""",
     # A 2 GiB file (sparse: it costs nothing to make).
     "sparse-2g": EDIT + "truncate -s 2G /app/src/blob.bin",
+    # Out of the sandbox: forged file handles, remounts, mounts, a user namespace of its
+    # own; had one won, the nop after it would find the image cache changed.
+    "escape": EDIT + f"cat > /tmp/escape.py <<'PY'\n{ESCAPES}PY\n"
+              "python3 /tmp/escape.py /usr /etc /app /opt /tmp; true",
 }
 
 
@@ -60,11 +64,14 @@ def command(script: str) -> str:
     return f"echo {encoded} | base64 -d | bash"
 
 
-def test_an_agent_that_breaks_its_sandbox_fails_and_never_forges_its_diff(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_an_agent_that_breaks_its_sandbox_fails_and_never_forges_its_diff(tmp_path: Path,
+                                                                         backend: str) -> None:
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     xml = tmp_path / "r.xml"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--reactbench-sandbox=docker",
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
+         f"--reactbench-sandbox={backend}",
          *(f"--reactbench-agent-command={name}={command(script)}" for name, script in ATTACKS.items()),
          f"--reactbench-agent={','.join([*ATTACKS, 'nop'])}",
          f"--reactbench-records={tmp_path / 'records'}", f"--junitxml={xml}", f"--rootdir={tmp_path}",
