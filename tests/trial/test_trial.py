@@ -319,3 +319,34 @@ def test_a_trial_that_ends_early_does_not_wait_for_the_verifiers_bake(
     assert staged.released_in_time
     # ... and no verifier's sandbox was booted after it: the thread ended without one.
     assert not staged.booted and not staged.closed.is_set()
+
+
+class FormalLocal(LocalBackend):
+    """The local backend as a formal one would be: only what `formal` says changes."""
+
+    formal = True
+
+
+class VerifierBakeFails(Stages):
+    def bake(self, task: Task, role: Role) -> Image:
+        if role == "verifier":
+            raise BakeError("tests/Dockerfile:3: RUN exited 1")
+        return super().bake(task, role)
+
+
+def test_only_a_scored_trial_is_a_formal_result(tmp_path: Path, bake_cache: Path) -> None:
+    task = load_task(write_task(tmp_path / "tasks", "alpha"))
+    records = RunRecords(tmp_path / "records", "run1")
+    backend = FormalLocal(SandboxOptions(cache=bake_cache))
+    try:
+        scored = Trial(task, OracleAgent(), stages=stages(backend), records=records).run()
+        failing = VerifierBakeFails(backend, lambda line: None, {"run": "t", "worker": "c"})
+        errored = Trial(task, OracleAgent(), records=records, options=TrialOptions(retries=0),
+                        stages=failing).run()
+    finally:
+        backend.close()
+    assert (scored.verdict, scored.provenance.formal) == (Verdict.PASSED, True)
+    # Its agent's image was baked, its verifier's was not: no score, so nothing formal.
+    assert (errored.verdict, errored.failure) == (Verdict.ERROR, "BakeError")
+    assert errored.provenance.formal is False
+    assert read_record(Path(errored.record)).provenance.formal is False
