@@ -4,7 +4,9 @@ by adding its name to BACKENDS_UNDER_TEST."""
 
 from __future__ import annotations
 
+import io
 import random
+import tarfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -13,7 +15,15 @@ from pathlib import Path
 import pytest
 
 from pytest_reactbench.plugin.extensions import command_hook, registered
-from pytest_reactbench.sandbox.base import Backend, Image, Layer, Limits, Sandbox, SandboxError
+from pytest_reactbench.sandbox.base import (
+    ArchiveTooLarge,
+    Backend,
+    Image,
+    Layer,
+    Limits,
+    Sandbox,
+    SandboxError,
+)
 from pytest_reactbench.sandbox.options import SandboxOptions
 from tests.reliability.faults import pids_with
 from tests.sandbox.escape import attack
@@ -102,6 +112,34 @@ def test_archives_round_trip(box: Sandbox) -> None:
     assert box.exec("cat /tmp/copy/src/a.ts").text == "export const a = 1;\n"
     with pytest.raises(SandboxError):
         box.get_archive("/nowhere")
+
+
+def test_a_tree_is_collected_at_rest(backend: Backend, image: Image) -> None:
+    """collect(): the tree as its commands left it, with the excludes, read by the
+    backend's own means (tar on the sandbox's PATH replaced by a forger changes nothing);
+    nothing runs afterwards; a missing tree is empty; a tree past the limit is refused
+    before its contents are read."""
+    def boot() -> Sandbox:
+        return backend.boot(image, network=False, limits=Limits(), labels={"task": "contract"})
+
+    with boot() as box:
+        box.write_file("/app/src/a.ts", "export const a = 1;\n")
+        box.write_file("/app/node_modules/x/index.js", "x")
+        assert box.exec("mkdir -p /usr/local/bin 2>/dev/null; ln -s /nowhere /app/link; "
+                        "(sleep 300 &) ; true").ok
+        data = box.collect("/app", ["**/node_modules/**"], 1 << 20)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            names = {m.name.removeprefix("./"): m for m in tar if m.name not in (".", "./")}
+        assert {n for n, m in names.items() if not m.isdir()} == {"src/a.ts", "link"}
+        assert names["link"].issym() and names["link"].linkname == "/nowhere"
+        with pytest.raises(SandboxError):
+            box.exec("true")
+    with boot() as box, tarfile.open(fileobj=io.BytesIO(box.collect("/nowhere", [], 1 << 20))) as tar:
+        assert tar.getmembers() == []
+    with boot() as box:
+        assert box.exec("truncate -s 3G /app/big && echo small > /app/small").ok
+        with pytest.raises(ArchiveTooLarge, match="/app holds more than 1 MiB"):
+            box.collect("/app", [], 1 << 20)
 
 
 def _interfaces(box: Sandbox) -> set[str]:
