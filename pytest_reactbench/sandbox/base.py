@@ -329,6 +329,8 @@ class Sandbox(ABC):
     backend: str
     #: The engine it runs on, for backends with several (a Docker engine's URL).
     engine: str = ""
+    #: The seconds its boot waited for room on its engine (another run held it).
+    room_wait: float = 0.0
 
     @abstractmethod
     def exec(

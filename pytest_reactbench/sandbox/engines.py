@@ -125,6 +125,7 @@ class PooledSandbox(Sandbox):
     def __init__(self, inner: Sandbox, engine: DockerBackend, pool: EnginePool) -> None:
         self.inner = inner
         self.engine = engine.engine
+        self.room_wait = inner.room_wait
         self._member = engine
         self._pool = pool
         self._closed = False

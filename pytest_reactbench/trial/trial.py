@@ -393,9 +393,15 @@ class Trial:
                         record, durations, f"agent-{install.name}",
                         partial(self.stages.install, self.task, self.agent, images["agent"]),
                         version=install.version)
-            with _timed(durations, "boot", record, event=False):
+            with _timed(durations, "boot", record, event=False), self._beat(
+                    "its sandbox boots (it waits while the engine has no room for it)"):
                 agent_box = self.stages.boot(self.task, "agent", images["agent"], self.agent.model_hosts)
             boxes.append(("agent", agent_box))
+            if agent_box.room_wait >= 1:
+                # Booked as a wait, not as boot: the engine was full (another run held it).
+                durations["boot"] -= agent_box.room_wait
+                durations["room_wait"] = agent_box.room_wait
+                record.event("room-wait", seconds=round(agent_box.room_wait, 3))
             if agent_box.engine:
                 self._engine = agent_box.engine
                 record.event("engine", engine=agent_box.engine)

@@ -205,7 +205,7 @@ def test_a_lost_engine_ends_its_trials_in_errors_retried_on_the_others(
 
 def _hold(path: str, seconds: float, started: Any) -> None:
     ledger = Ledger(Path(path), Room(2, 4096))
-    holder = ledger.reserve("other-trial", 2, 1024)
+    holder, _ = ledger.reserve("other-trial", 2, 1024)
     started.set()
     time.sleep(seconds)
     ledger.release(holder)
@@ -220,10 +220,11 @@ def test_the_ledger_makes_a_worker_wait_for_room(tmp_path: Path) -> None:
     assert started.wait(10)
     assert ledger.free() == Room(0, 3072)
     began = time.monotonic()
-    holder = ledger.reserve("trial", 1, 1024)  # the other process holds both CPUs
-    assert time.monotonic() - began > 1.0
+    holder, waited = ledger.reserve("trial", 1, 1024)  # the other process holds both CPUs
+    assert time.monotonic() - began > 1.0 and waited > 1.0  # told, to be booked as a wait
     # The trial's second sandbox joins its room at once: the group holds the larger.
-    second = ledger.reserve("trial", 1, 2048)
+    second, joined = ledger.reserve("trial", 1, 2048)
+    assert joined < 0.5
     assert ledger.free() == Room(1, 2048)
     ledger.release(holder)
     ledger.release(second)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import tarfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -350,3 +351,27 @@ def test_only_a_scored_trial_is_a_formal_result(tmp_path: Path, bake_cache: Path
     assert (errored.verdict, errored.failure) == (Verdict.ERROR, "BakeError")
     assert errored.provenance.formal is False
     assert read_record(Path(errored.record)).provenance.formal is False
+
+
+class FullEngine(Stages):
+    """The agent's sandbox boots after a wait for room, as on an engine another run holds."""
+
+    def boot(self, task: Task, role: Role, image: Image, egress: tuple[str, ...] = ()) -> Sandbox:
+        box = super().boot(task, role, image, egress)
+        if role == "agent":
+            time.sleep(1.2)
+            box.room_wait = 1.2
+        return box
+
+
+def test_a_wait_for_room_is_booked_as_a_wait_and_said(tmp_path: Path, backend: LocalBackend) -> None:
+    task = load_task(write_task(tmp_path / "tasks", "alpha"))
+    said: list[str] = []
+    result = Trial(task, OracleAgent(), records=RunRecords(tmp_path / "records", "run1"),
+                   options=TrialOptions(heartbeat_sec=0.5),
+                   stages=FullEngine(backend, said.append, {"run": "t", "worker": "c"})).run()
+    assert result.verdict == Verdict.PASSED
+    assert result.durations["room_wait"] == 1.2 and result.durations["boot"] < 1.0
+    assert [e["seconds"] for e in events(result) if e["event"] == "room-wait"] == [1.2]
+    assert any("its sandbox boots (it waits while the engine has no room for it), still running" in line
+               for line in said), said

@@ -146,7 +146,7 @@ class DockerBackend(ImageBaking):
         }
         # Never more than the engine has: wait for room (the trial's other sandbox joins
         # the room its first one holds).
-        holder = self.ledger.reserve(trial_of(labels), cpus, limits.memory_mb)
+        holder, waited = self.ledger.reserve(trial_of(labels), cpus, limits.memory_mb)
         try:
             container = self.client.containers.run(image.ref, **options)
         except docker.errors.DockerException as exc:
@@ -158,6 +158,7 @@ class DockerBackend(ImageBaking):
         self._holders[container.id] = holder
         box = DockerSandbox(container, self.api, self._remove_later, gate)
         box.engine = self.engine
+        box.room_wait = waited
         if gate is not None and gate.relays:
             try:
                 self._tunnel(box, [loopback_port(h) for h in egress if loopback_port(h) is not None])

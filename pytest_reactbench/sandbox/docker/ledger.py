@@ -125,8 +125,9 @@ class Ledger:
             return True
 
     def reserve(self, group: str, cpus: float, memory_mb: int,
-                notice: Callable[[str], None] | None = None) -> str:
-        """Wait for room and take it; returns the holder id to release."""
+                notice: Callable[[str], None] | None = None) -> tuple[str, float]:
+        """Wait for room and take it; returns the holder id to release and the seconds
+        it waited."""
         holder = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         started = time.monotonic()
         noticed = False
@@ -135,7 +136,7 @@ class Ledger:
                 noticed = True
                 notice(f"waiting for room ({cpus:g} CPU(s), {memory_mb} MiB) on the engine")
             time.sleep(ROOM_POLL_SECONDS)
-        return holder
+        return holder, time.monotonic() - started
 
     def release(self, holder: str) -> None:
         with self._open() as data:
