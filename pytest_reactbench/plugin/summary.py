@@ -50,6 +50,13 @@ class GateItem:
         return f"{self.task}::{self.agent}"
 
 
+@dataclass(frozen=True)
+class NeverRan:
+    """An item of an incomplete run that never ran, counted in pytest's last line."""
+
+    nodeid: str
+
+
 def _unranked(score: AgentScore) -> str:
     if score.missing:
         return "misses " + ", ".join(score.missing[:3])
@@ -81,6 +88,7 @@ class ResultsSummary:
         self.reported: set[str] = set()
         #: Said when items never ran (an interrupt, -x): how many, and how to resume.
         self.incomplete: str | None = None
+        self.unrun: list[str] = []
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if not self.expected:  # (under xdist, the workers' ids: see `expect`)
@@ -117,7 +125,7 @@ class ResultsSummary:
     def _mark_incomplete(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.records.run_dir.is_dir():
             return
-        unrun = [nodeid for nodeid in self.expected if nodeid not in self.reported]
+        unrun = self.unrun = [nodeid for nodeid in self.expected if nodeid not in self.reported]
         if unrun:
             why = ("interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED
                    else "the session stopped early")
@@ -211,6 +219,10 @@ class ResultsSummary:
         tr.line(f"records and leaderboard: {self.records.run_dir} (report.md, report.html)")
         if self.incomplete:
             tr.line(f"reactbench: INCOMPLETE run: {self.incomplete}", red=True)
+            # pytest's last line says it too, and is not green over an unfinished run.
+            tr.stats.setdefault("never ran", []).extend(NeverRan(nodeid) for nodeid in self.unrun)
+            # pytest keeps the kinds its last line counts from its own additions.
+            getattr(tr, "_set_main_color", lambda: None)()
         if self.baseline_error:
             tr.line(f"reactbench baseline: {self.baseline_error}", red=True)
         elif self.comparison is not None:

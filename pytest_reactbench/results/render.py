@@ -32,7 +32,7 @@ def provenance(outcomes: Sequence[TrialResult]) -> str:
 
 
 def usage_lines(outcomes: Sequence[TrialResult]) -> list[str]:
-    """Per agent that reported usage: tokens, cost per task and passes per dollar."""
+    """Per agent that reported usage: tokens, cost per trial and passes per dollar."""
     lines = []
     for agent in sorted({o.agent for o in outcomes}):
         rows = [o for o in outcomes if o.agent == agent and o.agent_run.input_tokens is not None]
@@ -45,7 +45,7 @@ def usage_lines(outcomes: Sequence[TrialResult]) -> list[str]:
         if costs:
             spent, passes = sum(costs), sum(1 for o in rows if o.passed)
             per_dollar = f"{passes / spent:.1f}" if spent > 0 else "-"
-            line += (f"; ${spent:.4f} over {len(costs)} trial(s), ${spent / len(costs):.4f} per task, "
+            line += (f"; ${spent:.4f} over {len(costs)} trial(s), ${spent / len(costs):.4f} per trial, "
                      f"{per_dollar} passes per dollar")
         lines.append(line)
     return lines

@@ -32,7 +32,7 @@ def test_leaderboard_usage_lines() -> None:
     outcomes = [result("a", Verdict.PASSED, 0.01), result("b", Verdict.FAILED, 0.03),
                 TrialResult(task="a", agent="oracle", verdict=Verdict.PASSED)]
     assert usage_lines(outcomes) == [
-        "claude-code: 4800 tokens in, 320 out; $0.0400 over 2 trial(s), $0.0200 per task, "
+        "claude-code: 4800 tokens in, 320 out; $0.0400 over 2 trial(s), $0.0200 per trial, "
         "25.0 passes per dollar"]
     codex = [r.model_copy(update={"agent": "codex",
                                   "agent_run": r.agent_run.model_copy(update={"cost_usd": None})})

@@ -173,6 +173,8 @@ def test_an_interrupted_run_says_what_never_ran_and_how_to_resume(suite: pytest.
     said = (f"2 of 3 item(s) never ran (interrupted); resume the run with: "
             f"pytest --reactbench-resume={run.name}")
     result.stdout.fnmatch_lines([f"reactbench: INCOMPLETE run: {said}"])
+    # pytest's own last line counts what never ran: no green "1 passed" over it.
+    assert "2 never ran" in result.stdout.lines[-1], result.stdout.lines[-1]
     assert f"**INCOMPLETE**: {said}" in (run / "report.md").read_text()
     assert json.loads((run / "manifest.json").read_text())["incomplete"] == said
     assert f'name="reactbench.incomplete" value="{said}"' in (suite.path / "r.xml").read_text()
