@@ -158,7 +158,7 @@ def repack(stream: IO[bytes] | io.RawIOBase, src: str, exclude: Sequence[str], l
     except tarfile.ReadError as exc:
         if "empty file" in str(exc):
             return empty_tar()
-        raise SandboxError(f"the engine's archive of {src} is unreadable: {exc}") from None
+        raise SandboxError(f"the archive of {src} is unreadable: {exc}") from None
     try:
         with source, tarfile.open(fileobj=out, mode="w:", format=tarfile.PAX_FORMAT) as sink:
             for member in source:
@@ -190,7 +190,7 @@ def repack(stream: IO[bytes] | io.RawIOBase, src: str, exclude: Sequence[str], l
                 if out.tell() > 2 * limit + HEADER_SLACK:
                     raise ArchiveTooLarge(src, limit)
     except tarfile.TarError as exc:
-        raise SandboxError(f"the engine's archive of {src} is unreadable: {exc}") from None
+        raise SandboxError(f"the archive of {src} is unreadable: {exc}") from None
     return out.getvalue()
 
 

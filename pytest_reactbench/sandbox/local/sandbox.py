@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import grp
-import io
 import os
 import pwd
 import select
@@ -13,7 +12,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import tarfile
 import tempfile
 import time
 import uuid
@@ -24,12 +22,12 @@ from typing import Any, Literal
 from pytest_reactbench.sandbox import seccomp
 from pytest_reactbench.sandbox.base import (
     EGRESS_PORT,
-    ArchiveTooLarge,
     ExecResult,
     Limits,
     Sandbox,
     SandboxError,
     egress_lines,
+    repack,
     tar_of,
 )
 from pytest_reactbench.sandbox.cgroups import ResourceGroup
@@ -118,44 +116,17 @@ def _tmp_holder(tmp: Path, size_mb: int, group: ResourceGroup) -> subprocess.Pop
     return holder
 
 
-class _Tee(io.RawIOBase):
-    """A stream that keeps a copy of what is read from it."""
-
-    def __init__(self, source: Any, copy: io.BytesIO) -> None:
-        self.source, self.copy = source, copy
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.source.read1(len(buffer))
-        buffer[: len(data)] = data
-        self.copy.write(data)
-        return len(data)
-
-
-def read_tar_stream(argv: Sequence[str], src: str, limit: int) -> bytes:
-    """The tar stream `argv` writes on its stdout (none: an empty archive), refused with
-    ArchiveTooLarge as soon as a member's header shows the files' bytes past `limit`,
-    before that member's contents are read: memory stays within about `limit`."""
-    copy = io.BytesIO()
+def read_tar_stream(argv: Sequence[str], src: str, exclude: Sequence[str], limit: int) -> bytes:
+    """The tar stream `argv` writes on its stdout (none: an empty archive), re-packed as
+    it streams by (`repack`: refused past `limit` before a member's contents are read)."""
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, start_new_session=True)
         assert proc.stdout is not None
         try:
-            total = 0
-            tee = io.BufferedReader(_Tee(proc.stdout, copy))
-            with proc.stdout, tarfile.open(fileobj=tee, mode="r|") as stream:
-                for member in stream:
-                    total += member.size if member.isfile() else 0
-                    if total > limit:
-                        raise ArchiveTooLarge(src, limit)
-                while tee.read(65536):  # the archive's last blocks
+            with proc.stdout:
+                data = repack(proc.stdout, src, exclude, limit)
+                while proc.stdout.read(65536):  # the archive's last blocks
                     pass
-        except tarfile.ReadError as exc:
-            if copy.tell() or "empty file" not in str(exc):
-                proc.kill()
-                raise SandboxError(f"could not read the archive of {src}: {exc}") from None
         except BaseException:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -166,7 +137,7 @@ def read_tar_stream(argv: Sequence[str], src: str, limit: int) -> bytes:
             err.seek(0)
             said = err.read(4096).decode(errors="replace").strip()
             raise SandboxError(f"could not archive {src}: {said or f'exit code {proc.returncode}'}")
-    return copy.getvalue() or tar_of({})
+    return data
 
 
 def _ids(user: str) -> tuple[int, int]:
@@ -449,8 +420,9 @@ class LocalSandbox(Sandbox):
         script = (f"mount -t overlay overlay -o {q(self._overlay())} {q(str(self.root / 'merged'))} && "
                   f"if [ -d {q(where)} ] && [ ! -L {q(where)} ]; then "
                   f'exec tar -c -f - -C {q(where)} "$@" .; fi')
+        # tar leaves out what is excluded without reading it; repack keeps to the limit.
         argv = self._outer(script, *(f"--exclude={pattern}" for pattern in exclude))
-        return read_tar_stream(argv, src, limit)
+        return read_tar_stream(argv, src, exclude, limit)
 
     def close(self) -> None:
         if self._closed:
