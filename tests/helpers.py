@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import tarfile
 import textwrap
 from pathlib import Path
 
@@ -63,3 +65,18 @@ def write_task(
     (task / "tests" / "test.sh").write_text(test_sh)
     (task / "solution" / "solve.sh").write_text(solve_sh)
     return task
+
+
+def tree_tar(files: dict[str, bytes | None]) -> bytes:
+    """A tar stream of `files` in order (None: a directory)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as out:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                out.addfile(info)
+            else:
+                info.size = len(data)
+                out.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()

@@ -26,6 +26,7 @@ from pytest_reactbench.sandbox.base import (
     SandboxError,
     repack,
 )
+from tests.helpers import tree_tar
 
 TOOLS = ("sh", "tar", "tee", "wc")
 
@@ -128,17 +129,7 @@ EXCLUDES = ["**/node_modules/**", "**/.git/**", "dist"]
 def engine_tar(files: dict[str, bytes | None], top: str = "app") -> bytes:
     """A tar as the engine's archive API makes it: `top` first, then `top/...`
     (None: a directory)."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, data in {top: None, **{f"{top}/{k}": v for k, v in files.items()}}.items():
-            info = tarfile.TarInfo(name)
-            if data is None:
-                info.type = tarfile.DIRTYPE
-                tar.addfile(info)
-            else:
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
+    return tree_tar({top: None, **{f"{top}/{k}": v for k, v in files.items()}})
 
 
 def members(data: bytes) -> dict[str, bytes | None]:

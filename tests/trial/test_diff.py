@@ -4,30 +4,15 @@ harness's environment) takes part, `.git` is left out, and it is bounded."""
 
 from __future__ import annotations
 
-import io
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from pytest_reactbench.trial import stat_of
 from pytest_reactbench.trial.diff import Tree, tree_diff
+from tests.helpers import tree_tar
 
 FORGED = b"FORGED-BY-THE-AGENT"
-
-
-def tar(files: dict[str, bytes | None]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as out:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            if data is None:
-                info.type = tarfile.DIRTYPE
-                out.addfile(info)
-            else:
-                info.size = len(data)
-                out.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
 BASE = {"src": None, "src/App.tsx": b"one\n", "gone.ts": b"g\n", "logo.png": b"\x89PNG\0\1",
@@ -49,8 +34,8 @@ def test_the_diff_is_the_harnesss_whatever_anyone_configured(
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("GIT_EXTERNAL_DIFF", "false")
     monkeypatch.chdir(tmp_path)
-    after = [Tree("/app", tar(FORGER)), Tree("/opt/out", tar({"o": b"o\n"}))]
-    diff = tree_diff([Tree("/app", tar(BASE))], after, 10 * 1024 * 1024)
+    after = [Tree("/app", tree_tar(FORGER)), Tree("/opt/out", tree_tar({"o": b"o\n"}))]
+    diff = tree_diff([Tree("/app", tree_tar(BASE))], after, 10 * 1024 * 1024)
     assert FORGED not in diff
     text = diff.decode()
     assert "-one\n+two\n" in text and "GIT binary patch" in text
@@ -64,7 +49,7 @@ def test_the_diff_is_the_harnesss_whatever_anyone_configured(
 
 
 def test_no_change_is_an_empty_diff_and_a_long_one_is_cut() -> None:
-    assert tree_diff([Tree("/app", tar(BASE))], [Tree("/app", tar(BASE))], 1000) == b""
+    assert tree_diff([Tree("/app", tree_tar(BASE))], [Tree("/app", tree_tar(BASE))], 1000) == b""
     big = {"src": None, "src/App.tsx": b"".join(b"line %d\n" % i for i in range(100_000))}
-    diff = tree_diff([Tree("/app", tar(BASE))], [Tree("/app", tar(big))], 64 * 1024)
+    diff = tree_diff([Tree("/app", tree_tar(BASE))], [Tree("/app", tree_tar(big))], 64 * 1024)
     assert len(diff) < 65 * 1024 and diff.endswith(b"[diff truncated at 0 MiB by the run record]\n")
