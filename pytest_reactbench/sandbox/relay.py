@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from collections.abc import Sequence
 
 #: Names of a host's own loopback, as a base URL gives them.
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -17,6 +18,22 @@ def loopback_port(host: str) -> int | None:
     (`127.0.0.1:8080`), else None."""
     name, _, port = host.rpartition(":")
     return int(port) if name.strip("[]") in LOOPBACK_HOSTS and port.isdigit() else None
+
+
+def loopback_ports(hosts: Sequence[str]) -> list[int]:
+    """The ports of this host's loopback among `hosts`, each once."""
+    return list(dict.fromkeys(port for port in map(loopback_port, hosts) if port is not None))
+
+
+def with_loopback_names(hosts: Sequence[str]) -> list[str]:
+    """`hosts`, with each port of this host's loopback under every name a base URL may
+    give it (127.0.0.1, localhost, [::1]): one gateway, whichever name the agent's
+    client uses or its proxy asks for."""
+    named = list(hosts)
+    for port in loopback_ports(hosts):
+        named += [alias for alias in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}")
+                  if alias not in named]
+    return named
 
 
 class LoopbackRelay:

@@ -169,11 +169,14 @@ def test_docker_egress_reaches_a_gateway_on_the_host_loopback_and_only_its_port(
                                            ca_bundle=Path("/etc/ssl/certs/ca-certificates.crt")))
     image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=1800), lambda _: None)
     # `server` listens on this host's 127.0.0.1 only, as a local gateway does.
+    # Declared as `localhost`: any loopback name of the port is the same gateway.
     box = backend.boot(image, network=False, limits=Limits(), labels={"task": "egress"},
-                       egress=(f"127.0.0.1:{server}",))
+                       egress=(f"localhost:{server}",))
     try:
         assert box.gate is not None and len(box.gate.relays) == 1
         assert fetch(box, f"http://127.0.0.1:{server}/") == "200 model says hi"
+        assert fetch(box, f"http://localhost:{server}/") == "200 model says hi"
+        assert direct(box, f"http://localhost:{server}/") == "200"
         # Another port of the host's loopback is not the gateway's.
         assert fetch(box, f"http://127.0.0.1:{server + 1 if server < 65535 else server - 1}/").startswith(
             "403 egress to 127.0.0.1")
@@ -200,10 +203,13 @@ def test_local_egress_reaches_a_gateway_on_the_host_loopback_and_only_its_port(
         tmp_path: Path, bake_cache: Path, server: int) -> None:
     backend = LocalBackend(SandboxOptions(cache=bake_cache, image_map={}))
     image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
-    box = backend.boot(image, network=False, limits=Limits(), labels={}, egress=(f"127.0.0.1:{server}",))
+    # Declared as `localhost`: any loopback name of the port is the same gateway.
+    box = backend.boot(image, network=False, limits=Limits(), labels={}, egress=(f"localhost:{server}",))
     try:
         assert fetch(box, f"http://127.0.0.1:{server}/") == "200 model says hi"
         assert direct(box, f"http://127.0.0.1:{server}/") == "200"
+        assert fetch(box, f"http://localhost:{server}/") == "200 model says hi"
+        assert direct(box, f"http://localhost:{server}/") == "200"
         other = server + 1 if server < 65535 else server - 1
         assert fetch(box, f"http://127.0.0.1:{other}/").startswith("403 egress to 127.0.0.1")
         assert direct(box, f"http://127.0.0.1:{other}/") == "000"

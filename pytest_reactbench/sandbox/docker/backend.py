@@ -51,7 +51,12 @@ from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import (
     SYSTEM_IMAGE,
 )
-from pytest_reactbench.sandbox.relay import LoopbackRelay, loopback_port
+from pytest_reactbench.sandbox.relay import (
+    LoopbackRelay,
+    loopback_port,
+    loopback_ports,
+    with_loopback_names,
+)
 
 
 class RegistryWarning(UserWarning):
@@ -122,6 +127,7 @@ class DockerBackend(ImageBaking):
                 f"the sandbox asks for {limits.memory_mb} MiB of memory; the engine {self.engine} has "
                 f"{self.ledger.capacity.memory_mb} MiB in all: lower the task's memory_mb or use a "
                 "larger engine")
+        egress = with_loopback_names(egress)
         gate = self._egress(egress, tags) if egress else None
         # A task may ask for more CPUs than the engine has (4 on a 2-core machine):
         # the engine refuses that, so the limit is the engine's size.
@@ -161,7 +167,7 @@ class DockerBackend(ImageBaking):
         box.room_wait = waited
         if gate is not None and gate.relays:
             try:
-                self._tunnel(box, [loopback_port(h) for h in egress if loopback_port(h) is not None])
+                self._tunnel(box, loopback_ports(egress))
             except SandboxError:
                 box.close()
                 raise
@@ -195,19 +201,18 @@ class DockerBackend(ImageBaking):
         # only the proxy, its one peer.
         # A model host on this host's loopback (a gateway on 127.0.0.1:PORT): that port,
         # relayed on the default bridge's address, which the proxy reaches.
-        relays: list[LoopbackRelay] = []
+        relays: dict[int, LoopbackRelay] = {}
         try:
-            for port in (loopback_port(h) for h in hosts):
-                if port is not None:
-                    relays.append(LoopbackRelay(self._bridge_address(), port))
+            for port in loopback_ports(hosts):
+                relays[port] = LoopbackRelay(self._bridge_address(), port)
         except OSError as exc:
-            for relay in relays:
+            for relay in relays.values():
                 relay.close()
             raise SandboxError(f"cannot serve a port of this host's loopback to the egress proxy "
                                f"on the engine's bridge ({self.engine}): {exc}") from None
-        rewrites = ",".join(f"{h.lower()}={r.address[0]}:{r.address[1]}"
-                            for h, r in zip([h for h in hosts if loopback_port(h) is not None], relays,
-                                            strict=True))
+        # Every name of a gateway's port goes to its relay.
+        rewrites = ",".join(f"{h.lower()}={relays[gateway].address[0]}:{relays[gateway].address[1]}"
+                            for h in hosts if (gateway := loopback_port(h)) is not None)
         network = self.client.networks.create(
             name, driver="bridge", internal=True, labels=dict(labels),
             options={"com.docker.network.bridge.inhibit_ipv4": "true"})
@@ -216,14 +221,14 @@ class DockerBackend(ImageBaking):
                 system.use, ["node", "/egress.cjs", "proxy", str(EGRESS_PORT), ",".join(hosts),
                              *([rewrites] if rewrites else [])],
                 name=name, labels=dict(labels), network_mode="bridge", init=True)
-            gate = EgressGate(network, proxy, relays)
+            gate = EgressGate(network, proxy, list(relays.values()))
             proxy.put_archive("/", tar_of({"egress.cjs": EGRESS_SCRIPT.read_bytes()}))
             network.connect(proxy, aliases=["egress"])
             proxy.start()
         except errors.DockerException as exc:
             with contextlib.suppress(errors.DockerException):
                 network.remove()
-            for relay in relays:
+            for relay in relays.values():
                 relay.close()
             raise SandboxError(f"cannot start the egress proxy: {exc}") from None
         return gate

@@ -42,7 +42,7 @@ from pytest_reactbench.sandbox.local.sandbox import (
 )
 from pytest_reactbench.sandbox.locks import file_lock
 from pytest_reactbench.sandbox.options import SandboxOptions
-from pytest_reactbench.sandbox.relay import loopback_port
+from pytest_reactbench.sandbox.relay import loopback_port, loopback_ports, with_loopback_names
 
 
 class LocalBackend(LocalImages):
@@ -101,6 +101,7 @@ class LocalBackend(LocalImages):
         env = {**DEFAULT_ENV, **meta["env"], **self.options.package_manager_env}  # type: ignore[dict-item]
         binds: dict[str, Path] = {}
         proxy = None
+        egress = with_loopback_names(egress)
         if egress:
             proxy = self._start_egress(root / "egress.sock", egress)
             give_to_sandbox(root / "egress.sock")
@@ -130,7 +131,7 @@ class LocalBackend(LocalImages):
                 limits=limits,
                 group=group,
                 tmp_holder=holder,
-                loopback_ports=[port for port in map(loopback_port, egress) if port is not None],
+                loopback_ports=loopback_ports(egress),
                 role="verifier" if labels.get("role") == "verifier" else "agent",
             )
         except BaseException:
@@ -145,7 +146,12 @@ class LocalBackend(LocalImages):
 
     def _start_egress(self, socket_path: Path, hosts: Sequence[str]) -> subprocess.Popen[bytes]:
         log = (socket_path.parent / "egress.log").open("wb")
-        proxy = subprocess.Popen(["node", str(EGRESS_SCRIPT), "proxy", str(socket_path), ",".join(hosts)],
+        # A gateway's port under any loopback name is the one on 127.0.0.1, as on docker.
+        rewrites = ",".join(f"{host.lower()}=127.0.0.1:{port}" for host in hosts
+                            if (port := loopback_port(host)) is not None
+                            and not host.startswith("127.0.0.1:"))
+        proxy = subprocess.Popen(["node", str(EGRESS_SCRIPT), "proxy", str(socket_path), ",".join(hosts),
+                                  *([rewrites] if rewrites else [])],
                                  stdout=log, stderr=log, start_new_session=True)
         deadline = time.monotonic() + 10
         while not socket_path.exists():
