@@ -250,6 +250,20 @@ class ExecResult:
         return text or f"exit code {self.exit_code}, nothing on stderr"
 
 
+#: The most of each output stream of a command the harness keeps (an agent printing
+#: without end must not grow the harness's memory); the rest is left out, and said.
+MAX_EXEC_OUTPUT = 256 * 1024 * 1024
+
+
+def capped(data: bytes, total: int) -> bytes:
+    """`data`, the first bytes of a stream of `total` bytes, with a line that says what
+    was left out when the stream was longer than MAX_EXEC_OUTPUT."""
+    if total <= MAX_EXEC_OUTPUT:
+        return data
+    return data[:MAX_EXEC_OUTPUT] + (f"\n[{total - MAX_EXEC_OUTPUT} more bytes left out by the harness]\n"
+                                     .encode())
+
+
 #: Processes a sandbox may hold at once: a fork bomb stops here on both backends.
 PIDS_LIMIT = 2048
 

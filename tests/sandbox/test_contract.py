@@ -114,6 +114,20 @@ def test_archives_round_trip(box: Sandbox) -> None:
         box.get_archive("/nowhere")
 
 
+def test_a_command_printing_without_end_is_kept_to_a_bound(box: Sandbox,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_reactbench.sandbox import base
+    from pytest_reactbench.sandbox.docker import sandbox as docker_sandbox
+    from pytest_reactbench.sandbox.local import sandbox as local_sandbox
+
+    for module in (base, docker_sandbox, local_sandbox):
+        monkeypatch.setattr(module, "MAX_EXEC_OUTPUT", 1 << 20)
+    result = box.exec("head -c 3145728 /dev/zero; head -c 5 /dev/zero | tr '\\0' e >&2")
+    assert result.ok
+    assert result.stdout == bytes(1 << 20) + b"\n[2097152 more bytes left out by the harness]\n"
+    assert result.stderr == b"eeeee"
+
+
 def test_a_tree_is_collected_at_rest(backend: Backend, image: Image) -> None:
     """collect(): the tree as its commands left it, with the excludes, read by the
     backend's own means (tar on the sandbox's PATH replaced by a forger changes nothing);

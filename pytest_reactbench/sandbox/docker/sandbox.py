@@ -11,10 +11,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_reactbench.sandbox.base import (
+    MAX_EXEC_OUTPUT,
     ChunkReader,
     ExecResult,
     Sandbox,
     SandboxError,
+    capped,
     egress_lines,
     empty_tar,
     repack,
@@ -150,8 +152,16 @@ class DockerSandbox(Sandbox):
         output: dict[str, Any] = {}
 
         def pump() -> None:
+            # Kept as it streams, each stream up to MAX_EXEC_OUTPUT: a command that
+            # prints without end does not grow the harness's memory.
+            kept, totals = (bytearray(), bytearray()), [0, 0]
             try:
-                output["streams"] = self.api.exec_start(exec_id, demux=True)
+                for frames in self.api.exec_start(exec_id, stream=True, demux=True):
+                    for index, chunk in enumerate(frames):
+                        if chunk:
+                            totals[index] += len(chunk)
+                            kept[index].extend(chunk[:max(0, MAX_EXEC_OUTPUT - len(kept[index]))])
+                output["streams"] = tuple(capped(bytes(k), t) for k, t in zip(kept, totals, strict=True))
             except Exception as exc:  # reported below, in the caller's thread
                 output["error"] = exc
 

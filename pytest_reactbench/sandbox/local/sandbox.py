@@ -22,10 +22,12 @@ from typing import Any, Literal
 from pytest_reactbench.sandbox import seccomp
 from pytest_reactbench.sandbox.base import (
     EGRESS_PORT,
+    MAX_EXEC_OUTPUT,
     ExecResult,
     Limits,
     Sandbox,
     SandboxError,
+    capped,
     egress_lines,
     repack,
     tar_of,
@@ -138,6 +140,11 @@ def read_tar_stream(argv: Sequence[str], src: str, exclude: Sequence[str], limit
             said = err.read(4096).decode(errors="replace").strip()
             raise SandboxError(f"could not archive {src}: {said or f'exit code {proc.returncode}'}")
     return data
+
+
+def _head(path: Path) -> bytes:
+    with path.open("rb") as handle:
+        return handle.read(MAX_EXEC_OUTPUT)
 
 
 def _ids(user: str) -> tuple[int, int]:
@@ -386,7 +393,7 @@ class LocalSandbox(Sandbox):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         duration = time.monotonic() - started
-        stdout, stderr = out_path.read_bytes(), err_path.read_bytes()
+        stdout, stderr = (capped(_head(path), path.stat().st_size) for path in (out_path, err_path))
         out_path.unlink(missing_ok=True)
         err_path.unlink(missing_ok=True)
         # Killed by a signal: the shell's convention (128 + signal), as docker reports it.
