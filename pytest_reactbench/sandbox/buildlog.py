@@ -28,7 +28,7 @@ _HOST = re.compile(
     r"|unable to resolve host address '?(?P<wget>[^\s'\";]+)"        # wget
     r"|getaddrinfo (?:ENOTFOUND|EAI_AGAIN) (?P<node>[^\s'\";]+)"     # node, npm, pnpm, yarn
     r"|Could not resolve hostname (?P<ssh>[^\s:'\";]+)"              # ssh (git over ssh)
-    r"|Failed to resolve '?(?P<py>[^\s'\";()]+)"                     # python's urllib3
+    r"|Failed to resolve '(?P<py>[^\s'\";()]+)' \(\[Errno"          # python's urllib3
     r"|(?P<bare>Temporary failure in name resolution|Name or service not known"
     r"|No address associated with hostname)",
     re.IGNORECASE,

@@ -57,6 +57,11 @@ def test_a_cause_printed_by_an_earlier_step_names_that_step() -> None:
     ("env: 'node': No such file or directory\n", 127, "a command was not found (node)"),
     ("wget: unable to resolve host address 'example.invalid'\n", 4,
      "a host could not be resolved (example.invalid)"),
+    # A package manager's "failed to resolve" is of a version, not of a host.
+    (" ERR_PNPM_NO_MATCHING_VERSION  Failed to resolve three-fenestra@^0.3.0 in package mirror\n", 1, None),
+    ("Failed to resolve 'dependency' of rapid-form@3.1.0\n", 1, None),
+    ("urllib3: Failed to resolve 'pypi.invalid' ([Errno -3] Temporary failure in name resolution)\n", 1,
+     "a host could not be resolved (pypi.invalid)"),
 ])
 def test_what_is_named_and_what_is_not(output: str, code: int, named: str | None) -> None:
     first = step_failure("Dockerfile:2", code, output).splitlines()[0]
