@@ -22,6 +22,7 @@ import http.server
 import json
 import os
 import ssl
+import sys
 import threading
 import time
 import urllib.error
@@ -38,6 +39,18 @@ METADATA_FRESH_SECONDS = 3600.0
 #: Headers passed on from the registry's answer (the rest are the cache's own).
 _KEPT_HEADERS = ("content-type",)
 _HOP = {"connection", "keep-alive", "transfer-encoding", "host", "accept-encoding", "content-length"}
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    """The cache's server: a backlog for a package manager's burst of connections (pnpm
+    opens dozens at once; the default of 5 made requests wait 10 to 20 s), and a client
+    that hangs up is no traceback in a trial's output."""
+
+    request_queue_size = 256
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -75,7 +88,7 @@ class DownloadCache:
         self._lock = threading.Lock()
         self._starting = threading.Lock()
         self._ssl = ssl.create_default_context(cafile=str(ca_bundle) if ca_bundle else None)
-        self._server: http.server.ThreadingHTTPServer | None = None
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -136,9 +149,9 @@ class DownloadCache:
         # changed in a late step (a task's config.json) reuse its earlier steps' layers
         # across sessions. The prebake runs in one process, which gets that port.
         try:
-            self._server = http.server.ThreadingHTTPServer(("127.0.0.1", preferred_port(self.root)), Handler)
+            self._server = _Server(("127.0.0.1", preferred_port(self.root)), Handler)
         except OSError:  # taken (another session, another worker): any port serves
-            self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="reactbench-downloads",
                                         daemon=True)

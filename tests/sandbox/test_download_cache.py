@@ -288,3 +288,34 @@ def test_each_byte_is_counted_once_for_the_session_with_bakes_side_by_side(
     log = (tmp_path / "downloads" / "traffic.jsonl").read_text()
     logged = [json.loads(line) for line in log.splitlines()]
     assert sum(entry["served_bytes"] for entry in logged) == traffic.served_bytes
+
+
+def test_a_client_that_hangs_up_is_no_traceback_and_a_burst_is_queued(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    import http.server
+    import socket
+    import threading
+
+    from pytest_reactbench.sandbox import downloads
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/reset":
+                raise ConnectionResetError(104, "Connection reset by peer")
+            raise ValueError("a fault of the cache's own")
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = downloads._Server(("127.0.0.1", 0), Handler)
+    assert server.request_queue_size >= 128  # pnpm's burst of connections waits in the backlog
+    for path in ("/reset", "/bug"):
+        thread = threading.Thread(target=server.handle_request)
+        thread.start()
+        with socket.create_connection(server.server_address[:2], timeout=10) as client:
+            client.sendall(f"GET {path} HTTP/1.0\r\n\r\n".encode())
+            client.recv(100)
+        thread.join(10)
+        err = capfd.readouterr().err
+        assert ("Traceback" in err) == (path == "/bug"), (path, err)
+    server.server_close()
