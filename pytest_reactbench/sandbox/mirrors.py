@@ -229,7 +229,23 @@ def die_with_parent():
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
 daemon = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                           preexec_fn=die_with_parent)
-signal.signal(signal.SIGTERM, lambda *_: (daemon.terminate(), os._exit(0)))
+def stop(*_):
+    # Stopped (by the last user's close, or a sweep): it goes only once its daemon is
+    # gone, so that whoever waits for it finds no daemon left. os.waitpid, not Popen's
+    # wait, which the loop below may be in when the signal comes.
+    try:
+        os.kill(daemon.pid, signal.SIGTERM)
+        for _ in range(100):
+            if os.waitpid(daemon.pid, os.WNOHANG)[0]:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(daemon.pid, signal.SIGKILL)
+            os.waitpid(daemon.pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+    os._exit(0)
+signal.signal(signal.SIGTERM, stop)
 while daemon.poll() is None:
     time.sleep(0.5)
     with open(lock, "a") as held:

@@ -270,3 +270,34 @@ def test_a_daemon_whose_users_died_is_swept(tmp_path: Path) -> None:
         assert time.monotonic() < deadline, "the swept daemon still runs"
         time.sleep(0.05)
     assert not record.exists() and MirrorDaemon.sweep(root) == 0
+
+
+def test_a_stopped_supervisor_goes_only_once_its_daemon_is_gone(tmp_path: Path) -> None:
+    """Whoever stops a daemon (the last user's close, a sweep) finds it gone when the
+    stop returns, however long the daemon takes to end: here a daemon that takes half a
+    second to die."""
+    import fcntl
+
+    from pytest_reactbench.sandbox import mirrors
+
+    folder = str(tmp_path / "mirror")
+    pid_file = tmp_path / "daemon.pid"
+    slow = f"echo $$ > {pid_file}; trap 'sleep 0.5; exit 0' TERM; while :; do sleep 0.05; done"
+    lease = (tmp_path / "lease").open("a")
+    fcntl.flock(lease, fcntl.LOCK_SH)  # a user: the supervisor does not stop it on its own
+    supervisor = subprocess.Popen([sys.executable, "-c", mirrors._SUPERVISOR, str(tmp_path / "lock"),
+                                   str(tmp_path / "lease"), str(tmp_path / "record"),
+                                   "sh", "-c", slow, "daemon", f"--base-path={folder}"],
+                                  start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            assert time.monotonic() < deadline and supervisor.poll() is None
+            time.sleep(0.02)
+        daemon = int(pid_file.read_text())
+        mirrors._stop(supervisor.pid, folder)
+        assert not mirrors._alive(daemon)
+    finally:
+        supervisor.kill()
+        supervisor.wait()
+        lease.close()
