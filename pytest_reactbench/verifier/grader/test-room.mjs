@@ -295,6 +295,19 @@ export function processesOf(uid) {
 }
 
 /**
+ * Whether `pid` is stopped (or gone).
+ * @param {number} pid
+ * @returns {boolean}
+ */
+function isStopped(pid) {
+  try {
+    return /^State:\s+[TtZX]/m.test(fs.readFileSync(`/proc/${pid}/status`, "utf8"));
+  } catch {
+    return true;  // gone
+  }
+}
+
+/**
  * Every process of the room's user, wherever it hid (a detached daemon, a chain of
  * forks). Where the room has no PID namespace of its own (docker), one pass of kills
  * could be outrun by a process that forks and exits over and over: the processes are
@@ -304,9 +317,16 @@ export function processesOf(uid) {
  */
 export function killRoom(uid = ROOM_UID) {
   const stopped = new Set();
-  for (let pass = 0; pass < 1000; pass++) {
-    const running = processesOf(uid).filter((pid) => !stopped.has(pid));
-    if (!running.length) break;
+  // Done when every process of the user is stopped indeed, not only sent SIGSTOP: one
+  // that was forking when the signal came stops only once its child is in /proc (under
+  // load, that takes a while), and the listing after that finds the child.
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    const found = processesOf(uid);
+    const running = found.filter((pid) => !stopped.has(pid));
+    // Every one stopped: a child forked before its parent stopped is in /proc now.
+    if (!running.length && found.every(isStopped)
+        && processesOf(uid).every((pid) => stopped.has(pid))) break;
     for (const pid of running) {
       try {
         process.kill(pid, "SIGSTOP");
