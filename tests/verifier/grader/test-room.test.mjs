@@ -144,7 +144,11 @@ describe("ending the room", () => {
       await new Promise((resolve) => setTimeout(resolve, 300));
       assert.ok(processesOf(uid).length > 0, "the chain runs");
       killRoom(uid);
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      // What is left is dying (killed, its exit still running): gone within moments. A
+      // process that escaped would still be forking.
+      for (let waited = 0; processesOf(uid).length && waited < 5000; waited += 50) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
       assert.deepEqual(processesOf(uid), []);
     } finally {
       for (let i = 0; i < 20 && processesOf(uid).length; i++) killRoom(uid);
