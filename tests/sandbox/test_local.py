@@ -1,8 +1,10 @@
 """The local backend against real bubblewrap, overlayfs and Node."""
 
+import io
 import json
 import os
 import subprocess
+import tarfile
 import time
 from pathlib import Path
 
@@ -249,3 +251,22 @@ def test_a_tree_another_sweep_removes_meanwhile_is_removed_without_error(
     monkeypatch.setattr(os, "unlink", unlink_after_the_other_sweep)
     local._rmtree(tree)
     assert raced and not tree.exists()
+
+
+def test_a_sandbox_left_at_its_limits_is_collected(tmp_path: Path, local_backend: LocalBackend) -> None:
+    """An agent may leave its sandbox's group at a limit (a /tmp filled to the memory
+    limit stays charged to the group; seen under load: the collection killed with it).
+    The collection runs outside the group: here, the group at its process limit."""
+    image = local_backend.bake(recipe(tmp_path, "FROM reactbench/system\nRUN echo work > /app/f\n"),
+                               lambda _: None)
+    box = local_backend.boot(image, network=False, limits=Limits(), labels={})
+    try:
+        if box.group is None:
+            pytest.skip("no cgroup v1 controllers writable here: no limit to reach")
+        (pids,) = [d for d in box.group.dirs if (d / "pids.max").exists()]
+        (pids / "pids.max").write_text(str(len(box.group.members())))
+        assert box.exec("true").exit_code != 0  # nothing more starts in the group
+        with tarfile.open(fileobj=io.BytesIO(box.collect("/app", [], 1 << 20))) as tar:
+            assert "f" in {m.name.removeprefix("./") for m in tar}
+    finally:
+        box.close()

@@ -270,9 +270,9 @@ class LocalSandbox(Sandbox):
         return {name: self.root / "tmp" if name == "tmp" and self.tmp_holder is not None else merged / name
                 for name in ROOTS}
 
-    def _outer(self, script: str, *args: str) -> list[str]:
+    def _outer(self, script: str, *args: str, in_group: bool = True) -> list[str]:
         """`script` as root of a private mount namespace of the sandbox's (its /tmp's,
-        where it has one), within the sandbox's group."""
+        where it has one), within the sandbox's group unless not `in_group`."""
         ns = ["unshare", "--mount", "--propagation", "private"]
         if not maps_ids():
             ns[1:1] = ["--user", "--map-root-user"]
@@ -281,7 +281,7 @@ class LocalSandbox(Sandbox):
             # command starts there, so /tmp lasts as long as the sandbox.
             ns = ["nsenter", f"--target={self.tmp_holder.pid}", "--mount", "--", *ns]
         full = [*ns, "sh", "-c", script, "sandbox", *args]
-        return self.group.wrap(full) if self.group else full
+        return self.group.wrap(full) if self.group and in_group else full
 
     def _argv(self, argv: Sequence[str], cwd: str, env: Mapping[str, str], seccomp_fd: int,
               user: str | None = None) -> list[str]:
@@ -428,7 +428,9 @@ class LocalSandbox(Sandbox):
                   f"if [ -d {q(where)} ] && [ ! -L {q(where)} ]; then "
                   f'exec tar -c -f - -C {q(where)} "$@" .; fi')
         # tar leaves out what is excluded without reading it; repack keeps to the limit.
-        argv = self._outer(script, *(f"--exclude={pattern}" for pattern in exclude))
+        # Outside the sandbox's group: the agent may have left it at its memory limit
+        # (a full /tmp is memory), where the collection would be killed with it.
+        argv = self._outer(script, *(f"--exclude={pattern}" for pattern in exclude), in_group=False)
         return read_tar_stream(argv, src, exclude, limit)
 
     def close(self) -> None:
