@@ -103,16 +103,19 @@ def _tmp_holder(tmp: Path, size_mb: int, group: ResourceGroup) -> subprocess.Pop
     `size_mb` at `tmp`; the tmpfs goes when the namespace's last process does."""
     tmp.mkdir()
     script = 'mount -t tmpfs -o "size=$1m,mode=1777" tmpfs "$2" && echo ready && exec sleep infinity'
-    holder = subprocess.Popen(
-        group.wrap(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "tmp",
-                    str(size_mb), str(tmp)]),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    return _holder(group.wrap(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "tmp",
+                                str(size_mb), str(tmp)]), "mount the sandbox's /tmp")
+
+
+def _holder(argv: list[str], what: str) -> subprocess.Popen[bytes]:
+    """A process of `argv`, once it says "ready" (within 10 s): it holds a namespace."""
+    holder = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     assert holder.stdout is not None and holder.stderr is not None
     ready, _, _ = select.select([holder.stdout], [], [], 10)
     if not ready or holder.stdout.readline().strip() != b"ready":
         holder.kill()
         _, err = holder.communicate()
-        raise SandboxError(f"cannot mount the sandbox's /tmp: {err.decode(errors='replace').strip()}")
+        raise SandboxError(f"cannot {what}: {err.decode(errors='replace').strip() or 'it did not start'}")
     holder.stdout.close()
     holder.stderr.close()
     return holder
@@ -149,8 +152,9 @@ def _head(path: Path) -> bytes:
 
 def _ids(user: str) -> tuple[int, int]:
     """`name`, `uid` or `uid:gid` as ids, names read from the host's /etc (the sandbox's).
-    The command runs as that user in a user namespace of its own: its identity, not a
-    file-permission boundary (the local backend is a development backend)."""
+    The command runs as that user in a user namespace nested in the sandbox's, mapped onto
+    the sandbox's root: its identity, not a file-permission boundary within the sandbox
+    (the sandbox's ids as a whole are nobody's on the host)."""
     name, _, group = user.partition(":")
     try:
         entry = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
@@ -175,15 +179,9 @@ def maps_ids() -> bool:
 def user_namespace() -> int:
     """A new user namespace whose ids 0..ID_COUNT-1 are the host's ID_BASE..: an open
     descriptor of it, which keeps it alive; every command of the sandbox joins it."""
-    holder = subprocess.Popen(["unshare", "--user", "sh", "-c", "echo ready && exec sleep infinity"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    assert holder.stdout is not None and holder.stderr is not None
+    holder = _holder(["unshare", "--user", "sh", "-c", "echo ready && exec sleep infinity"],
+                     "make the sandbox's user namespace")
     try:
-        ready, _, _ = select.select([holder.stdout], [], [], 10)
-        if not ready or holder.stdout.readline().strip() != b"ready":
-            holder.kill()
-            said = holder.stderr.read(4096).decode(errors="replace").strip()
-            raise SandboxError(f"cannot make the sandbox's user namespace: {said or 'unshare --user failed'}")
         for name in ("uid_map", "gid_map"):
             Path(f"/proc/{holder.pid}/{name}").write_text(f"0 {ID_BASE} {ID_COUNT}\n")
         return os.open(f"/proc/{holder.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
@@ -192,8 +190,6 @@ def user_namespace() -> int:
     finally:
         holder.kill()
         holder.wait()
-        holder.stdout.close()
-        holder.stderr.close()
 
 
 def give_to_sandbox(*paths: Path) -> None:
