@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from pytest_reactbench.results.load import junit_testcases
+from tests.integration import attacks as classes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -214,6 +215,14 @@ CONTROLS: dict[str, str] = {
     "renamed-module": SOLVE + "\nmv /app/src/Counter.tsx /app/src/Counter.jsx",
 }
 
+# The attacks and controls of each class of defence (tests/integration/attacks/).
+for _name, _script in classes.scripts("ATTACKS").items():
+    assert _name not in ATTACKS, _name
+    ATTACKS[_name] = _script
+for _name, _script in classes.scripts("CONTROLS").items():
+    assert _name not in CONTROLS, _name
+    CONTROLS[_name] = _script
+
 
 def _conftest(scripts: dict[str, str]) -> str:
     lines = [
@@ -306,6 +315,8 @@ def test_no_attack_wins(tmp_path: Path, backend: str) -> None:
     (record,) = (tmp_path / "records").glob("*/counter-reset__symlinks-out__1")
     dropped = json.loads((record / "artifacts.json").read_text())[0]["dropped"]
     assert {d["path"] for d in dropped} >= {"src/tests-link", "src/Counter.spec.tsx", "solve-link"}
+    for check in classes.checks():
+        check(verdicts, grade_json)
 
 
 def test_strict_mode_fails_flagged_submissions_before_grading(tmp_path: Path) -> None:
