@@ -221,8 +221,19 @@ def load_agent_class(spec: str) -> Agent:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise AgentConfigError(f"python agent {spec!r}: cannot import {module_name}: {exc}") from None
+        hint = ""
+        if isinstance(exc, ModuleNotFoundError) and exc.name and module_name.startswith(exc.name):
+            hint = (f" (no module {exc.name} on the import path: run pytest from the folder that "
+                    "holds it, or add that folder with pytest's `pythonpath` setting or PYTHONPATH)")
+        raise AgentConfigError(f"python agent {spec!r}: cannot import {module_name}: {exc}{hint}") from None
     cls = getattr(module, class_name, None)
+    if cls is None:
+        found = sorted(name for name, value in vars(module).items()
+                       if isinstance(value, type) and issubclass(value, Agent)
+                       and value.__module__ == module.__name__)
+        raise AgentConfigError(
+            f"python agent {spec!r}: {module_name} has no {class_name}"
+            + (f" (its agent classes: {', '.join(found)})" if found else " (it defines no Agent subclass)"))
     if not (isinstance(cls, type) and issubclass(cls, Agent)):
         raise AgentConfigError(
             f"python agent {spec!r}: {module_name}.{class_name} is not a subclass of "

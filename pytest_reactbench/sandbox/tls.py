@@ -12,14 +12,15 @@ def tls_hint(output: str) -> str:
                "certificate verify failed", "unable to get local issuer certificate")
     if any(m in output for m in markers):
         return ("\nhint: downloads failed TLS verification; behind a proxy that re-signs "
-                "certificates, pass its CA bundle with --reactbench-ca-bundle=PATH "
-                "(or REACTBENCH_CA_BUNDLE)")
+                "certificates, name its CA bundle: REACTBENCH_CA_BUNDLE=PATH in the environment "
+                "(every command reads it; pytest also takes --reactbench-ca-bundle=PATH)")
     unsigned = ("registry signature could not be verified",  # pnpm's switch to a pinned version
                 "No compatible signature found in package metadata")  # corepack
     if any(m in output for m in unsigned):
         return ("\nhint: the package registry serves no npm signatures (a mirror or proxy may "
-                "strip them); if you trust it, pass --reactbench-unsigned-registry "
-                "(or REACTBENCH_UNSIGNED_REGISTRY=1)")
+                "strip them); if you trust it, set REACTBENCH_UNSIGNED_REGISTRY=1 in the "
+                "environment (every command reads it, `reactbench mine` included; pytest also "
+                "takes --reactbench-unsigned-registry)")
     return ""
 
 

@@ -40,3 +40,20 @@ def test_two_plugins_cannot_register_one_name() -> None:
         merge_agents([first, second])
     # The same factory registered twice (a module seen by two paths) is one agent.
     assert merge_agents([first, first]).keys() == first.keys()
+
+
+def test_a_python_agent_that_cannot_be_found_says_what_to_do(tmp_path, monkeypatch) -> None:
+    with pytest.raises(AgentConfigError, match=r"no module no_such_agents on the import path: run pytest "
+                       r"from the folder that holds it"):
+        make_agents(builtin_agents(), ["python:no_such_agents:Mine"], AgentOptions())
+    (tmp_path / "my_agents.py").write_text(
+        "from pytest_reactbench.agents import NopAgent\n"
+        "class Mine(NopAgent):\n    pass\n"
+        "class Helper:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(AgentConfigError, match=r"my_agents has no Nope \(its agent classes: Mine\)"):
+        make_agents(builtin_agents(), ["python:my_agents:Nope"], AgentOptions())
+    with pytest.raises(AgentConfigError, match=r"my_agents.Helper is not a subclass"):
+        make_agents(builtin_agents(), ["python:my_agents:Helper"], AgentOptions())
+    ((agent, spec),) = make_agents(builtin_agents(), ["python:my_agents:Mine"], AgentOptions()).values()
+    assert type(agent).__name__ == "Mine" and spec == "python:my_agents:Mine"
