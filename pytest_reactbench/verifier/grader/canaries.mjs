@@ -79,9 +79,20 @@ export function withRunReporter(cmd) {
   return cmd.replace(JSON_REPORTER, (json) => `${json} --reporter=${REPORTER}`);
 }
 
-/** The reporter, where the room's commands load it from. */
+// The grader's Vitest setup files (files of the grader's folder), in the order they run:
+// after the task's own setup files, in every test worker. The reporter adds them
+// (REACTBENCH_VITEST_SETUP).
+/** @type {string[]} */
+export const VITEST_SETUP_FILES = [];
+
+/**
+ * The reporter and the grader's setup files, where the room's commands load them from;
+ * the environment that names the setup files to the reporter.
+ * @returns {Record<string, string>}
+ */
 export function installReporter() {
   roomTool(REPORTER_FILE);
+  return { REACTBENCH_VITEST_SETUP: VITEST_SETUP_FILES.map((name) => roomTool(name)).join(":") };
 }
 
 /**

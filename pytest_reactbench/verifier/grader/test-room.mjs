@@ -442,9 +442,8 @@ export async function testGate(config, setPhase) {
       const { cmd, canaries } = step.name === "unit"
         ? plantCanaries(step.cmd, config.test.expected)
         : { cmd: step.cmd, canaries: [] };
-      if (canaries.length) installReporter();
       /** @type {Record<string, string>} */
-      let env = {};
+      let env = canaries.length ? installReporter() : {};
       if (step.name === "e2e") {
         writeE2eConfig();
         installUserBrowser();

@@ -178,3 +178,31 @@ describe("canariesExplainExit", () => {
     assert.equal(canariesExplainExit(1, [MUST_PASS], { unhandled: 0 }, clean), false);
   });
 });
+
+describe("the reporter's onInit", () => {
+  test("the grader's setup files run last in every project, beside production env values", async () => {
+    const { default: RunReporter } = await import("../../../pytest_reactbench/verifier/grader/vitest-run-reporter.mjs");
+    const before = process.env.REACTBENCH_VITEST_SETUP;
+    process.env.REACTBENCH_VITEST_SETUP = "/room/a.mjs:relative.mjs:/room/b.mjs";
+    try {
+      const project = { config: { setupFiles: ["/app/src/setupTests.ts"], env: { VITE_X: "1" } },
+        vite: { config: { server: { fs: { allow: ["/app"] } } } } };
+      /** @type {{ setupFiles: string[], env?: Record<string, unknown> }} */
+      const root = { setupFiles: ["/app/src/setupTests.ts"] };
+      const ctx = { config: root, projects: [project],
+        vite: { config: { server: { fs: { allow: ["/app"] } } } } };
+      new RunReporter().onInit(ctx);
+      for (const config of [ctx.config, project.config]) {
+        assert.deepEqual(config.setupFiles, ["/app/src/setupTests.ts", "/room/a.mjs", "/room/b.mjs"]);
+        assert.deepEqual({ ...config.env, VITE_X: undefined },
+          { VITE_X: undefined, DEV: false, PROD: true, MODE: "production" });
+      }
+      assert.equal(project.config.env.VITE_X, "1");
+      assert.deepEqual(project.vite.config.server.fs.allow, ["/app", "/room/a.mjs", "/room/b.mjs"]);
+      assert.deepEqual(ctx.vite.config.server.fs.allow, ["/app", "/room/a.mjs", "/room/b.mjs"]);
+    } finally {
+      if (before === undefined) delete process.env.REACTBENCH_VITEST_SETUP;
+      else process.env.REACTBENCH_VITEST_SETUP = before;
+    }
+  });
+});
