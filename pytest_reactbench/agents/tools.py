@@ -16,13 +16,16 @@ as the environment's tools. Every call is recorded in the run record as an event
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import posixpath
+import sys
 import time
 from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO
 
 from pytest_reactbench.agents.base import Agent, AgentConfigError, AgentContext, AgentOutcome
 from pytest_reactbench.sandbox.base import Sandbox
@@ -81,10 +84,11 @@ class Tools:
         return left
 
     def _record(self, tool: str, args: dict[str, Any], started: float, result: str,
-                error: str | None = None) -> None:
+                error: str | None = None, **extra: Any) -> None:
         self._event("tool", tool=tool, args=shown_args(args), result_bytes=len(result.encode()),
                     output=result[:MAX_SHOWN_OUTPUT],
-                    seconds=round(time.monotonic() - started, 3), **({"error": error} if error else {}))
+                    seconds=round(time.monotonic() - started, 3), **({"error": error} if error else {}),
+                    **extra)
 
     def said(self, text: str) -> None:
         """Records what the model said (its text between tool calls) in the transcript."""
@@ -116,7 +120,10 @@ class Tools:
         limit = min(timeout or float("inf"), self._remaining())
         result = self.sandbox.exec(command, cwd=self.workdir, timeout=limit)
         out = BashResult(result.exit_code, result.text, result.error_text, result.timed_out)
-        self._record("bash", {"command": command}, started, str(out))
+        ending: dict[str, Any] = {"exit_code": result.exit_code}
+        if result.timed_out:
+            ending["timed_out"] = True
+        self._record("bash", {"command": command}, started, str(out), **ending)
         if result.timed_out and time.monotonic() >= self.deadline:
             raise TimeUp("the agent's time limit ran out during bash")
         return out
@@ -205,12 +212,29 @@ class ToolAgent(Agent):
         """Work on the task; call `tools.submit()` when done (returning also ends it)."""
 
     def run(self, ctx: AgentContext) -> AgentOutcome:
+        """`solve`, with what it prints kept for the record's agent.log (and still
+        printed), then how it ended."""
         tools = Tools(ctx.sandbox, time.monotonic() + ctx.timeout, ctx.event)
+        printed = _Tee(sys.stdout)
         try:
-            self.solve(ctx.task.instruction, tools)
+            with contextlib.redirect_stdout(printed):
+                self.solve(ctx.task.instruction, tools)
         except TimeUp as exc:
-            return AgentOutcome("timeout", None, str(exc))
-        return AgentOutcome("completed", 0, "submitted" if tools.submitted else "returned without submit")
+            return AgentOutcome("timeout", None, printed.getvalue() + str(exc))
+        return AgentOutcome("completed", 0, printed.getvalue()
+                            + ("submitted" if tools.submitted else "returned without submit"))
+
+
+class _Tee(io.StringIO):
+    """What an agent prints: kept, and passed on to where it went before."""
+
+    def __init__(self, passed_to: TextIO) -> None:
+        super().__init__()
+        self._passed_to = passed_to
+
+    def write(self, text: str) -> int:
+        self._passed_to.write(text)
+        return super().write(text)
 
 
 def load_agent_class(spec: str) -> Agent:

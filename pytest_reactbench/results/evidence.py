@@ -86,8 +86,10 @@ def _tool_calls_and_cost(events: Path) -> tuple[list[ToolCall], float | None, di
             continue
         if event.get("event") == "tool":
             args = event.get("args")
+            code = event.get("exit_code")
+            error = event.get("error") or (f"exited {code}" if isinstance(code, int) and code else None)
             calls.append(ToolCall(str(event.get("tool", "?")), args if isinstance(args, dict) else {},
-                                  event.get("seconds"), event.get("error"), event.get("result_bytes"),
+                                  event.get("seconds"), error, event.get("result_bytes"),
                                   str(event.get("output") or "")))
         elif event.get("event") == "message" and event.get("text"):
             calls.append(ToolCall("assistant", {}, None, None, None, str(event["text"])))

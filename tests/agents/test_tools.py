@@ -2,11 +2,12 @@
 
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from pytest_reactbench.agents import ToolError, Tools
+from pytest_reactbench.agents import ToolAgent, ToolError, Tools
 from pytest_reactbench.sandbox.base import Limits
 from pytest_reactbench.sandbox.local import LocalBackend
 from pytest_reactbench.sandbox.options import SandboxOptions
@@ -66,5 +67,23 @@ def test_insert_and_create(tools) -> None:  # type: ignore[no-untyped-def]
         t.create("src/new/App.tsx", "again")
     result = t.bash("exit 3")
     assert result.exit_code == 3
+    assert events[-1]["tool"] == "bash" and events[-1]["exit_code"] == 3
     t.submit()
     assert t.submitted and [e["tool"] for e in events][-2:] == ["bash", "submit"]
+
+
+def test_what_a_tool_agent_prints_is_kept_for_its_record(tools, capsys) -> None:  # type: ignore[no-untyped-def]
+    t, _ = tools
+
+    class Printing(ToolAgent):
+        name = "printing"
+
+        def solve(self, instruction: str, tools: Tools) -> None:
+            print("thinking about", instruction)
+            tools.submit()
+
+    ctx = SimpleNamespace(sandbox=t.sandbox, timeout=30, event=lambda *a, **k: None,
+                          task=SimpleNamespace(instruction="the task"))
+    outcome = Printing().run(ctx)  # type: ignore[arg-type]
+    assert outcome.log.splitlines() == ["thinking about the task", "submitted"]
+    assert "thinking about the task" in capsys.readouterr().out
