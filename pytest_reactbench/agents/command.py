@@ -29,6 +29,9 @@ from pytest_reactbench.sandbox.base import SandboxError
 from pytest_reactbench.sandbox.relay import LOOPBACK_HOSTS
 from pytest_reactbench.tasks import Task
 
+#: Variables whose values are secrets, by their names (API keys, tokens, passwords).
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|AUTH|CREDENTIAL|COOKIE|SESSION|PRIVATE", re.I)
+
 INSTRUCTION_FILE = "/logs/agent/input/instruction.md"
 PRESETS_FILE = Path(__file__).with_name("presets.toml")
 
@@ -227,9 +230,16 @@ class CommandAgent(Agent):
         return self._redacted(written.text) if written.ok else ""
 
     def _redacted(self, text: str) -> str:
-        """`text` with the values of the variables passed to the CLI replaced by names."""
+        """`text` with the secrets passed to the CLI replaced by their variables' names:
+        the values of variables named like secrets, and the credentials in a URL. What
+        debugging a gateway needs (a model's name, a base URL) is kept."""
         for key in self.passed_env:
-            secret = self.environ.get(key)
-            if secret and len(secret) >= 6:
-                text = text.replace(secret, f"${key}")
+            value = self.environ.get(key)
+            if not value:
+                continue
+            if SECRET_NAME.search(key):
+                if len(value) >= 6:
+                    text = text.replace(value, f"${key}")
+            elif credentials := urlsplit(value).netloc.rpartition("@")[0] if "://" in value else "":
+                text = text.replace(f"{credentials}@", f"${key}_CREDENTIALS@")
         return text

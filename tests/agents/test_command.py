@@ -179,3 +179,13 @@ def test_only_the_command_s_own_start_is_told_apart() -> None:
     assert cannot_start("./run.sh", 127, "starting\nbash: npx: command not found") is None
     assert cannot_start("./run.sh", 127, "./run.sh: line 3: npx: command not found") is None
     assert cannot_start("./run.sh", 1, "bash: line 1: ./run.sh: No such file or directory") is None
+
+
+def test_records_redact_secrets_and_keep_what_debugging_a_gateway_needs() -> None:
+    environ = {"OPENAI_API_KEY": "sk-live-123456", "OPENAI_BASE_URL": "https://user:pw-9876@gw.example/v1",
+               "CODEX_MODEL": "gpt-test-mini"}
+    agent = CommandAgent(load_presets()["codex"], environ=environ)
+    said = ("401 for key sk-live-123456, model gpt-test-mini, "
+            "url: https://user:pw-9876@gw.example/v1/responses")
+    assert agent._redacted(said) == ("401 for key $OPENAI_API_KEY, model gpt-test-mini, "
+                                     "url: https://$OPENAI_BASE_URL_CREDENTIALS@gw.example/v1/responses")
