@@ -5,6 +5,14 @@ from __future__ import annotations
 from pytest_reactbench.results import AGENT_SAID, Gate, TrialResult, Verdict
 
 MAX_LISTED = 20
+#: Why an error has no score, where its class says more than "something broke".
+NO_SCORE = {
+    "AgentAPIError": "No score: the model API failed the agent (retryable; not the agent's work).",
+    "AgentAuthError": "No score: the model API refused the agent's key (not retried: check the key "
+                      "the agent is given).",
+    "AgentCommandNotFound": "No score: the agent's command could not start (not retried: see the "
+                            "command and what the shell said).",
+}
 #: The lines of a failing spec's assertion the screen shows (the page has them all).
 SPEC_LINES = 4
 
@@ -27,7 +35,8 @@ def describe_failure(result: TrialResult) -> str:
     lines: list[str] = []
     if result.verdict is Verdict.ERROR:
         lines.append(f"ERROR ({result.failure}): {result.message}")
-        lines.append("No score: the harness, sandbox or verifier broke, not the agent.")
+        lines.append(NO_SCORE.get(result.failure, "No score: the harness, sandbox or verifier broke, "
+                                                   "not the agent."))
     elif result.grading.reward is None:
         lines.append(f"FAILED ({result.failure}, not graded): {result.message}")
     else:

@@ -76,6 +76,9 @@ class Comparison:
     allow_missing: bool = False
     #: Of `only_base`, those the new run attempted and only errored on (no verdict).
     errored: list[tuple[str, str]] = field(default_factory=list)
+    #: Of `errored`, those whose every error says a rerun cannot mend it (a refused
+    #: key, a command that cannot start), with the errors' classes.
+    unmendable: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def regressions(self) -> list[TaskChange]:
@@ -115,9 +118,13 @@ class Comparison:
         verdict = (f"{len(self.regressions)} regression(s)" if self.regressions
                    else "no regression")
         if self.errored:
+            advice = ("fix them, a rerun will not mend them" if len(self.unmendable) == len(self.errored)
+                      else "run them again")
             verdict += (f", {len(self.errored)} item(s) without a verdict in the new run (errors: "
-                        "run them again)" + ("; inconclusive" if self.inconclusive else ""))
-            lines += [f"  {task} [{agent}]: no verdict (errors)" for task, agent in self.errored]
+                        f"{advice})" + ("; inconclusive" if self.inconclusive else ""))
+            for key in self.errored:
+                why = f"{self.unmendable[key]}: not retryable" if key in self.unmendable else "errors"
+                lines.append(f"  {key[0]} [{key[1]}]: no verdict ({why})")
         if self.missing:
             verdict += (f", {len(self.missing)} baseline item(s) missing from the new run "
                         f"({allow_missing} to accept)")
@@ -188,7 +195,11 @@ def compare(base: list[TrialResult], new: list[TrialResult], alpha: float = ALPH
             if b[1] / b[0] > a[1] / a[0] and a[0] == 1 and a[1] == 0 and b[1] == b[0]:
                 regression = True  # it always passed and now fails
         changes.append(TaskChange(key[0], key[1], b, a, p, regression))
-    attempted = {(o.task, o.agent) for o in new}
+    tries: dict[tuple[str, str], list[TrialResult]] = {}
+    for o in new:
+        tries.setdefault((o.task, o.agent), []).append(o)
+    errored = sorted(k for k in set(before) - set(after) if k in tries and all(
+        o.verdict is Verdict.ERROR for o in tries[k]))
     shared = sorted(set(before) & set(after))
     diffs = [after[k][1] / after[k][0] - before[k][1] / before[k][0] for k in shared]
     return Comparison(
@@ -199,8 +210,9 @@ def compare(base: list[TrialResult], new: list[TrialResult], alpha: float = ALPH
         only_base=sorted(set(before) - set(after)),
         only_new=sorted(set(after) - set(before)),
         allow_missing=allow_missing,
-        errored=sorted(k for k in set(before) - set(after) if k in attempted and all(
-            o.verdict is Verdict.ERROR for o in new if (o.task, o.agent) == k)),
+        errored=errored,
+        unmendable={k: ", ".join(sorted({o.failure for o in tries[k]})) for k in errored
+                    if not any(o.retryable for o in tries[k])},
     )
 
 

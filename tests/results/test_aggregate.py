@@ -92,6 +92,20 @@ def test_items_that_only_errored_now_make_the_gate_inconclusive_not_a_regression
     assert "  c [x]: no verdict (errors)" in worse.summary().splitlines()
 
 
+def test_items_whose_errors_a_rerun_cannot_mend_are_not_sent_to_run_again() -> None:
+    base = [o("a", "x", "passed")]
+    refused = TrialResult(task="a", agent="x", attempt=1, verdict=Verdict.ERROR, failure="AgentAuthError",
+                          retryable=False)
+    result = compare(base, [refused])
+    assert result.inconclusive and result.unmendable == {("a", "x"): "AgentAuthError"}
+    assert "(errors: fix them, a rerun will not mend them)" in result.summary()
+    assert "  a [x]: no verdict (AgentAuthError: not retryable)" in result.summary().splitlines()
+    # One retryable error among them: a rerun may mend it.
+    again = compare(base, [refused, TrialResult(task="a", agent="x", attempt=2, verdict=Verdict.ERROR,
+                                                failure="AgentAPIError")])
+    assert again.unmendable == {} and "(errors: run them again)" in again.summary()
+
+
 def test_noise_is_not_flagged_but_a_clear_drop_is() -> None:
     def attempts(task: str, passes: int, n: int) -> list[TrialResult]:
         return [o(task, "x", "passed" if i < passes else "failed", i + 1) for i in range(n)]

@@ -160,3 +160,12 @@ def test_the_failure_screen_and_the_gate_junit_show_the_assertion() -> None:
     failure = spec_case.find("failure")
     assert failure is not None
     assert failure.get("message") == 'Unable to find an accessible element with the role "button"'
+
+
+def test_an_error_screen_says_what_broke_by_its_class() -> None:
+    def screen(failure: str) -> str:
+        return describe_failure(TrialResult(task="t", agent="a", verdict=Verdict.ERROR, failure=failure,
+                                            message="said"))
+    assert "the model API failed the agent (retryable" in screen("AgentAPIError")
+    assert "the model API refused the agent's key (not retried" in screen("AgentAuthError")
+    assert "the harness, sandbox or verifier broke" in screen("VerifierTimeoutError")
