@@ -31,7 +31,7 @@ from pytest_reactbench.plugin.items import check_dockerfiles
 from pytest_reactbench.plugin.options import add_sandbox_options, resolve_command, sandbox_options
 from pytest_reactbench.results import BaseImage
 from pytest_reactbench.results.compare import ALPHA, compare
-from pytest_reactbench.results.load import ResultsError, load_outcomes, load_run
+from pytest_reactbench.results.load import ResultsError, load_outcomes, load_run, missing_shards
 from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.render import markdown
 from pytest_reactbench.results.site import RunInfo, junit_run_info, write_site
@@ -194,8 +194,11 @@ def _report(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out) if args.out else Path(args.runs[0] if Path(args.runs[0]).is_dir() else ".")
     out.mkdir(parents=True, exist_ok=True)
-    text = markdown(outcomes, args.title, incomplete=[f"run {r.run_id}: {r.incomplete}" for r in runs
-                                                      if r.incomplete])
+    incomplete = [f"run {r.run_id}: {r.incomplete}" for r in runs if r.incomplete]
+    if partial := missing_shards(outcomes):
+        print(f"reactbench report: warning: {partial}", file=sys.stderr)
+        incomplete.append(partial)
+    text = markdown(outcomes, args.title, incomplete=incomplete)
     (out / "report.md").write_text(text)
     index = write_site(outcomes, out, title=args.title, runs=runs)
     print(text)
@@ -211,11 +214,15 @@ def _compare(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     try:
-        comparison = compare(load_run([Path(p) for p in base]), load_run([Path(p) for p in new]),
-                             alpha=args.alpha, allow_missing=args.allow_missing)
+        sides = {"baseline": load_run([Path(p) for p in base]), "new run": load_run([Path(p) for p in new])}
     except ResultsError as exc:
         print(f"reactbench compare: {exc}", file=sys.stderr)
         return 2
+    for side, outcomes in sides.items():
+        if partial := missing_shards(outcomes):
+            print(f"reactbench compare: warning: the {side}'s {partial}", file=sys.stderr)
+    comparison = compare(sides["baseline"], sides["new run"], alpha=args.alpha,
+                         allow_missing=args.allow_missing)
     print(comparison.summary())
     if comparison.only_new:
         print("  only in the new run: " + ", ".join(f"{t} [{a}]" for t, a in comparison.only_new))

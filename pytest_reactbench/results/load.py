@@ -127,6 +127,22 @@ def check_one_run(outcomes: Sequence[TrialResult], merge_runs: bool = False) -> 
                        "Report each on its own, or give --merge-runs to rank them on one leaderboard")
 
 
+def missing_shards(outcomes: Sequence[TrialResult]) -> str:
+    """What the shards given leave out of their run ("" when nothing): a report of
+    shard 1/2 alone reads as the whole run otherwise."""
+    seen: dict[int, set[int]] = {}
+    for outcome in outcomes:
+        k, _, n = outcome.provenance.shard.partition("/")
+        if k.isdigit() and n.isdigit():
+            seen.setdefault(int(n), set()).add(int(k))
+    gaps = [f"{k}/{n}" for n, found in sorted(seen.items()) for k in range(1, n + 1) if k not in found]
+    if not gaps:
+        return ""
+    given = ", ".join(f"{k}/{n}" for n, found in sorted(seen.items()) for k in sorted(found))
+    return (f"shard(s) {', '.join(gaps)} of this run are not among the results given (these are "
+            f"shard(s) {given} only): the figures cover part of the run")
+
+
 def load_run(paths: Sequence[Path], merge_runs: bool = False) -> list[TrialResult]:
     """Several JUnit files or run folders (the shards of one run) as one run. A trial
     (task, agent, attempt) found in two of them is an error naming both: shards of one

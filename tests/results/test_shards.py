@@ -7,10 +7,11 @@ from xml.sax.saxutils import quoteattr
 
 import pytest
 
+from pytest_reactbench.cli import main
 from pytest_reactbench.results.load import ResultsError, load_run
 from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.records import RunRecords
-from pytest_reactbench.results.trial_result import TrialResult, Verdict
+from pytest_reactbench.results.trial_result import Provenance, TrialResult, Verdict
 
 
 def _junit(path: Path, results: list[TrialResult]) -> Path:
@@ -52,3 +53,17 @@ def test_a_trial_in_two_shards_names_both_files(tmp_path: Path) -> None:
         load_run([one, two])
     with pytest.raises(ResultsError, match="given twice"):
         load_run([one, one])
+
+
+def test_a_shard_reported_alone_says_the_others_are_missing(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    def shard(k: int, task: str) -> TrialResult:
+        return _result(task).model_copy(update={"provenance": Provenance(run="run-1", shard=f"{k}/3")})
+    first = _junit(tmp_path / "shard-1.xml", [shard(1, "a")])
+    third = _junit(tmp_path / "shard-3.xml", [shard(3, "c")])
+    assert main(["report", str(first), str(third), "--out", str(tmp_path / "site")]) == 0
+    warned = "shard(s) 2/3 of this run are not among the results given (these are shard(s) 1/3, 3/3 only)"
+    assert warned in capsys.readouterr().err
+    assert f"**INCOMPLETE**: {warned}" in (tmp_path / "site" / "report.md").read_text()
+    assert main(["compare", "--base", str(first), str(third), "--new", str(first), str(third)]) == 0
+    assert f"the baseline's {warned}" in capsys.readouterr().err
