@@ -3,6 +3,8 @@ settings taken from its manifest."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -72,11 +74,18 @@ class Settings:
 
 
 def _agents_in_ids(config: pytest.Config) -> tuple[str, ...]:
-    """The agents of item ids given as arguments (`tasks/x::nop`, `tasks/x::oracle#2`)."""
+    """The agents of item ids given as arguments (`tasks/x::nop`, `tasks/x::oracle#2`),
+    or with --lf / --ff, of the ids that failed last time (relative to the rootdir)."""
+    ids = [(config.invocation_params.dir, arg) for arg in config.args]
+    if config.getoption("lf", False) or config.getoption("failedfirst", False):
+        # pytest's own cache file (its plugin may not have opened it yet).
+        saved = Source("", config.rootpath).path(config.getini("cache_dir")) / "v" / "cache" / "lastfailed"
+        with contextlib.suppress(OSError, ValueError):
+            ids += [(config.rootpath, nodeid) for nodeid in json.loads(saved.read_text())]
     named = []
-    for arg in config.args:
-        where, sep, name = arg.partition("::")
-        if sep and name and (Source("", config.invocation_params.dir).path(where) / "task.toml").is_file():
+    for base, nodeid in ids:
+        where, sep, name = nodeid.partition("::")
+        if sep and name and (Source("", base).path(where) / "task.toml").is_file():
             named.append(name.partition("#")[0])
     return tuple(dict.fromkeys(named))
 

@@ -166,3 +166,13 @@ def test_a_printed_id_runs_as_printed(suite: pytest.Pytester) -> None:
     refused = suite.runpytest("tasks/alpha::oracel")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["*'oracel'*did you mean 'oracle'*"])
+
+
+def test_last_failed_alone_runs_the_agents_its_ids_name(suite: pytest.Pytester) -> None:
+    write_task(suite.path / "tasks", "alpha")
+    write_task(suite.path / "tasks", "beta")
+    cache = suite.path / ".pytest_cache" / "v" / "cache"
+    cache.mkdir(parents=True)
+    (cache / "lastfailed").write_text('{"tasks/beta::nop": true}')
+    result = suite.runpytest("-p", "cacheprovider", "--lf", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["tasks/beta::nop", "1/2 tests collected (1 deselected)*"])
