@@ -117,6 +117,17 @@ def base_url_hosts(env: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(hosts))
 
 
+def base_url_targets(env: Mapping[str, str]) -> tuple[str, ...]:
+    """What the agent's client will ask the egress gate for: host:port of each model
+    API base URL it is given (an IPv6 address in brackets)."""
+    targets = []
+    for key, value in env.items():
+        if key.endswith(("_BASE_URL", "_API_BASE")) and value and (url := urlsplit(value)).hostname:
+            host = f"[{url.hostname}]" if ":" in url.hostname else url.hostname
+            targets.append(f"{host}:{url.port or (443 if url.scheme == 'https' else 80)}")
+    return tuple(dict.fromkeys(targets))
+
+
 class AgentCommandNotFound(SandboxError):
     """The agent's command could not start in its sandbox (not found, not executable):
     nothing of the agent's ran, so the trial is an error, not its 0; a retry would meet
@@ -163,6 +174,7 @@ class CommandAgent(Agent):
         passed = {k: self.environ[k] for k in self.passed_env if k in self.environ}
         own = base_url_hosts(passed) or self.spec.model_hosts
         self.model_hosts = tuple(dict.fromkeys(own + self.extra_hosts))
+        self.model_targets = base_url_targets(passed)
 
     @property
     def passed_env(self) -> tuple[str, ...]:

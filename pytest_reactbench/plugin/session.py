@@ -22,7 +22,7 @@ from pytest_reactbench.results.load import ResultsError
 from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.resume import kept_trials
 from pytest_reactbench.sandbox.base import Backend, SandboxError
-from pytest_reactbench.sandbox.relay import loopback_port
+from pytest_reactbench.sandbox.relay import egress_refusals, loopback_port
 from pytest_reactbench.tasks import Task
 from pytest_reactbench.trial import AgentUnavailable, Stages, TrialOptions, preflight
 
@@ -122,6 +122,13 @@ class ReactbenchSession:
             if not agent.trusted and (why := self.backend().untrusted_refusal):
                 raise UsageError(f"--reactbench-agent: agent {name!r} is not a control agent, and {why}: "
                                  "run it with --reactbench-sandbox=docker")
+            refused = egress_refusals(agent.model_hosts, getattr(agent, "model_targets", ()))
+            if refused:
+                raise UsageError(
+                    f"--reactbench-agent: agent {name!r}: its egress gate (model hosts "
+                    f"{', '.join(agent.model_hosts)}) would refuse {', '.join(refused)}, which its base "
+                    "URL names: every call to its model would fail. Name the host with "
+                    "--reactbench-model-host (docs/agents.md)")
             loopback = [h for h in agent.model_hosts if loopback_port(h) is not None]
             if loopback and not self.backend().reaches_host_loopback:
                 raise UsageError(

@@ -10,6 +10,11 @@
 //                                                 TO for FROM (a host's loopback port,
 //                                                 relayed on an address this proxy
 //                                                 reaches)
+//   node egress.cjs check HOST[,HOST...] TARGET...
+//                                                 before any sandbox: each TARGET
+//                                                 (host:port) the proxy over that list
+//                                                 would refuse, a line each on stdout
+//                                                 (exit 1 if any)
 //   node egress.cjs forward PORT SOCKET READY     in a sandbox without network: serve
 //                                                 127.0.0.1:PORT by relaying to the
 //                                                 proxy's unix SOCKET; touch READY
@@ -35,12 +40,15 @@ function note(record) {
   process.stdout.write(`${JSON.stringify({ t: Date.now(), ...record })}\n`);
 }
 
+// A host name as compared: lower case, without a final dot or an IPv6 address's brackets.
+const bare = (host) => String(host || "").toLowerCase().replace(/\.$/, "").replace(/^\[|\]$/g, "");
+
 function allowed(hosts, host, port) {
-  const name = String(host || "").toLowerCase().replace(/\.$/, "").replace(/^\[|\]$/g, "");
+  const name = bare(host);
   return hosts.some((h) => {
     const at = h.lastIndexOf(":");
-    if (at > 0 && /^\d+$/.test(h.slice(at + 1))) return name === h.slice(0, at) && String(port) === h.slice(at + 1);
-    return name === h || name.endsWith(`.${h}`);
+    if (at > 0 && /^\d+$/.test(h.slice(at + 1))) return name === bare(h.slice(0, at)) && String(port) === h.slice(at + 1);
+    return name === bare(h) || name.endsWith(`.${bare(h)}`);
   });
 }
 
@@ -195,6 +203,15 @@ function tunnel(port, proxyHost, proxyPort, target, ready) {
 
 const [mode, ...args] = process.argv.slice(2);
 if (mode === "proxy" && (args.length === 2 || args.length === 3)) proxy(args[0], args[1], args[2]);
+else if (mode === "check" && args.length >= 1) {
+  const hosts = args[0].split(",").map((h) => h.trim().toLowerCase()).filter(Boolean);
+  const refused = args.slice(1).filter((t) => {
+    const at = t.lastIndexOf(":");
+    return !allowed(hosts, t.slice(0, at), t.slice(at + 1));
+  });
+  for (const t of refused) console.log(t);
+  process.exit(refused.length ? 1 : 0);
+}
 else if (mode === "forward" && args.length === 3) forward(args[0], args[1], args[2]);
 else if (mode === "tunnel" && args.length === 5) tunnel(...args);
 else {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
 import threading
 from collections.abc import Sequence
 
@@ -34,6 +35,22 @@ def with_loopback_names(hosts: Sequence[str]) -> list[str]:
         named += [alias for alias in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}")
                   if alias not in named]
     return named
+
+
+def egress_refusals(hosts: Sequence[str], targets: Sequence[str]) -> list[str]:
+    """Of `targets` (host:port), those the egress proxy over `hosts` would refuse: asked
+    of the proxy's own code, before any sandbox, so that a model host the agent was
+    given and the gate disagree on is a configuration error, not an API fault in every
+    trial."""
+    from pytest_reactbench.sandbox.base import EGRESS_SCRIPT
+
+    if not targets:
+        return []
+    proc = subprocess.run(["node", str(EGRESS_SCRIPT), "check", ",".join(with_loopback_names(hosts)),
+                           *targets], capture_output=True, text=True, timeout=60)
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"egress check exited {proc.returncode}: {proc.stderr.strip()}")
+    return proc.stdout.split()
 
 
 class LoopbackRelay:

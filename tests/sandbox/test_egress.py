@@ -220,3 +220,15 @@ def test_local_egress_reaches_a_gateway_on_the_host_loopback_and_only_its_port(
             {k: v for k, v in r.items() if k != "t"} for r in seen], seen
     finally:
         box.close()
+
+
+def test_the_gate_agrees_with_every_spelling_of_a_declared_base_url() -> None:
+    from pytest_reactbench.agents.command import base_url_hosts, base_url_targets
+    from pytest_reactbench.sandbox.relay import egress_refusals
+
+    for url in ("http://localhost:18080/v1", "http://127.0.0.1:18080", "http://[::1]:18080/v1",
+                "https://Gateway.Example.:8443/v1", "https://api.example.com/"):
+        env = {"OPENAI_BASE_URL": url}
+        assert egress_refusals(base_url_hosts(env), base_url_targets(env)) == [], url
+    # The same question answered no where the gate would say no.
+    assert egress_refusals(["127.0.0.1:18080"], ["127.0.0.1:9999", "[::1]:18080"]) == ["127.0.0.1:9999"]
