@@ -9,6 +9,10 @@ good; package metadata is kept and fetched again once it is older than
 process serves the same directory: files are written whole and renamed into place, so
 concurrent bakes, xdist workers and sessions share it safely.
 
+A request the registry fails (no answer, a reset, a 5xx or 429) is tried again after
+`RETRY_PAUSES` when there is nothing kept to serve instead: an install of thousands of
+packages otherwise stops on one passing failure of one of them.
+
 Metadata is served with the registry's tarball URLs pointing back here, so a lockfile
 that names `registry.npmjs.org` (npm replaces that host by the configured registry)
 fetches through the cache as well.
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import http.client
 import http.server
 import json
 import os
@@ -36,6 +41,9 @@ UPSTREAM = "https://registry.npmjs.org"
 YARN_UPSTREAM = "https://registry.yarnpkg.com"
 #: Metadata younger than this is served without asking the registry.
 METADATA_FRESH_SECONDS = 3600.0
+#: Pauses before asking the registry again when it failed a request (no answer, or a
+#: 5xx or 429) and nothing is kept to serve instead; then the cache answers 502.
+RETRY_PAUSES: tuple[float, ...] = (1.0, 3.0)
 #: Headers passed on from the registry's answer (the rest are the cache's own).
 _KEPT_HEADERS = ("content-type",)
 _HOP = {"connection", "keep-alive", "transfer-encoding", "host", "accept-encoding", "content-length"}
@@ -188,14 +196,12 @@ class DownloadCache:
         if fresh:
             self._count(hit=True)
         else:
-            try:
-                status, headers, data = self._fetch(path, accept)
-            except OSError:
-                status, headers, data = 502, {}, b""
+            stale = stored.is_file() and meta_path.is_file()
+            status, headers, data = self._fetch_read(path, accept, () if stale else RETRY_PAUSES)
             if status == 200:
                 self._count(fetched=len(data), hit=False)
                 self._keep(stored, meta_path, headers, data)
-            elif stored.is_file() and meta_path.is_file():
+            elif stale:
                 self._count(hit=True)  # the registry is unreachable: stale beats nothing
             else:
                 self._count(fetched=len(data), hit=False)
@@ -210,6 +216,20 @@ class DownloadCache:
     def _pointed_here(self, data: bytes) -> bytes:
         here = self.url.encode()
         return data.replace(self.upstream.encode(), here).replace(YARN_UPSTREAM.encode(), here)
+
+    def _fetch_read(self, path: str, accept: str,
+                    pauses: tuple[float, ...]) -> tuple[int, dict[str, str], bytes]:
+        """A read from the registry, asked again after each pause while it fails; a
+        registry that gave no answer is a 502."""
+        for pause in (*pauses, None):
+            try:
+                status, headers, data = self._fetch(path, accept)
+            except (OSError, http.client.HTTPException):
+                status, headers, data = 502, {}, b""
+            if pause is None or not (status >= 500 or status == 429):
+                return status, headers, data
+            time.sleep(pause)
+        raise AssertionError("unreachable")
 
     def _fetch(self, path: str, accept: str, method: str = "GET", payload: bytes | None = None,
                extra: Mapping[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
