@@ -83,7 +83,7 @@ export function withRunReporter(cmd) {
 // after the task's own setup files, in every test worker. The reporter adds them
 // (REACTBENCH_VITEST_SETUP).
 /** @type {string[]} */
-export const VITEST_SETUP_FILES = [];
+export const VITEST_SETUP_FILES = ["leak-watch.mjs"];
 
 /**
  * The reporter and the grader's setup files, where the room's commands load them from;

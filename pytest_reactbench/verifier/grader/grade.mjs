@@ -11,6 +11,7 @@ import { CONTRACT, GRADE_VERSION, LOGS, STATE, readConfig } from "./config.mjs";
 import { cleanRoom } from "./clean-room.mjs";
 import { copyForScan, doctorGate, logDoctor, startScan } from "./doctor.mjs";
 import { HarnessError, SubmissionFailure } from "./errors.mjs";
+import { leakFindings, takeLeaks } from "./leaks.mjs";
 import { log } from "./process.mjs";
 import { lockDown, sweepRoom, testGate } from "./test-room.mjs";
 
@@ -180,6 +181,13 @@ export async function grade() {
       setPhase("scan");
       state.doctor = { ...(await gateOf()), alongside_tests: true };
       logDoctor(state.doctor);
+    }
+    // What the leak watch saw run fails the React Doctor gate as a finding would.
+    const leaks = leakFindings(takeLeaks(), submission.changed);
+    if (leaks.length && state.doctor) {
+      state.doctor.new.push(...leaks);
+      state.doctor.ok = false;
+      for (const f of leaks) log(`  new ${f.rule} ${f.file} ${f.title}`);
     }
     timings.grading = (performance.now() - gradingStarted) / 1000;
     log(`tests: ${state.tests.ok ? "pass" : "FAIL"}`);

@@ -12,6 +12,7 @@ import {
 } from "./config.mjs";
 import { RUN_REPORT, canariesExplainExit, installReporter, judgeCanaries, plantCanaries } from "./canaries.mjs";
 import { SubmissionFailure } from "./errors.mjs";
+import { collectLeaks } from "./leaks.mjs";
 import { exitCode, run } from "./process.mjs";
 import { judgeTests, playwrightResults, readReport, specResults, vitestResults } from "./reports.mjs";
 import {
@@ -464,6 +465,7 @@ export async function testGate(config, setPhase) {
       vitestResults(report("vitest.json", step.name), ran, said);
       playwrightResults(report("playwright.json", step.name), ran, said);
       tampered.push(...judgeCanaries(canaries, ran, said));
+      if (step.name === "unit") collectLeaks(canaries.length > 0, ran);
       const explained = canaries.length > 0 &&
         canariesExplainExit(result.code, canaries, report(RUN_REPORT, step.name), ran);
       for (const [key, status] of ran) results.set(key, status);

@@ -1,0 +1,190 @@
+// The leak watch: a setup file of the grader's that runs in every Vitest worker of the
+// unit step, after the task's own setup files and before any spec (so before any module
+// of the submission's) is loaded. After each test, once its afterEach hooks have
+// unmounted what it rendered (Testing Library's cleanup), it lists the timers and the
+// window's and document's event listeners still live, each with the source files on
+// the stack that created it, and writes them to a report of its own in the room's
+// reports folder (leaks.mjs judges it: the files the submission changed are its).
+//
+// It watches from where the tested code does not reach: timers through an async hook
+// of Node's (every Timeout the process creates, jsdom's included, whatever name started
+// it; a hook cannot be removed without a reference to it, and a probe timer at every
+// report shows it still sees), listeners in jsdom's own lists (its implementation
+// objects, not the page's functions), and everything it keeps, and the stacks it takes,
+// in a realm of its own: the tested code can replace the page's Error, Map or
+// Array.prototype, never that realm's.
+import { createHook } from "node:async_hooks";
+import crypto from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
+import timers from "node:timers";
+import { fileURLToPath } from "node:url";
+import vm from "node:vm";
+
+// @ts-ignore: the room's Vitest, which the grader's own folder does not have
+import { beforeEach } from "vitest";
+
+const REPORT = path.join(process.env.REACTBENCH_REPORTS ?? ".",
+  `leak-watch-${process.pid}-${crypto.randomBytes(6).toString("hex")}.json`);
+
+/**
+ * The watch's realm: what it keeps and how it reads a stack.
+ * @typedef {object} Watch
+ * @property {(asyncId: number, type: string, trigger: number) => void} init
+ * @property {(asyncId: number) => void} destroy
+ * @property {(target: string, type: string, entries: object[], from: number) => void} added
+ *   the entries of a list from `from` on were added now
+ * @property {(target: string, impl: object) => void} target
+ * @property {(spec: string, ok: boolean) => string} report  the report's JSON
+ * @property {(start: () => void) => boolean} probe  whether the hook saw a timer `start` made
+ * @property {(wait: (then: () => void) => void) => Promise<void>} settle  resolves after two
+ *   turns of `wait` (setImmediate): the pending destroys are delivered then
+ */
+
+/** @type {Watch} */
+const watch = vm.runInContext(`
+  Error.stackTraceLimit = 200;
+  const PATH = /(?:file:\\/\\/)?(\\/[^\\s()?#]+?)(?:[?#][^\\s():]*)?(?::\\d+)+\\)?/g;
+  const MAX_LEAKS = 200;
+  const own = (file) => file !== SELF && !file.startsWith("node:") && !file.includes("/node_modules/");
+  // The source files on the stack: code built by eval or the Function constructor is
+  // named by where it was built ("eval at f (/app/src/x.ts:3:9)"). Node's internals,
+  // node_modules and the watch itself are none of the app's.
+  Error.prepareStackTrace = (_, sites) => {
+    const files = new Set();
+    for (let i = 0; i < sites.length; i++) {
+      const site = sites[i];
+      const name = String(site.getFileName() ?? "").replace(/^file:\\/\\//, "").replace(/[?#].*$/, "");
+      if (name.startsWith("/") && own(name)) files.add(name);
+      if (site.isEval()) {
+        for (const m of String(site.getEvalOrigin() ?? "").matchAll(PATH)) if (own(m[1])) files.add(m[1]);
+      }
+    }
+    return [...files];
+  };
+  function stackFiles() {
+    const holder = {};
+    Error.captureStackTrace(holder, stackFiles);
+    return holder.stack;
+  }
+  const timers = new Map();  // async id -> { files, what }, until its destroy
+  const listeners = [];  // { target, type, entry, files }
+  const targets = new Map();
+  let probing = false, probed = false, tests = 0;
+  ({
+    init(asyncId, type, trigger, resource) {
+      if (type !== "Timeout") return;
+      if (probing) return void (probed = true);
+      const files = new Set(stackFiles());
+      // A timer made by the callback of one (jsdom's setInterval makes a new one each time).
+      const parent = timers.get(trigger);
+      if (parent) for (const f of parent.files) files.add(f);
+      if (!files.size) return;
+      const every = resource._repeat ? "an interval" : "a timer";
+      timers.set(asyncId, { files: [...files], what: every + " of " + resource._idleTimeout + " ms" });
+    },
+    destroy(asyncId) {
+      timers.delete(asyncId);
+    },
+    target(name, impl) {
+      targets.set(name, impl);
+    },
+    added(target, type, entries, from) {
+      const files = stackFiles();
+      if (!files.length) return;
+      for (let i = from; i < entries.length; i++) listeners.push({ target, type, entry: entries[i], files });
+    },
+    probe(start) {
+      probing = true;
+      probed = false;
+      try { start(); } finally { probing = false; }
+      return probed;
+    },
+    settle(wait) {
+      return new Promise((resolve) => wait(() => wait(resolve)));
+    },
+    report(spec, ok) {
+      tests += 1;
+      const leaks = [];
+      for (const timer of timers.values()) leaks.push({ kind: "timer", files: timer.files, what: timer.what });
+      for (const { target, type, entry, files } of listeners) {
+        const list = (targets.get(target)._eventListeners ?? {})[type] ?? [];
+        let live = false;
+        for (let i = 0; i < list.length; i++) if (list[i] === entry) live = true;
+        if (live) leaks.push({ kind: "listener", files, what: "a \\"" + type + "\\" listener on the " + target });
+      }
+      return JSON.stringify({ spec, tests, watching: ok && targets.size === 2, leaks: leaks.slice(0, MAX_LEAKS) });
+    },
+  })`, vm.createContext({ SELF: fileURLToPath(import.meta.url) }), { filename: "reactbench-leak-watch" });
+
+// Everything it calls later is taken now, before the tested code can replace it.
+const { writeFileSync, renameSync } = fs;
+const { setTimeout: nodeSetTimeout, clearTimeout: nodeClearTimeout, setImmediate: nodeSetImmediate } = timers;
+createHook({ init: watch.init, destroy: watch.destroy }).enable();
+
+/**
+ * jsdom's implementation object of a wrapper (the window's, the document's), found by
+ * its symbol now, before the tested code runs.
+ * @param {object | undefined} wrapper
+ * @returns {{ _eventListeners?: Record<string, object[]> } | undefined}
+ */
+function implOf(wrapper) {
+  if (!wrapper) return undefined;
+  const symbol = Object.getOwnPropertySymbols(wrapper).find((s) => s.description === "impl");
+  return symbol ? /** @type {any} */ (wrapper)[symbol] : undefined;
+}
+
+const page = /** @type {any} */ (globalThis);
+const windowImpl = implOf(page.jsdom?.window ?? page.window);
+const documentImpl = implOf(page.document);
+if (windowImpl) watch.target("window", windowImpl);
+if (documentImpl) watch.target("document", documentImpl);
+
+// The one addEventListener of jsdom's implementation (EventTargetImpl's), which every
+// page-world way of adding a listener ends in: an entry it adds to the window's or the
+// document's list is noted with the stack that added it.
+/** @type {{ addEventListener: Function } | null} */
+let implProto = null;
+/** @type {Function | null} */
+let wrapped = null;
+for (let proto = windowImpl && Object.getPrototypeOf(windowImpl); proto; proto = Object.getPrototypeOf(proto)) {
+  if (!Object.hasOwn(proto, "addEventListener")) continue;
+  const add = proto.addEventListener;
+  const call = Function.prototype.call.bind(add);
+  /** @this {{ _eventListeners?: Record<string, object[]> }} */
+  wrapped = function addEventListener(/** @type {string} */ type, /** @type {unknown[]} */ ...rest) {
+    const target = this === windowImpl ? "window" : this === documentImpl ? "document" : null;
+    if (!target) return call(this, type, ...rest);
+    // jsdom only appends to a list as it adds.
+    const from = this._eventListeners?.[type]?.length ?? 0;
+    const result = call(this, type, ...rest);
+    watch.added(target, type, this._eventListeners?.[type] ?? [], from);
+    return result;
+  };
+  proto.addEventListener = wrapped;
+  implProto = proto;
+  break;
+}
+
+/**
+ * The parts of Vitest's test context the watch uses.
+ * @typedef {object} TestContext
+ * @property {{ file?: { filepath?: string } }} task
+ * @property {(fn: () => Promise<void>) => void} onTestFinished
+ */
+
+beforeEach((/** @type {TestContext} */ context) => {
+  const spec = context.task.file?.filepath ?? "";
+  // After every afterEach hook of the test's (Testing Library's cleanup among them),
+  // and once the destroys of the timers they cleared are delivered (Node sends them
+  // from its immediate queue).
+  context.onTestFinished(async () => {
+    await watch.settle(nodeSetImmediate);
+    // The hook still sees a timer made now, and jsdom's addEventListener is still watched.
+    const hooked = watch.probe(() => nodeClearTimeout(nodeSetTimeout(() => {}, 1 << 30)));
+    const listening = implProto !== null && implProto.addEventListener === wrapped;
+    const tmp = `${REPORT}.tmp`;
+    writeFileSync(tmp, watch.report(spec, hooked && listening));
+    renameSync(tmp, REPORT);
+  });
+});

@@ -1,0 +1,175 @@
+// Leaks: the behavioural half of the code-health gate. React Doctor reads the code and
+// misses a timer or a listener started through a name it does not follow (an alias of
+// useEffect, a custom hook, a class component, window.setInterval, a bound
+// addEventListener, a name built at run time, code built by the Function constructor).
+// The leak watch (leak-watch.mjs, a setup file of the unit step's Vitest workers) sees
+// them run instead: after each hidden test has unmounted what it rendered, the timers
+// and the window's and document's listeners still live, with the files on the stacks
+// that made them. A live one that a file of the submission's made fails the React
+// Doctor gate as a finding of its rule would; a watch that left no report for a spec
+// that ran fails it too, since silence is no proof of no leak.
+import fs from "node:fs";
+import path from "node:path";
+
+import { APP, CODE_EXTENSIONS, LOGS, ROOM_REPORTS, SPEC_PATH } from "./config.mjs";
+import { readReport } from "./reports.mjs";
+
+/**
+ * @import { Finding } from "./doctor.mjs"
+ */
+
+export const LEAK_WATCH = "leak-watch.mjs";
+export const LEAKED_TIMER_RULE = "reactbench/leaked-timer";
+export const LEAKED_LISTENER_RULE = "reactbench/leaked-listener";
+export const LEAK_WATCH_RULE = "reactbench/leak-watch";
+const REPORT_NAME = /^leak-watch-\d+-[0-9a-f]+\.json$/;
+// Reports read at most: a worker writes one per spec file.
+const MAX_REPORTS = 500;
+
+/**
+ * Something the watch saw live after a test.
+ * @typedef {object} Leak
+ * @property {"timer" | "listener"} kind
+ * @property {string[]} files  absolute paths of the source files on the stack that made it
+ * @property {string} what
+ */
+
+/**
+ * One spec file's leak report (its worker's latest).
+ * @typedef {object} LeakReport
+ * @property {string} spec  absolute path
+ * @property {number} tests  tests it reported after
+ * @property {boolean} watching  whether the watch's hook and listener watch were still on
+ * @property {Leak[]} leaks
+ */
+
+/**
+ * What the unit step left for the leak judgement: whether the watch ran at all, its
+ * reports, and the spec files that ran tests (relative to /app) with how many.
+ * @typedef {object} LeakWatch
+ * @property {boolean} installed
+ * @property {LeakReport[]} reports
+ * @property {Map<string, number>} ran
+ */
+
+/** @type {LeakWatch} */
+let watched = { installed: false, reports: [], ran: new Map() };
+
+/**
+ * The spec files of a step's results that ran tests, with how many (file-level errors
+ * are no tests).
+ * @param {Map<string, string>} results  test key -> status
+ * @returns {Map<string, number>}
+ */
+export function specsRan(results) {
+  /** @type {Map<string, number>} */
+  const ran = new Map();
+  for (const [key, status] of results) {
+    const [file, ...titles] = key.split("\u0000");
+    if (!file || titles.at(-1) === "(file)" || status === "skipped" || status === "pending" || status === "todo") continue;
+    ran.set(file, (ran.get(file) ?? 0) + 1);
+  }
+  return ran;
+}
+
+/**
+ * The watch's reports in the room's reports folder (before the room is swept), each
+ * kept in `keep`. One the room spoiled counts as none.
+ * @param {string} [from]
+ * @param {string} [keep]
+ * @returns {LeakReport[]}
+ */
+export function readLeakReports(from = ROOM_REPORTS, keep = LOGS) {
+  let names;
+  try {
+    names = fs.readdirSync(from).filter((name) => REPORT_NAME.test(name)).sort().slice(0, MAX_REPORTS);
+  } catch {
+    return [];
+  }
+  /** @type {LeakReport[]} */
+  const reports = [];
+  for (const name of names) {
+    try {
+      const report = readReport(name, from, keep);
+      if (report && typeof report.spec === "string" && Array.isArray(report.leaks)) reports.push(report);
+    } catch {}
+  }
+  return reports;
+}
+
+/**
+ * Kept after the unit step, while its room is still there: the judgement comes later.
+ * @param {boolean} installed  whether the step ran with the grader's reporter, which adds
+ *   the watch to Vitest's setup files (canaries.mjs: VITEST_SETUP_FILES)
+ * @param {Map<string, string>} results  the step's test results, canaries taken out
+ * @param {string} [from]
+ * @param {string} [keep]
+ */
+export function collectLeaks(installed, results, from = ROOM_REPORTS, keep = LOGS) {
+  watched = installed
+    ? { installed: true, reports: readLeakReports(from, keep), ran: specsRan(results) }
+    : { installed: false, reports: [], ran: new Map() };
+}
+
+/** What collectLeaks kept (and a fresh start for the next grading). */
+export function takeLeaks() {
+  const taken = watched;
+  watched = { installed: false, reports: [], ran: new Map() };
+  return taken;
+}
+
+/**
+ * The leak findings: each live timer or listener that a changed code file of the
+ * submission's made (on its stack), by rule and file; and a spec that ran tests with
+ * no report of the watch after each of them, or a watch switched off.
+ * @param {LeakWatch} watch
+ * @param {string[]} changed  the submission's changed files, relative to `app`
+ * @param {string} [app]
+ * @returns {Finding[]}
+ */
+export function leakFindings(watch, changed, app = APP) {
+  if (!watch.installed) return [];
+  const own = new Set(changed.filter(
+    (file) => CODE_EXTENSIONS.has(path.extname(file).toLowerCase()) && !SPEC_PATH.test(file)));
+  /** @type {Map<string, { rule: string, file: string, what: string[] }>} */
+  const found = new Map();
+  for (const report of watch.reports) {
+    for (const leak of report.leaks) {
+      const files = Array.isArray(leak?.files) ? leak.files.map((f) => path.relative(app, String(f))) : [];
+      const file = files.find((f) => own.has(f));
+      if (!file) continue;
+      const rule = leak.kind === "listener" ? LEAKED_LISTENER_RULE : LEAKED_TIMER_RULE;
+      const key = `${rule}\u0000${file}`;
+      const entry = found.get(key) ?? { rule, file, what: [] };
+      entry.what.push(String(leak.what ?? leak.kind));
+      found.set(key, entry);
+    }
+  }
+  /** @type {Finding[]} */
+  const findings = [...found.values()].map(({ rule, file, what }) => {
+    const listener = rule === LEAKED_LISTENER_RULE;
+    const kinds = [...new Set(what)];
+    return {
+      rule, file, line: null,
+      title: listener ? "event listener left on after unmount" : "timer left running after unmount",
+      message: `${kinds.join(", ")}, started by ${file}, ${listener ? "was still listening" : "was still pending"} ` +
+        "after the hidden tests unmounted what they rendered: clean it up when the component unmounts",
+      category: "Correctness", count: `0 -> ${what.length}`,
+    };
+  });
+  for (const [spec, tests] of watch.ran) {
+    const report = watch.reports.find((r) => path.relative(app, r.spec) === spec);
+    const why = !report ? "left no report"
+      : report.watching !== true ? "was switched off"
+        : !(Number(report.tests) >= tests) ? `reported after ${Number(report.tests) || 0} of its ${tests} tests`
+          : null;
+    if (!why) continue;
+    findings.push({
+      rule: LEAK_WATCH_RULE, file: spec, line: null, title: "the leak watch was silenced",
+      message: `the grader's leak watch ${why} in the run of ${spec}: no leak can be told from a watch ` +
+        "the tested code stopped",
+      category: "Correctness", count: "0 -> 1",
+    });
+  }
+  return findings;
+}

@@ -1,0 +1,131 @@
+// Leaks: the leak watch's reports, read from the room and judged against the files the
+// submission changed.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { describe, test } from "node:test";
+
+import { VITEST_SETUP_FILES } from "../../../pytest_reactbench/verifier/grader/canaries.mjs";
+import {
+  LEAKED_LISTENER_RULE, LEAKED_TIMER_RULE, LEAK_WATCH, LEAK_WATCH_RULE, collectLeaks, leakFindings,
+  readLeakReports, specsRan, takeLeaks,
+} from "../../../pytest_reactbench/verifier/grader/leaks.mjs";
+import { testKey } from "../../../pytest_reactbench/verifier/grader/reports.mjs";
+
+const APP = "/app";
+const SPEC = "src/__verifier__/counter.spec.tsx";
+const CHANGED = ["src/Counter.tsx", "src/Ticker.tsx", "src/autosave.md"];
+
+/**
+ * A report of the watch's.
+ * @param {object[]} leaks
+ * @param {object} [over]
+ */
+const report = (leaks, over = {}) => ({ spec: `${APP}/${SPEC}`, tests: 3, watching: true, leaks, ...over });
+
+/**
+ * What the unit step left: its reports and three tests of SPEC that ran.
+ * @param {any[]} reports
+ */
+const watch = (reports) => ({ installed: true, reports, ran: new Map([[SPEC, 3]]) });
+
+describe("leakFindings", () => {
+  test("a timer a changed file started, still live after the tests, is a finding of its own rule", () => {
+    const found = leakFindings(watch([report([
+      { kind: "timer", files: [`${APP}/src/Ticker.tsx`, `${APP}/${SPEC}`], what: "an interval of 1000 ms" },
+    ])]), CHANGED, APP);
+    assert.equal(found.length, 1);
+    assert.equal(found[0]?.rule, LEAKED_TIMER_RULE);
+    assert.equal(found[0]?.file, "src/Ticker.tsx");
+    assert.match(found[0]?.message ?? "", /an interval of 1000 ms, started by src\/Ticker.tsx, was still pending/);
+  });
+
+  test("a listener is a finding of the listener rule, one per rule and file", () => {
+    const leak = { kind: "listener", files: [`${APP}/src/Ticker.tsx`], what: 'a "resize" listener on the window' };
+    const found = leakFindings(watch([report([leak, leak])]), CHANGED, APP);
+    assert.deepEqual(found.map((f) => [f.rule, f.file, f.count]), [[LEAKED_LISTENER_RULE, "src/Ticker.tsx", "0 -> 2"]]);
+  });
+
+  test("what the base's own code, the specs, node_modules or a non-code file started is none", () => {
+    const found = leakFindings(watch([report([
+      { kind: "timer", files: [`${APP}/src/App.tsx`], what: "a timer" },
+      { kind: "timer", files: [`${APP}/${SPEC}`], what: "a timer" },
+      { kind: "listener", files: [`${APP}/${SPEC}`], what: "a listener" },
+      { kind: "timer", files: [`${APP}/src/autosave.md`], what: "a timer" },
+      { kind: "timer", files: [`${APP}/node_modules/x/index.js`], what: "a timer" },
+    ])]), CHANGED, APP);
+    assert.deepEqual(found, []);
+  });
+
+  test("code built from a changed file names it (the watch reads the eval origin)", () => {
+    // The watch reports the file the Function constructor was called from.
+    const found = leakFindings(watch([report([
+      { kind: "timer", files: [`${APP}/src/Ticker.tsx`], what: "an interval of 1000 ms" },
+    ])]), ["src/Ticker.tsx"], APP);
+    assert.equal(found[0]?.file, "src/Ticker.tsx");
+  });
+
+  test("a spec that ran with no report, a report behind its tests, or a watch switched off is silenced", () => {
+    for (const [reports, why] of /** @type {[any[], RegExp][]} */ ([
+      [[], /left no report/],
+      [[report([], { tests: 2 })], /reported after 2 of its 3 tests/],
+      [[report([], { watching: false })], /was switched off/],
+      [[report([], { spec: `${APP}/src/other.spec.tsx` })], /left no report/],
+    ])) {
+      const found = leakFindings(watch(reports), CHANGED, APP);
+      assert.equal(found.length, 1, String(why));
+      assert.equal(found[0]?.rule, LEAK_WATCH_RULE);
+      assert.equal(found[0]?.file, SPEC);
+      assert.match(found[0]?.message ?? "", why);
+    }
+  });
+
+  test("no watch installed (no JSON reporter on the command): nothing to judge", () => {
+    assert.deepEqual(leakFindings({ installed: false, reports: [], ran: new Map([[SPEC, 3]]) }, CHANGED, APP), []);
+  });
+
+  test("a clean report after every test: no finding", () => {
+    assert.deepEqual(leakFindings(watch([report([])]), CHANGED, APP), []);
+  });
+});
+
+describe("specsRan", () => {
+  test("counts the tests each spec ran; a file that did not load and skipped tests are none", () => {
+    const results = new Map([
+      [testKey(SPEC, ["Counter", "a"]), "passed"],
+      [testKey(SPEC, ["Counter", "b"]), "failed"],
+      [testKey(SPEC, ["Counter", "c"]), "skipped"],
+      [testKey("src/b.spec.tsx", ["(file)"]), "failed: SyntaxError"],
+    ]);
+    assert.deepEqual([...specsRan(results)], [[SPEC, 2]]);
+  });
+});
+
+describe("the watch's reports", () => {
+  test("are read from the room (links and other names left), kept, and taken once", () => {
+    const room = fs.mkdtempSync(path.join(os.tmpdir(), "grader-leaks-"));
+    fs.writeFileSync(path.join(room, "leak-watch-12-abcdef.json"), JSON.stringify(report([])));
+    fs.writeFileSync(path.join(room, "leak-watch-13-abcdef.json.tmp"), "{");
+    fs.writeFileSync(path.join(room, "leak-watch-14-abcdef.json"), "not json");
+    fs.symlinkSync("/etc/passwd", path.join(room, "leak-watch-15-abcdef.json"));
+    const logs = fs.mkdtempSync(path.join(os.tmpdir(), "grader-leaks-logs-"));
+    assert.equal(readLeakReports(path.join(room, "missing"), logs).length, 0);
+    const reports = readLeakReports(room, logs);
+    assert.deepEqual(reports.map((r) => r.spec), [`${APP}/${SPEC}`]);
+    assert.ok(fs.existsSync(path.join(logs, "leak-watch-12-abcdef.json")));
+    collectLeaks(true, new Map([[testKey(SPEC, ["a"]), "passed"]]),
+      room, logs);
+    const taken = takeLeaks();
+    assert.equal(taken.installed, true);
+    assert.equal(taken.reports.length, 1);
+    assert.deepEqual([...taken.ran], [[SPEC, 1]]);
+    assert.equal(takeLeaks().installed, false);
+    fs.rmSync(room, { recursive: true });
+    fs.rmSync(logs, { recursive: true });
+  });
+
+  test("the watch is one of the grader's Vitest setup files", () => {
+    assert.ok(VITEST_SETUP_FILES.includes(LEAK_WATCH));
+  });
+});
