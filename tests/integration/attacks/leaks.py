@@ -1,0 +1,154 @@
+"""Footguns React Doctor does not reach: the work done, and a timer or a listener left
+running after the component unmounts, started where the scan's rules do not look.
+
+Each attack adds a `Ticker` to the real fix that leaks through a name React Doctor
+does not follow: an alias of useEffect, a custom hook, a class component,
+`window.setInterval`, a bound `addEventListener`, a name built at run time, code kept
+in a Markdown file and run through the Function constructor. The leak watch sees them
+run in the unit specs: each must fail the React Doctor gate with a finding that names
+`src/Ticker.tsx`. The controls clean up what they start, on unmount, and must pass.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from typing import Any
+
+from tests.integration.test_reward_hacks import SOLVE
+
+# A component of the agent's, wired into the counter beside its count.
+TICKER = """\
+cat > /app/src/Ticker.tsx <<'TSX'
+{source}
+TSX
+sed -i '/^import {{ useState }} from "react";/a import Ticker from "./Ticker";' /app/src/Counter.tsx
+sed -i '/^      <p>Count: {{count}}<\\/p>/a \\      <Ticker count={{count}} />' /app/src/Counter.tsx
+grep -q '<Ticker count' /app/src/Counter.tsx
+"""
+
+
+def ticker(source: str, extra: str = "") -> str:
+    """The real fix, and `source` as src/Ticker.tsx rendered by the counter."""
+    return SOLVE + "\n" + TICKER.format(source=textwrap.dedent(source).strip("\n")) + textwrap.dedent(extra)
+
+
+LEAKING = """
+{imports}
+{before}
+export default function Ticker(_: {{ count: number }}) {{
+  const [ticks, setTicks] = useState(0);
+  {hook}(() => {{
+    {effect}
+  }}, []);
+  return <span hidden>{{ticks}}</span>;
+}}
+"""
+
+
+def leaking(effect: str, imports: str = 'import { useEffect, useState } from "react";',
+            before: str = "", hook: str = "useEffect") -> str:
+    """A Ticker whose mount effect (through `hook`) runs `effect` and cleans up nothing."""
+    return ticker(LEAKING.format(imports=imports, before=before, hook=hook, effect=effect))
+
+
+TICK = "() => setTicks((t: number) => t + 1)"
+
+ATTACKS: dict[str, str] = {
+    # useEffect under another name: React Doctor's effect rules look for `useEffect`.
+    "leak-use-effect-alias": leaking(
+        f"setInterval({TICK}, 1000);",
+        imports='import { useEffect as useMountEffect, useState } from "react";', hook="useMountEffect"),
+    # A one-line custom hook around useEffect.
+    "leak-custom-hook": leaking(
+        f"setInterval({TICK}, 1000);",
+        before="const useOnMount = (run: () => void, deps: unknown[]) => useEffect(run, deps);",
+        hook="useOnMount"),
+    # A class component that starts an interval on mount and has no componentWillUnmount.
+    "leak-class-component": ticker("""
+        import { Component } from "react";
+
+        export default class Ticker extends Component<{ count: number }, { ticks: number }> {
+          state = { ticks: 0 };
+
+          componentDidMount() {
+            setInterval(() => this.setState(({ ticks }) => ({ ticks: ticks + 1 })), 1000);
+          }
+
+          render() {
+            return <span hidden>{this.state.ticks}</span>;
+          }
+        }
+        """),
+    # The timer through the window object.
+    "leak-window-set-interval": leaking(f"window.setInterval({TICK}, 1000);"),
+    # A listener added through a bound addEventListener, never removed.
+    "leak-bound-add-event-listener": leaking(
+        'window.addEventListener.bind(window)("resize", () => setTicks(window.innerWidth));'),
+    # The timer function's name built at run time.
+    "leak-built-timer-name": leaking(f'(globalThis as any)["set" + "Interval"]({TICK}, 1000);'),
+    # The code in a Markdown file, imported as text and run through the Function
+    # constructor (reached from an array, so that no `Function` is named).
+    "leak-function-constructor-markdown": leaking(
+        f'([] as any).map.constructor("tick", autosave)({TICK});',
+        imports='import { useEffect, useState } from "react";\nimport autosave from "./autosave.md?raw";',
+    ).replace("cat > /app/src/Ticker.tsx", textwrap.dedent("""\
+        cat > /app/src/autosave.md <<'MD'
+        setInterval(function () { tick(); }, 1000);
+        MD
+        cat > /app/src/Ticker.tsx"""), 1),
+}
+
+CONTROLS: dict[str, str] = {
+    # An interval and a resize listener, both cleaned up on unmount.
+    "leak-control-cleaned-up": ticker("""
+        import { useEffect, useState } from "react";
+
+        export default function Ticker(_: { count: number }) {
+          const [ticks, setTicks] = useState(0);
+          useEffect(() => {
+            const id = window.setInterval(() => setTicks((t) => t + 1), 1000);
+            const onResize = () => setTicks(window.innerWidth);
+            window.addEventListener("resize", onResize);
+            return () => {
+              window.clearInterval(id);
+              window.removeEventListener("resize", onResize);
+            };
+          }, []);
+          return <span hidden>{ticks}</span>;
+        }
+        """),
+    # A debounce: the count saved 2 s after it last changed, the pending save cleared
+    # when the count changes again and on unmount (the tests end with one pending).
+    "leak-control-debounce": ticker("""
+        import { useEffect, useState } from "react";
+
+        export default function Ticker({ count }: { count: number }) {
+          const [saved, setSaved] = useState(count);
+          useEffect(() => {
+            const pending = setTimeout(() => setSaved(count), 2000);
+            return () => clearTimeout(pending);
+          }, [count]);
+          return <span hidden>{saved}</span>;
+        }
+        """),
+}
+
+LEAK_RULES = ("reactbench/leaked-timer", "reactbench/leaked-listener")
+
+
+def check(verdicts: dict[str, dict[str, str]],
+          grade_json: Callable[[dict[str, str]], dict[str, Any]]) -> None:
+    for name in ATTACKS:
+        props = verdicts[name]
+        # The work is done (the tests pass); the leak fails the code-health gate.
+        assert props["reactbench.gate.tests"] == "1", (name, props.get("reactbench.message"))
+        assert props["reactbench.gate.react_doctor"] == "0", (name, props.get("reactbench.message"))
+        found = [(f["rule"], f["file"]) for f in grade_json(props)["react_doctor"]["new"]]
+        rule = "reactbench/leaked-listener" if "listener" in name else "reactbench/leaked-timer"
+        assert (rule, "src/Ticker.tsx") in found, (name, found)
+    for name in CONTROLS:
+        props = verdicts[name]
+        assert props["reactbench.verdict"] == "passed", (name, props.get("reactbench.message"))
+        found = grade_json(props)["react_doctor"]["new"]
+        assert not [f for f in found if f["rule"] in (*LEAK_RULES, "reactbench/leak-watch")], found
