@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -36,8 +37,9 @@ from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.render import markdown
 from pytest_reactbench.results.site import RunInfo, junit_run_info, write_site
 from pytest_reactbench.sandbox.bake import BakingBackend
-from pytest_reactbench.sandbox.base import Backend, ImageRecipe, Progress, SandboxError
+from pytest_reactbench.sandbox.base import Backend, ImageRecipe, Progress, SandboxError, heartbeat
 from pytest_reactbench.sandbox.dockerfile import DockerfileError
+from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import recipe_dir
 from pytest_reactbench.tasks import TaskError, load_task
 from pytest_reactbench.tasks.load import parse_json
@@ -127,32 +129,46 @@ def _images(args: argparse.Namespace) -> int:
             return 2
         recipes[public] = ImageRecipe(directory.name, directory / "Dockerfile", directory, timeout=3600)
     started = time.monotonic()
+    last = ["starting"]
 
     def progress(line: str) -> None:
+        if "still running after" not in line:
+            last[0] = line
         print(f"[{time.monotonic() - started:6.1f}s] {line}", flush=True)
 
     failed = 0
-    for name in chosen:
-        try:
-            backend = factories[name](options)
-        except SandboxError as exc:
-            print(f"{name}: unavailable: {exc}")
-            failed += not args.list
-            continue
-        if args.prune is not None:
-            failed += _prune(name, backend, args.prune, progress)
-            continue
-        print(f"{name} ({'formal' if backend.formal else 'not formal'})")
-        try:
-            for public, recipe in recipes.items():
-                used = _base_image(backend, public, recipe, None if args.list else progress)
-                print(f"  {public:55} {used}", flush=True)
-        except SandboxError as exc:
-            print(f"reactbench images: {exc}", file=sys.stderr)
-            failed += 1
-        finally:
-            backend.close()
+    with heartbeat(progress, lambda: f"(after: {last[0]})"):
+        for name in chosen:
+            failed += _images_on(name, factories[name], options, args, recipes, progress)
     return 1 if failed else 0
+
+
+def _images_on(name: str, factory: Callable[[SandboxOptions], Backend], options: SandboxOptions,
+               args: argparse.Namespace, recipes: dict[str, ImageRecipe], progress: Progress) -> int:
+    """Bake (or list, or prune) the stand-ins on the backend `name`; 1 when that fails."""
+    try:
+        backend = factory(options)
+    except SandboxError as exc:
+        print(f"{name}: unavailable: {exc}")
+        return 0 if args.list else 1
+    if args.prune is not None:
+        return _prune(name, backend, args.prune, progress)
+    print(f"{name} ({'its results can be formal' if backend.formal else 'its results are not formal'})")
+    try:
+        origins = []
+        for public, recipe in recipes.items():
+            used = _base_image(backend, public, recipe, None if args.list else progress)
+            origins.append(used.split()[0])
+            print(f"  {public:55} {used}", flush=True)
+        if stand_ins := origins.count("stand-in"):
+            print(f"{name}: {stand_ins} of {len(origins)} image(s) are stand-ins: results on them are "
+                  "not formal" + ("" if stand_ins == len(origins) else " (tasks on the public images are)"))
+    except SandboxError as exc:
+        print(f"reactbench images: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        backend.close()
+    return 0
 
 
 def _prune(name: str, backend: Backend, days: float, progress: Progress) -> int:

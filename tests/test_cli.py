@@ -20,6 +20,10 @@ def test_images_builds_the_playwright_stand_in(capsys, tmp_path: Path,  # type: 
     out = capsys.readouterr().out
     # The verifier base's stand-in serves the Playwright verifier's name.
     assert f"{public} " in out and "(images/react-bench-verifier-base)" in out
+    assert "local: 1 of 1 image(s) are stand-ins: results on them are not formal" in out
+    # Each image found baked is said once, however many FROMs lead to it.
+    reused = [line.split("] ", 1)[1] for line in out.splitlines() if "reusing baked image" in line]
+    assert len(reused) == len(set(reused)), reused
     # Chromium sits where the scaffold's Playwright looks for it, offline.
     backend = LocalBackend(SandboxOptions(cache=cache))
     directory = Path(__file__).resolve().parents[1] / "images" / "react-bench-verifier-base"
@@ -42,6 +46,14 @@ def test_images_builds_the_playwright_stand_in(capsys, tmp_path: Path,  # type: 
         assert "1 passed" in result.text
     finally:
         box.close()
+
+
+def test_an_image_and_its_latest_tag_are_one_name() -> None:
+    from pytest_reactbench.sandbox.recipes import tagged
+
+    assert tagged("ghcr.io/o/app") == tagged("ghcr.io/o/app:latest") == "ghcr.io/o/app:latest"
+    assert tagged("localhost:5000/o/app") == "localhost:5000/o/app:latest"
+    assert tagged("o/app:1.2") == "o/app:1.2" and tagged("o/app@sha256:ab") == "o/app@sha256:ab"
 
 
 def test_images_rejects_a_bad_map_entry(capsys) -> None:  # type: ignore[no-untyped-def]

@@ -44,6 +44,7 @@ from pytest_reactbench.sandbox.recipes import (
     recipe_dir,
     recipe_key,
     strip_tag,
+    tagged,
 )
 
 #: A FROM chain longer than this is a loop in the image map.
@@ -150,6 +151,8 @@ class BakingBackend(Backend):
         # session: each FROM is resolved (pulled, hashed, looked up) once.
         self._parents: dict[tuple[str, Layer | None], Parent] = {}
         self._warned: set[str] = set()
+        #: Baked images found already and said so (once each).
+        self._reused: set[str] = set()
         #: Public images a pull failed for, and why: one attempt per name a session.
         self._unavailable: dict[str, str] = {}
         #: Every image this backend was asked to bake, in the order they were settled.
@@ -309,7 +312,8 @@ class BakingBackend(Backend):
             if how == "pulled":
                 progress(f"{recipe.name}: pulled baked image {key[:12]} from the image registry "
                          f"in {seconds:.0f} s")
-            else:
+            elif key not in self._reused:
+                self._reused.add(key)
                 progress(f"{recipe.name}: reusing baked image {key[:12]}")
             self.bakes.append(BakeRecord(recipe.name, key, how, seconds))
         return replace(image, cached=True, bases=bases)
@@ -396,8 +400,8 @@ class BakingBackend(Backend):
                 if mode == "public":
                     raise BakeError(f"{where}: FROM {name}: {exc} (--reactbench-images=public: "
                                     "no stand-in)") from None
-                if build and name not in self._warned:
-                    self._warned.add(name)
+                if build and tagged(name) not in self._warned:
+                    self._warned.add(tagged(name))
                     line = (f"warning: {name} is not available ({exc}); using its stand-in "
                             f"{stand_in.name} (results are not formal)")
                     progress(line)
@@ -414,8 +418,8 @@ class BakingBackend(Backend):
         by this process or (through the session's folder) another of its workers: every
         task naming the image would wait for the same timeout. The workers take turns
         per name, so that one pulls and the others learn how that went."""
-        if name in self._unavailable:
-            raise PublicImageUnavailable(self._unavailable[name])
+        if tagged(name) in self._unavailable:
+            raise PublicImageUnavailable(self._unavailable[tagged(name)])
         shared = self.options.session_dir
         if shared is None or not build:
             return self._pull_public(name, progress, build)
@@ -424,12 +428,12 @@ class BakingBackend(Backend):
         with contextlib.suppress(PublicImageUnavailable):
             return self.public_image(name, progress, pull=False)
         # Per engine (its lock scope): engines may reach different registries.
-        which = f"{self.lock_scope}{name}"
+        which = f"{self.lock_scope}{tagged(name)}"
         with file_lock(shared / f"public-{recipe_key(which)[:16]}.lock"):
             with locked_json(shared / "unavailable.json", shared / "unavailable.lock") as known:
                 why = known.get(which)
             if why is not None:
-                self._unavailable[name] = str(why)
+                self._unavailable[tagged(name)] = str(why)
                 raise PublicImageUnavailable(str(why))
             try:
                 return self._pull_public(name, progress, build)
@@ -443,7 +447,7 @@ class BakingBackend(Backend):
             return self.public_image(name, progress, pull=build)
         except PublicImageUnavailable as exc:
             if build:  # a lookup without a pull proves nothing about the registry
-                self._unavailable[name] = str(exc)
+                self._unavailable[tagged(name)] = str(exc)
             raise
 
     def _layer_recipe(self, layer: Layer, base: Parent, recipe: ImageRecipe) -> ImageRecipe:

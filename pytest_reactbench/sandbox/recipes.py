@@ -67,6 +67,11 @@ def strip_tag(ref: str) -> str:
     return ref[:colon] if colon > slash else ref
 
 
+def tagged(ref: str) -> str:
+    """`ref` as the engine reads it: `name` is `name:latest`."""
+    return ref if "@" in ref or ref.rfind(":") > ref.rfind("/") else f"{ref}:latest"
+
+
 def map_image(ref: str, image_map: Mapping[str, str]) -> str:
     return image_map.get(strip_tag(ref), image_map.get(ref, ref))
 
