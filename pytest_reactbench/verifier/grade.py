@@ -95,7 +95,10 @@ def read_reward(logs: Path) -> Reward:
                 f"{txt_path}: expected a number between 0 and 1, got {text[:40]!r}"
             ) from None
     raise RewardFileNotFoundError(
-        f"the verifier wrote neither {VERIFIER_LOGS}/reward.json nor reward.txt"
+        f"the verifier wrote neither {VERIFIER_LOGS}/reward.json nor reward.txt: the task's "
+        f"tests/test.sh must grade the submission and write one of them (reward.txt: a number "
+        f"from 0 to 1; reward.json: {{\"reward\": 1}}), e.g. by running "
+        f"`node /opt/reactbench/verifier/verifier.mjs grade`, which writes it"
     )
 
 

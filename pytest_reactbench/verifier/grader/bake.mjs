@@ -4,7 +4,7 @@
 import fs from "node:fs";
 import path from "node:path";
 
-import { APP, COMPILE_CACHE, ROOM, ROOM_GID, ROOM_UID, STATE, TESTS, readConfig } from "./config.mjs";
+import { APP, COMPILE_CACHE, ROOM, ROOM_GID, ROOM_REPORTS, ROOM_UID, STATE, TESTS, readConfig } from "./config.mjs";
 import { linkDependencies } from "./clean-room.mjs";
 import { SCAN_DIR, checkScan, copyForScan, matchesTarget, startScan } from "./doctor.mjs";
 import { HarnessError } from "./errors.mjs";
@@ -73,7 +73,7 @@ export async function bake() {
   const chromium = chromiumVersion();
   if (chromium) fs.writeFileSync(path.join(STATE, "chromium-version"), `${chromium}\n`);
   compileE2eSpecs(config);
-  if (caching) await warmCompileCache(config);
+  await runOnBase(config, caching);
   const targets = config.rd.targets;
   const absent = targets.filter((t) => !(baseline.diagnostics ?? []).some((d) => matchesTarget(t, d)));
   if (config.rd.mode === "health" && absent.length) {
@@ -83,13 +83,35 @@ export async function bake() {
 }
 
 /**
- * The room's commands run once at bake time, as the room's user, on a copy of the
- * base app with every hidden spec in it: what they load fills the room's folder of
- * the compile cache. Their results do not matter (the base usually fails them). The
- * cache is root's afterwards: a room reads it and cannot change it.
- * @param {Config} config
+ * A file the unit run could not compile, from Vitest's JSON report: the base usually
+ * fails the hidden tests, but a spec (or base file) with a syntax error fails every
+ * submission alike, so the task is refused at its bake, named where the error is.
+ * @param {unknown} report  Vitest's JSON report
+ * @returns {string | null}
  */
-async function warmCompileCache(config) {
+export function uncompiled(report) {
+  const results = /** @type {{ testResults?: { name?: string, message?: string }[] }} */ (report)?.testResults;
+  for (const result of Array.isArray(results) ? results : []) {
+    const message = String(result?.message ?? "");
+    if (!/^Transform failed|\[PARSE_ERROR\]|^SyntaxError:/.test(message)) continue;
+    const where = /[─-]\[\s*([^\]\s]+:\d+:\d+)\s*\]/.exec(message)?.[1]
+      ?? /(\S+\.[cm]?[jt]sx?:\d+:\d+)/.exec(message)?.[1] ?? String(result?.name ?? "a spec");
+    const said = message.split("\n").map((l) => l.trim()).filter((l) => l && !/^Transform failed/.test(l))[0] ?? "";
+    return `${where}: does not compile: ${said}`;
+  }
+  return null;
+}
+
+/**
+ * The room's commands run once at bake time, as the room's user, on a copy of the
+ * base app with every hidden spec in it. What they load fills the room's folder of
+ * the compile cache (`fillCache`: Node >= 22); their results do not matter (the base
+ * usually fails them), except a spec that does not compile, which refuses the task.
+ * The cache is root's afterwards: a room reads it and cannot change it.
+ * @param {Config} config
+ * @param {boolean} fillCache
+ */
+async function runOnBase(config, fillCache) {
   openRoom();
   const app = path.join(ROOM, "app");
   try {
@@ -98,7 +120,9 @@ async function warmCompileCache(config) {
     fs.symlinkSync(path.join(STATE, "deps", "node_modules"), path.join(app, "node_modules"));
     fs.cpSync(path.join(TESTS, "specs"), app, { recursive: true });
     writeE2eConfig(app);
-    for (const owned of [app, COMPILE_CACHE]) run("chown", ["-R", "-h", `${ROOM_UID}:${ROOM_GID}`, owned], { cwd: "/" });
+    for (const owned of fillCache ? [app, COMPILE_CACHE] : [app]) {
+      run("chown", ["-R", "-h", `${ROOM_UID}:${ROOM_GID}`, owned], { cwd: "/" });
+    }
     const cwd = path.join(app, path.relative(APP, config.test.cwd ?? APP));
     const started = performance.now();
     const commands = /** @type {string[]} */ (
@@ -109,13 +133,23 @@ async function warmCompileCache(config) {
         budget: 120,
         env: { REACTBENCH_E2E_PORT: e2ePort(), REACTBENCH_E2E_OUTPUT: path.join(ROOM, "e2e-output", "results") },
       });
-      log(`compile cache: \`${cmd.slice(0, 60)}\` exited ${result.code} on the base in ${result.seconds.toFixed(1)} s`);
+      log(`on the base: \`${cmd.slice(0, 60)}\` exited ${result.code} in ${result.seconds.toFixed(1)} s`);
+      if (cmd !== config.test.cmd) continue;
+      /** @type {unknown} */
+      let report = null;
+      try {
+        report = JSON.parse(fs.readFileSync(path.join(ROOM_REPORTS, "vitest.json"), "utf8"));
+      } catch {}  // a runner other than Vitest, or none written: nothing to tell
+      const broken = uncompiled(report);
+      if (broken) throw new HarnessError(`${TESTS}/specs: ${broken} (the hidden tests cannot run on any submission)`);
     }
-    log(`compile cache filled by the test commands in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    if (fillCache) log(`compile cache filled by the test commands in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   } finally {
     sweepRoom();
-    run("chown", ["-R", "0:0", COMPILE_CACHE], { cwd: "/" });
-    // Node writes its entries for its user alone.
-    run("chmod", ["-R", "a+rX,go-w", COMPILE_CACHE], { cwd: "/" });
+    if (fillCache) {
+      run("chown", ["-R", "0:0", COMPILE_CACHE], { cwd: "/" });
+      // Node writes its entries for its user alone.
+      run("chmod", ["-R", "a+rX,go-w", COMPILE_CACHE], { cwd: "/" });
+    }
   }
 }
