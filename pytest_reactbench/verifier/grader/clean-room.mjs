@@ -1,15 +1,17 @@
 // The clean room: /app rebuilt from the base commit plus the admissible part of the
 // submission (source files under the task's source roots; the rules are in
 // config.mjs and admission.json). Every other change is refused, with its reason,
-// and the base's file comes back.
+// and the base's file comes back. A correct solution is never refused for where the
+// scan would not look: a test-like folder or name, a type declaration or long lines
+// are scanned under production rules instead (doctor.mjs, copyForScan).
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 
 import {
   APP, LOGS, STATE,
-  CODE_EXTENSIONS, CONFIG_NAME, GENERATED, LINTABLE, MAX_SOURCE_BYTES, RESOLVED_EXTENSIONS, SCAN_SKIPPED_DIRS,
-  SOURCE_EXTENSIONS, SPEC_PATH, minifiedLooking, testLike,
+  CODE_EXTENSIONS, CONFIG_NAME, DECLARATION, GENERATED, LINTABLE, RESOLVED_EXTENSIONS, SCAN_SKIPPED_DIRS,
+  SOURCE_EXTENSIONS, SPEC_PATH, sizeLimit,
 } from "./config.mjs";
 import { git, run } from "./process.mjs";
 
@@ -18,8 +20,8 @@ import { git, run } from "./process.mjs";
  */
 
 /**
- * The base commit's files: path -> mode and blob id.
- * @typedef {Map<string, { mode: string, id: string }>} BaseTree
+ * The base commit's files: path -> mode, blob id and size (bytes).
+ * @typedef {Map<string, { mode: string, id: string, size?: number }>} BaseTree
  */
 
 /**
@@ -37,9 +39,8 @@ import { git, run } from "./process.mjs";
  */
 
 /**
- * The admission rules a path is judged by: the task's source roots and the test-like
- * paths under them it declares.
- * @typedef {Pick<Config, "sources" | "test_like_allowed">} Admission
+ * The admission rules a path is judged by: the task's source roots.
+ * @typedef {Pick<Config, "sources">} Admission
  */
 
 /**
@@ -85,22 +86,15 @@ function blobId(file) {
 function baseTree(base) {
   /** @type {BaseTree} */
   const tree = new Map();
-  for (const line of git("ls-tree", "-r", "-z", base).split("\0")) {
+  for (const line of git("ls-tree", "-r", "-l", "-z", base).split("\0")) {
     if (!line) continue;
-    // "mode type id\tpath", every one.
-    const [meta, file] = /** @type {[string, string]} */ (line.split("\t"));
-    const [mode, , id] = /** @type {[string, string, string]} */ (meta.split(" "));
-    tree.set(file, { mode, id });
+    // "mode type id size\tpath", every one (the size padded; "-" for a submodule).
+    const tab = line.indexOf("\t");
+    const [mode, , id, size] = /** @type {[string, string, string, string]} */ (line.slice(0, tab).split(/ +/));
+    tree.set(line.slice(tab + 1), { mode, id, size: Number(size) || 0 });
   }
   return tree;
 }
-
-/**
- * @param {string} file
- * @param {Admission} config
- */
-const declared = (file, config) =>
-  config.test_like_allowed.some((root) => file === root || file.startsWith(`${root}/`));
 
 /**
  * Why a path may not carry the submission's content (null: it may).
@@ -116,17 +110,15 @@ export function pathRefusal(file, config) {
   if (parts.some((part) => part.startsWith("."))) return "dotfiles are not source";
   if (/[\u0000-\u001f\u007f\\]/.test(file)) return "control characters or backslashes in the name";
   const name = /** @type {string} */ (parts.at(-1));
-  if (CONFIG_NAME.test(name)) return "a bundler, TypeScript or package-manager config is never a source";
+  // A type declaration carries no code the build runs; the scan reads it as a module.
+  const declaration = DECLARATION.test(name);
+  if (CONFIG_NAME.test(name) && !declaration) return "a bundler, TypeScript or package-manager config is never a source";
   const ext = path.extname(name);
-  if (CODE_EXTENSIONS.has(ext.toLowerCase()) && !LINTABLE.test(name)) {
+  if (CODE_EXTENSIONS.has(ext.toLowerCase()) && !LINTABLE.test(name) && !declaration) {
     return `code React Doctor does not analyse (${ext}: it reads .ts .tsx .js .jsx .mts .mjs, lower case)`;
   }
   if (CODE_EXTENSIONS.has(ext.toLowerCase()) && GENERATED.test(file)) {
     return "a generated bundle (.min.js, __generated__/): React Doctor does not analyse it";
-  }
-  if (!declared(file, config)) {
-    const why = testLike(file);
-    if (why) return `React Doctor treats it as a test, story or tooling by ${why}: it would be scanned with most rules off`;
   }
   return null;
 }
@@ -160,7 +152,7 @@ export function shadowed(file, tree, present, config) {
  * what it is on disk.
  * @param {string} file  relative to `app`
  * @param {Admission} config
- * @param {BaseTree | Map<string, unknown>} tree  the base commit's files
+ * @param {BaseTree} tree  the base commit's files
  * @param {Set<string>} present  the submission's files
  * @param {string} [app]  the tree the submission is in (/app)
  * @returns {string | null}
@@ -174,7 +166,8 @@ export function refusal(file, config, tree, present, app = APP) {
   if (!stat.isFile()) return "not a regular file";
   const ext = path.extname(file).toLowerCase();
   if (!SOURCE_EXTENSIONS.has(ext)) return "not a source file type";
-  if (stat.size > MAX_SOURCE_BYTES) return `larger than ${MAX_SOURCE_BYTES} bytes`;
+  const { limit, why } = sizeLimit(file, tree);
+  if (stat.size > limit) return `larger than ${limit} bytes (${why})`;
   if (file.split("/").slice(0, -1).some((part) => SCAN_SKIPPED_DIRS.has(part))) {
     return "in a folder React Doctor does not scan";
   }
@@ -182,11 +175,7 @@ export function refusal(file, config, tree, present, app = APP) {
     const twin = shadowed(file, tree, present, config);
     if (twin) return `a new module beside ${twin} that the bundler would resolve instead`;
   }
-  if (CODE_EXTENSIONS.has(ext)) {
-    const text = fs.readFileSync(full);
-    if (!isUtf8(text)) return "code that is not UTF-8 text";
-    if (minifiedLooking(text)) return "minified-looking (long lines throughout a large file): React Doctor skips it";
-  }
+  if (CODE_EXTENSIONS.has(ext) && !isUtf8(fs.readFileSync(full))) return "code that is not UTF-8 text";
   return null;
 }
 
@@ -194,7 +183,7 @@ export function refusal(file, config, tree, present, app = APP) {
  * One path the clean room cannot handle is refused on its own, never the lot.
  * @param {string} file
  * @param {Admission} config
- * @param {BaseTree | Map<string, unknown>} tree
+ * @param {BaseTree} tree
  * @param {Set<string>} present
  * @param {string} [app]
  * @returns {string | null}

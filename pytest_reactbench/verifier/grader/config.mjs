@@ -68,10 +68,18 @@ export const compileCache = () => (fs.existsSync(COMPILE_CACHE) ? { NODE_COMPILE
 const ADMISSION = JSON.parse(fs.readFileSync(path.join(VERIFIER_DIR, "admission.json"), "utf8"));
 /** @type {Set<string>} */
 export const SOURCE_EXTENSIONS = new Set(ADMISSION.source_extensions);
-// React Doctor slows down sharply on very large files and skips some: a source
-// file past this size is refused rather than left unscanned.
+// React Doctor slows down sharply on very large files: a code file past this size
+// is refused rather than left to outlast the scan.
 /** @type {number} */
 export const MAX_SOURCE_BYTES = ADMISSION.max_source_bytes;
+// Any other source file (a locale's JSON, a stylesheet, an image) is bounded by what
+// the repository itself holds: twice the base's largest file of its extension, within
+// a generous floor and a ceiling.
+/** @type {{ floor: number, base_factor: number, ceiling: number }} */
+export const DATA_BYTES = ADMISSION.data_bytes;
+// Type declarations (`.d.ts`, `.d.mts`, `.d.cts`): admitted, and read by the scan as the
+// module they would be if imported (React Doctor reads them with its rules off).
+export const DECLARATION = new RegExp(ADMISSION.declaration);
 // React Doctor never looks in these folders.
 /** @type {Set<string>} */
 export const SCAN_SKIPPED_DIRS = new Set(ADMISSION.scan_skipped_dirs);
@@ -114,7 +122,8 @@ export function testLike(file) {
 
 /**
  * Whether React Doctor would drop this file as minified (its own test: a large file
- * whose first bytes have a long longest line and a long average line).
+ * whose first bytes have a long longest line and a long average line). The grader
+ * refuses no file for it: the scan reads such a file with blank lines put before it.
  * @param {Buffer} content
  * @returns {boolean}
  */
@@ -124,6 +133,56 @@ export function minifiedLooking(content) {
   const lines = prefix.split("\n");
   const longest = Math.max(0, ...lines.map((line) => line.length));
   return longest > MINIFIED.longest_line && prefix.length / lines.length > MINIFIED.average_line;
+}
+
+/**
+ * The size a submission's file of this path may have: a code file's cap, else what the
+ * base commit holds of its extension (twice its largest, within the floor and the ceiling).
+ * @param {string} file
+ * @param {Iterable<[string, { size?: number }]>} tree  the base commit's files, with their sizes
+ * @returns {{ limit: number, why: string }}
+ */
+export function sizeLimit(file, tree) {
+  const ext = path.extname(file).toLowerCase();
+  if (CODE_EXTENSIONS.has(ext)) return { limit: MAX_SOURCE_BYTES, why: "a code file's cap" };
+  let largest = 0;
+  for (const [other, { size }] of tree) {
+    if (size && path.extname(other).toLowerCase() === ext) largest = Math.max(largest, size);
+  }
+  const { floor, base_factor: factor, ceiling } = DATA_BYTES;
+  const limit = Math.min(ceiling, Math.max(floor, factor * largest));
+  return {
+    limit,
+    why: limit === ceiling ? "the ceiling of any data file"
+      : `${factor} times the base's largest ${ext || "extensionless"} file, ${floor} bytes at least`,
+  };
+}
+
+/**
+ * Where the scan reads a changed file it would otherwise skip or read with most rules
+ * off (test-like, a type declaration, minified-looking): beside it, below a folder
+ * `src/` (React Doctor's test-like rule looks below the last source root only), by a
+ * name no test-like rule matches, a declaration as the module it would be if imported.
+ * `taken` says which paths the copy already holds: another `src/` goes in until free.
+ * @param {string} file  relative to /app
+ * @param {(candidate: string) => boolean} taken
+ * @returns {string}
+ */
+export function productionPlacement(file, taken) {
+  const dir = path.posix.dirname(file);
+  let name = path.posix.basename(file);
+  const declaration = DECLARATION.exec(name);
+  if (declaration) name = `${name.slice(0, declaration.index)}-d${declaration[0] === ".d.mts" ? ".mts" : ".ts"}`;
+  /** @type {string | undefined} */
+  let suffix;
+  while ((suffix = ADMISSION.test_like_suffixes.find((/** @type {string} */ s) => name.includes(s)))) {
+    name = name.replace(suffix, `-${suffix.slice(1)}`);
+  }
+  if (ADMISSION.test_like_basenames.includes(name.toLowerCase())) name = `scanned-${name}`;
+  for (let folder = "src";; folder += "/src") {
+    const candidate = path.posix.join(dir, folder, name);
+    if (!taken(candidate)) return candidate;
+  }
 }
 
 // Files that configure the bundler, TypeScript or the package manager for the

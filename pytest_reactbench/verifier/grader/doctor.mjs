@@ -6,7 +6,10 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
-import { APP, CODE_EXTENSIONS, CONTRACT, LOGS, SPEC_PATH, STATE, compileCache } from "./config.mjs";
+import {
+  APP, CODE_EXTENSIONS, CONTRACT, DECLARATION, LOGS, SPEC_PATH, STATE, compileCache, minifiedLooking,
+  productionPlacement, testLike,
+} from "./config.mjs";
 import { HarnessError, SubmissionFailure } from "./errors.mjs";
 import { exitCode, log, run } from "./process.mjs";
 
@@ -261,17 +264,163 @@ export function checkScan(config, { code, error, stdout, stderr, limit }, { afte
 }
 
 /**
- * The graded tree as the scan reads it: /app without the test room in it.
+ * A changed file the scan reads elsewhere in its copy of the graded tree, and how.
+ * @typedef {object} Placement
+ * @property {string} file  the graded path (relative to /app)
+ * @property {string} scanned  where the scan reads it (relative to the copy's root)
+ * @property {"after" | "base"} version  the submission's, or the base commit's
+ * @property {number} padding  blank lines put in before its second line, or its first
+ * @property {boolean} hashbang  whether they follow its first line (a `#!` line)
+ */
+
+// Blank lines that take any file below React Doctor's minified test (an average line
+// of 500 characters over its first 64 KiB: 132 lines).
+const PADDING = 140;
+
+/**
+ * Why React Doctor would skip a changed file or read it with most rules off (null:
+ * it reads it as production code): the scan reads such a file at a production
+ * placement instead, with blank lines before it where its lines are long.
+ * @param {string} file  relative to /app
+ * @param {Config} config
+ * @returns {string | null}
+ */
+export function placementReason(file, config) {
+  if (!CODE_EXTENSIONS.has(path.extname(file).toLowerCase()) || SPEC_PATH.test(file)) return null;
+  if (DECLARATION.test(path.posix.basename(file))) return "a type declaration";
+  const declared = config.test_like_allowed.some((root) => file === root || file.startsWith(`${root}/`));
+  const testLikeBy = declared ? null : testLike(file);
+  return testLikeBy ? `test-like by ${testLikeBy}` : null;
+}
+
+/**
+ * A file's content in the base commit, or null where it had none.
+ * @param {string} file  relative to /app
+ * @returns {Buffer | null}
+ */
+function baseBlob(file) {
+  let base;
+  try {
+    base = fs.readFileSync(path.join(STATE, "base-sha"), "utf8").trim();
+  } catch {
+    return null;
+  }
+  const shown = spawnSync("git", ["-C", APP, "cat-file", "blob", `${base}:${file}`], { maxBuffer: 64 << 20 });
+  return shown.status === 0 ? shown.stdout : null;
+}
+
+/** @type {Map<string, Placement[]>} */
+const placements = new Map();
+
+/**
+ * The placements of the scan that read this copy ([] for none).
+ * @param {string} root
+ * @returns {Placement[]}
+ */
+export const placementsOf = (root) => placements.get(root) ?? [];
+
+/**
+ * The graded tree as the scan reads it: /app without the test room in it. A changed
+ * file the scan would skip or read with most rules off (placementReason, or
+ * minified-looking) is also put where React Doctor reads it as production code, the
+ * base commit's version beside it where the base had one; the gate reads their
+ * findings as the file's (readPlacements).
+ * @param {Config} [config]
+ * @param {string[]} [changed]  the graded tree's changes from the base commit (none: the base)
  * @returns {string} the copy
  */
-export function copyForScan() {
+export function copyForScan(config, changed = []) {
   const root = path.join(SCAN_DIR, "app");
   fs.mkdirSync(SCAN_DIR, { recursive: true, mode: 0o700 });
   fs.rmSync(root, { recursive: true, force: true });
   // -a: links (node_modules, the pristine dependencies) stay links, never followed.
   const copied = run("cp", ["-a", `${APP}/.`, root], { cwd: "/" });
   if (copied.code !== 0) throw new Error(`cannot copy the graded tree for the scan: ${copied.stderr}`);
+  /** @type {Placement[]} */
+  const placed = [];
+  const taken = (/** @type {string} */ candidate) =>
+    fs.existsSync(path.join(root, candidate)) || placed.some((p) => p.scanned === candidate);
+  for (const file of config ? changed : []) {
+    let content;
+    try {
+      const stat = fs.lstatSync(path.join(root, file));
+      if (!stat.isFile()) continue;
+      content = fs.readFileSync(path.join(root, file));
+    } catch {
+      continue;  // deleted
+    }
+    if (!placementReason(file, /** @type {Config} */ (config)) && !(CODE_EXTENSIONS.has(path.extname(file).toLowerCase()) &&
+        !SPEC_PATH.test(file) && minifiedLooking(content))) continue;
+    for (const [version, text] of /** @type {[("after" | "base"), Buffer | null][]} */ (
+      [["after", content], ["base", baseBlob(file)]])) {
+      if (text === null) continue;
+      const scanned = productionPlacement(file, taken);
+      const padding = minifiedLooking(text) ? PADDING : 0;
+      const hashbang = text.subarray(0, 2).toString() === "#!";
+      const cut = hashbang ? text.indexOf(10) + 1 || text.length : 0;
+      fs.mkdirSync(path.dirname(path.join(root, scanned)), { recursive: true });
+      fs.writeFileSync(path.join(root, scanned), Buffer.concat(
+        [text.subarray(0, cut), Buffer.from("\n".repeat(padding)), text.subarray(cut)]));
+      placed.push({ file, scanned, version, padding, hashbang });
+    }
+  }
+  placements.set(root, placed);
   return root;
+}
+
+/**
+ * The two reports as if React Doctor had read each placed file at its own path under
+ * production rules: in the scan's report, a placed file's own findings and analysis
+ * give way to its placement's (its lines as in the file); in the baseline, to those
+ * of its base version's placement.
+ * @param {Placement[]} placed
+ * @param {DoctorReport} before  the baseline
+ * @param {DoctorReport} after  the scan's report, of the copy at `root`
+ * @param {string} root  the copy
+ * @param {string} scanRoot  the scan's root in the copy
+ * @returns {{ before: DoctorReport, after: DoctorReport }}
+ */
+export function readPlacements(placed, before, after, root, scanRoot) {
+  if (!placed.length) return { before, after };
+  const files = new Set(placed.map((p) => p.file));
+  /** @type {Map<string, Placement>} */
+  const byScanned = new Map(placed.map((p) => [p.scanned, p]));
+  const rel = (/** @type {string} */ dir, /** @type {string} */ file) => path.relative(root, path.resolve(dir, file));
+  /** @type {Diagnostic[]} */
+  const baseFindings = [];
+  /** @type {Diagnostic[]} */
+  const diagnostics = [];
+  for (const d of after.diagnostics ?? []) {
+    const at = rel(scanRoot, d.filePath);
+    const placement = byScanned.get(at);
+    if (!placement) {
+      if (!files.has(at)) diagnostics.push(d);
+      continue;
+    }
+    /** @type {Diagnostic} */
+    const moved = { ...d, filePath: path.relative(scanRoot, path.join(root, placement.file)) };
+    // The padding's lines come after a `#!` line, else first.
+    if (d.line !== undefined && (!placement.hashbang || d.line > 1)) moved.line = Math.max(1, d.line - placement.padding);
+    (placement.version === "after" ? diagnostics : baseFindings).push(moved);
+  }
+  const projects = (after.projects ?? []).map((project) => {
+    const dir = project.directory ?? root;
+    /** @type {string[]} */
+    const analysed = [];
+    for (const file of project.analyzedFiles ?? []) {
+      const at = rel(dir, file);
+      const placement = byScanned.get(at);
+      if (placement?.version === "after") analysed.push(path.relative(dir, path.join(root, placement.file)));
+      else if (!placement && !files.has(at)) analysed.push(file);
+    }
+    return { ...project, analyzedFiles: analysed };
+  });
+  const rebased = new Set(placed.filter((p) => p.version === "base").map((p) => p.file));
+  const baseline = (before.diagnostics ?? []).filter((d) => !rebased.has(rel(scanRoot, d.filePath)));
+  return {
+    before: { ...before, diagnostics: [...baseline, ...baseFindings] },
+    after: { ...after, diagnostics, projects },
+  };
 }
 
 /** @param {Diagnostic} d */
@@ -504,6 +653,7 @@ export function unscanned(report, changed, root = APP) {
  */
 export async function doctorGate(config, before, scanning, submission, timings) {
   let after = before;
+  let baseline = before;
   if (scanning) {
     let finished = await scanning.run.finished;
     timings.scan = finished.seconds;
@@ -515,11 +665,14 @@ export async function doctorGate(config, before, scanning, submission, timings) 
       timings.scan += finished.seconds;
     }
     after = checkScan(config, finished, { afterSubmission: true });
+    fs.writeFileSync(path.join(LOGS, "rd-after.json"), JSON.stringify(after));
+    const scanRoot = path.join(scanning.root, path.relative(APP, config.rd.scan_root));
+    ({ before: baseline, after } = readPlacements(placementsOf(scanning.root), before, after, scanning.root, scanRoot));
   } else {
     timings.scan = 0;
+    fs.writeFileSync(path.join(LOGS, "rd-after.json"), JSON.stringify(after));
   }
-  fs.writeFileSync(path.join(LOGS, "rd-after.json"), JSON.stringify(after));
-  const doctor = compareReports(before, after, config.rd.targets, config.rd.ignored_new_footguns);
+  const doctor = compareReports(baseline, after, config.rd.targets, config.rd.ignored_new_footguns);
   doctor.unscanned = unscanned(after, submission.changed, scanning?.root);
   if (doctor.unscanned.length) doctor.ok = false;
   const hidden = hiddenTimerFindings(submission.changed, baseSourceOf, scanning?.root);

@@ -152,7 +152,7 @@ export async function grade() {
     if (submission.changed.length) {
       // Scanned as the tree is now, before the hidden specs are applied, so that
       // they are never findings.
-      const root = copyForScan();
+      const root = copyForScan(config, submission.changed);
       scanning = { root, run: startScan(config, { afterSubmission: true, root }) };
     }
     // Settled at once, so that a failure waits for its turn to be read.

@@ -12,8 +12,6 @@ import {
 
 const config = { sources: ["src"], test_like_allowed: /** @type {string[]} */ ([]) };
 const SPEC = "test files, test setup and mocks belong to the verifier";
-/** @param {string} by */
-const testLikeBy = (by) => `React Doctor treats it as a test, story or tooling by ${by}: it would be scanned with most rules off`;
 
 describe("pathRefusal", () => {
   test("admits source files under a source root, at any depth", () => {
@@ -44,38 +42,27 @@ describe("pathRefusal", () => {
     assert.equal(pathRefusal("src/a\u007f.ts", config), "control characters or backslashes in the name");
   });
 
-  test("bundler, TypeScript and package-manager configs and type declarations, wherever they are", () => {
+  test("bundler, TypeScript and package-manager configs, wherever they are", () => {
     const reason = "a bundler, TypeScript or package-manager config is never a source";
-    for (const file of ["src/package.json", "src/vite.config.ts", "src/deep/tsconfig.app.json", "src/types.d.ts",
-      "src/Global.D.MTS", "src/pnpm-lock.yaml"]) {
+    for (const file of ["src/package.json", "src/vite.config.ts", "src/deep/tsconfig.app.json", "src/Global.D.MTS",
+      "src/pnpm-lock.yaml"]) {
       assert.equal(pathRefusal(file, config), reason, file);
     }
   });
 
-  test("test-like folders and names, as React Doctor tells them, unless declared", () => {
-    assert.equal(pathRefusal("src/fixtures/user.ts", config), testLikeBy("a folder fixtures/"));
-    // React Doctor's own rule: folders below the last source root, case as written.
-    assert.equal(pathRefusal("src/i18n/it/labels.ts", config), testLikeBy("a folder it/"));
-    assert.equal(pathRefusal("src/test/components/Card.tsx", config), null);  // below components/
-    assert.equal(pathRefusal("src/Stories/Button.tsx", config), null);  // not stories/
-    // Folders it does not treat as tests are production code, scanned with every rule.
-    for (const file of ["src/config/labels.ts", "src/server/api.ts", "src/workers/poll.ts", "src/script/x.ts"]) {
+  test("type declarations are admitted, a CommonJS one too: the scan reads each as a module", () => {
+    for (const file of ["src/vite-env.d.ts", "src/types/global.d.mts", "src/legacy.d.cts"]) {
       assert.equal(pathRefusal(file, config), null, file);
     }
-    /** @type {[string, string][]} */
-    const names = [["src/Button.stories.tsx", ".stories."], ["src/api.mock.ts", ".mock."],
-      ["src/karma.conf.js", "karma.conf.js"], ["src/setupJest.ts", "setupJest.ts"]];
-    for (const [file, by] of names) {
-      assert.equal(pathRefusal(file, config), testLikeBy(`its name (${by})`), file);
+  });
+
+  test("test-like folders and names are admitted: the scan reads them under production rules", () => {
+    for (const file of ["src/fixtures/user.ts", "src/i18n/it/labels.ts", "src/tools/labels.ts", "src/stories/Card.tsx",
+      "src/Button.stories.tsx", "src/api.mock.ts", "src/karma.conf.js", "src/setupJest.ts"]) {
+      assert.equal(pathRefusal(file, config), null, file);
     }
-    const declared = { sources: ["src"], test_like_allowed: ["src/fixtures", "src/Button.stories.tsx"] };
-    assert.equal(pathRefusal("src/fixtures/user.ts", declared), null);
-    assert.equal(pathRefusal("src/Button.stories.tsx", declared), null);
-    // A declaration is a folder or a file, never a prefix of a name.
-    assert.equal(pathRefusal("src/fixtures/user.ts", { ...declared, test_like_allowed: ["src/fix"] }),
-      testLikeBy("a folder fixtures/"));
-    // Declared or not, a spec is the verifier's.
-    assert.equal(pathRefusal("src/fixtures/user.test.ts", declared), SPEC);
+    // A spec is the verifier's, in a test-like folder or not.
+    assert.equal(pathRefusal("src/fixtures/user.test.ts", config), SPEC);
   });
 
   test("code React Doctor does not analyse is refused by name, whatever the case of its extension", () => {
@@ -106,9 +93,10 @@ describe("shadowed", () => {
   });
 
   test("a base file the clean room puts back (it is not a source) shadows even when deleted", () => {
-    const tree = new Map([["src/types.d.ts", { mode: "100644", id: "x" }], ["src/karma.conf.ts", { mode: "100644", id: "y" }]]);
-    assert.equal(shadowed("src/types.d.js", tree, new Set(["src/types.d.js"]), config), "src/types.d.ts");
-    assert.equal(shadowed("src/karma.conf.json", tree, new Set(["src/karma.conf.json"]), config), "src/karma.conf.ts");
+    const tree = new Map([["src/tsconfig.json", { mode: "100644", id: "x" }], ["src/types.d.ts", { mode: "100644", id: "y" }]]);
+    assert.equal(shadowed("src/tsconfig.ts", tree, new Set(["src/tsconfig.ts"]), config), "src/tsconfig.json");
+    // A declaration is a source: deleted, it stays deleted.
+    assert.equal(shadowed("src/types.d.js", tree, new Set(["src/types.d.js"]), config), null);
   });
 });
 
@@ -120,7 +108,8 @@ describe("refusal and judge on a tree", () => {
     fs.mkdirSync(path.dirname(path.join(app, rel)), { recursive: true });
     fs.writeFileSync(path.join(app, rel), content);
   };
-  const tree = new Map([["src/Counter.tsx", { mode: "100644", id: "base" }], ["src/App.js", { mode: "100644", id: "b" }]]);
+  const tree = new Map([["src/Counter.tsx", { mode: "100644", id: "base", size: 36 }],
+    ["src/App.js", { mode: "100644", id: "b", size: 18 }], ["src/icons/sprite.svg", { mode: "100644", id: "c", size: 3 << 20 }]]);
   /** @param {string} file @param {string[]} [others] */
   const judged = (file, others = []) => judge(file, config, tree, new Set([file, ...others]), app);
 
@@ -128,8 +117,19 @@ describe("refusal and judge on a tree", () => {
     app = fs.mkdtempSync(path.join(os.tmpdir(), "grader-clean-room-"));
     write("src/Counter.tsx", "export const Counter = () => null;\n");
     write("src/notes.txt", "notes\n");
-    write("src/big.json", `"${"x".repeat(262144)}"`);
-    write("src/fits.json", `"${"x".repeat(262142)}"`);
+    // Data: a locale of 730 kB is under the floor (2 MiB); an SVG may be twice the base's largest.
+    write("src/locales/it.json", `"${"x".repeat(730_000)}"`);
+    write("src/big.json", Buffer.alloc((2 << 20) + 1, 0x20));
+    write("src/icons/big.svg", Buffer.alloc((6 << 20) - 1, 0x20));
+    write("src/icons/huge.svg", Buffer.alloc((6 << 20) + 1, 0x20));
+    // Code: 256 KiB at most.
+    write("src/table.ts", `export const t = 1;\n${"//".repeat(131072)}`);
+    write("src/fits.ts", `${"x;\n".repeat(87381)}`);
+    // Declarations and test-like paths are admitted (the scan reads them as modules).
+    write("src/vite-env.d.ts", '/// <reference types="vite/client" />\n');
+    write("src/tools/labels.ts", 'export const label = "Count";\n');
+    // A data URI of 30 kB on one line: long lines, but admitted (the scan reads it padded).
+    write("src/resetIcon.ts", `export const icon = "data:image/svg+xml;base64,${"A".repeat(30_000)}";\n`);
     write("src/dist/bundle.ts", "export {};\n");
     write("src/latin1.ts", Buffer.from([0x2f, 0x2f, 0x20, 0xe9, 0x0a]));
     // Minified as React Doctor tells it: a large file with long lines throughout.
@@ -146,10 +146,10 @@ describe("refusal and judge on a tree", () => {
   after(() => fs.rmSync(app, { recursive: true, force: true }));
 
   test("an admissible source file is admitted", () => {
-    assert.equal(judged("src/Counter.tsx"), null);
-    assert.equal(judged("src/fits.json"), null);
-    assert.equal(judged("src/long.js"), null);
-    assert.equal(judged("src/short-min.js"), null);  // under React Doctor's 20 kB floor
+    for (const file of ["src/Counter.tsx", "src/locales/it.json", "src/icons/big.svg", "src/fits.ts", "src/long.js",
+      "src/short-min.js", "src/min.js", "src/resetIcon.ts", "src/vite-env.d.ts", "src/tools/labels.ts"]) {
+      assert.equal(judged(file), null, file);
+    }
   });
 
   test("the path is judged first", () => {
@@ -160,13 +160,16 @@ describe("refusal and judge on a tree", () => {
     assert.equal(judged("src/link.ts"), "symlinks are not source");
     assert.equal(judged("src/folder.ts"), "not a regular file");
     assert.equal(judged("src/notes.txt"), "not a source file type");
-    assert.equal(judged("src/big.json"), "larger than 262144 bytes");
+    assert.equal(judged("src/big.json"),
+      "larger than 2097152 bytes (2 times the base's largest .json file, 2097152 bytes at least)");
+    assert.equal(judged("src/icons/huge.svg"),
+      "larger than 6291456 bytes (2 times the base's largest .svg file, 2097152 bytes at least)");
+    assert.equal(judged("src/table.ts"), "larger than 262144 bytes (a code file's cap)");
     assert.equal(judged("src/dist/bundle.ts"), "in a folder React Doctor does not scan");
   });
 
-  test("code the scan would not read: not UTF-8, or minified-looking", () => {
+  test("code that is not UTF-8 text", () => {
     assert.equal(judged("src/latin1.ts"), "code that is not UTF-8 text");
-    assert.equal(judged("src/min.js"), "minified-looking (long lines throughout a large file): React Doctor skips it");
   });
 
   test("a new module beside another is refused; a base file is not held to it", () => {
