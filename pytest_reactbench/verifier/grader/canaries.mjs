@@ -16,8 +16,9 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 
-import { APP, ROOM, roomTool } from "./config.mjs";
-import { testKey } from "./reports.mjs";
+import { APP, ROOM, ROOM_REPORTS, roomTool } from "./config.mjs";
+import { SubmissionFailure } from "./errors.mjs";
+import { readReport, testKey } from "./reports.mjs";
 
 /**
  * A test the grader planted.
@@ -28,10 +29,11 @@ import { testKey } from "./reports.mjs";
  */
 
 /**
- * What the grader's reporter saw of a Vitest run (vitest-run.json).
+ * What the grader's reporter saw of a Vitest run (vitest-run.json, signed).
  * @typedef {object} VitestRun
  * @property {number} unhandled  errors outside any test
  * @property {string} [reason]  Vitest's: passed, failed or interrupted
+ * @property {import("./reports.mjs").VitestFile[]} [testResults]  the task tree at the run's end
  */
 
 export const RUN_REPORT = "vitest-run.json";
@@ -79,6 +81,12 @@ export function withRunReporter(cmd) {
   return cmd.replace(JSON_REPORTER, (json) => `${json} --reporter=${REPORTER}`);
 }
 
+// The group whose key file only the reporter reads: the unit command starts with it as
+// its effective (and saved) group, which the reporter drops before any worker starts.
+// No file of the image belongs to it.
+export const SEAL_GID = 65533;
+const KEY_FILE = "run-key";
+
 // The grader's Vitest setup files (files of the grader's folder), in the order they run:
 // after the task's own setup files, in every test worker. The reporter adds them
 // (REACTBENCH_VITEST_SETUP).
@@ -86,13 +94,59 @@ export function withRunReporter(cmd) {
 export const VITEST_SETUP_FILES = ["leak-watch.mjs"];
 
 /**
- * The reporter and the grader's setup files, where the room's commands load them from;
- * the environment that names the setup files to the reporter.
- * @returns {Record<string, string>}
+ * The reporter and the grader's setup files, where the room's commands load them from,
+ * and a new key for the reporter to sign its report with (a file of SEAL_GID's); the
+ * key, and the environment that names those files to the reporter.
+ * @param {string} [room]
+ * @returns {{ key: Buffer, env: Record<string, string> }}
  */
-export function installReporter() {
+export function installReporter(room = ROOM) {
   roomTool(REPORTER_FILE);
-  return { REACTBENCH_VITEST_SETUP: VITEST_SETUP_FILES.map((name) => roomTool(name)).join(":") };
+  const key = crypto.randomBytes(32);
+  const keyFile = path.join(room, KEY_FILE);
+  fs.rmSync(keyFile, { force: true });
+  fs.writeFileSync(keyFile, key, { mode: 0o400 });
+  fs.chownSync(keyFile, 0, SEAL_GID);
+  fs.chmodSync(keyFile, 0o040);
+  return {
+    key,
+    env: {
+      REACTBENCH_VITEST_SETUP: VITEST_SETUP_FILES.map((name) => roomTool(name)).join(":"),
+      REACTBENCH_RUN_KEY: keyFile,
+    },
+  };
+}
+
+/**
+ * The reporter's report, once every process of the room is gone: the run, if it is the
+ * reporter's indeed (signed with `key`); else what is wrong with it. `forged`: a report
+ * is there, and not the reporter's.
+ * @param {Buffer} key
+ * @param {string} [from]
+ * @param {string} [keep]
+ * @returns {{ run: VitestRun | null, problem: string | null, forged: boolean }}
+ */
+export function readRunReport(key, from = ROOM_REPORTS, keep = undefined) {
+  let document;
+  try {
+    document = keep === undefined ? readReport(RUN_REPORT, from) : readReport(RUN_REPORT, from, keep);
+  } catch (error) {
+    if (!(error instanceof SubmissionFailure)) throw error;
+    return { run: null, problem: `the unit tests' report is spoiled (${error.message})`, forged: true };
+  }
+  if (document === null) return { run: null, problem: "the unit tests' report was never written", forged: false };
+  const body = document?.body;
+  const mac = document?.mac;
+  const want = crypto.createHmac("sha256", key).update(String(body)).digest();
+  const given = typeof mac === "string" && /^[0-9a-f]{64}$/.test(mac) ? Buffer.from(mac, "hex") : null;
+  if (typeof body !== "string" || !given || !crypto.timingSafeEqual(want, given)) {
+    return { run: null, problem: "the unit tests' report is not the one the grader's reporter wrote", forged: true };
+  }
+  try {
+    return { run: JSON.parse(body), problem: null, forged: false };
+  } catch {
+    return { run: null, problem: "the unit tests' report is not JSON", forged: true };
+  }
 }
 
 /**

@@ -10,7 +10,9 @@ import path from "node:path";
 import {
   APP, LOGS, ROOM, ROOM_GID, ROOM_REPORTS, ROOM_UID, STATE, TESTS, VERIFIER_DIR, compileCache,
 } from "./config.mjs";
-import { RUN_REPORT, canariesExplainExit, installReporter, judgeCanaries, plantCanaries } from "./canaries.mjs";
+import {
+  SEAL_GID, canariesExplainExit, installReporter, judgeCanaries, plantCanaries, readRunReport,
+} from "./canaries.mjs";
 import { SubmissionFailure } from "./errors.mjs";
 import { collectLeaks } from "./leaks.mjs";
 import { exitCode, run } from "./process.mjs";
@@ -133,12 +135,14 @@ function realPnpm() {
 /**
  * `pnpm exec NAME ...` of a binary in ./node_modules/.bin runs it directly: the very
  * command pnpm would start, with that folder first on the PATH as pnpm puts it,
- * without the half second of CPU pnpm takes to start. Anything else is pnpm's.
+ * without the half second of CPU pnpm takes to start. Anything else is pnpm's. The
+ * shells keep the groups they were started with (-p: a sealed unit command's, see
+ * roomPrefix), a binary that is a shell script included.
  * @param {string} pnpm  the real pnpm
  * @returns {string} the room's pnpm, a shell script
  */
 export function pnpmExec(pnpm) {
-  return `#!/bin/sh
+  return `#!/bin/sh -p
 if [ "$1" = exec ]; then
   case "$2" in
     ""|-*|*/*|.*) ;;
@@ -148,6 +152,9 @@ if [ "$1" = exec ]; then
         shift 2
         PATH="$PWD/node_modules/.bin:$PATH"
         export PATH
+        if [ "$(head -n 1 "node_modules/.bin/$name")" = "#!/bin/sh" ]; then
+          exec /bin/sh -p "$PWD/node_modules/.bin/$name" "$@"
+        fi
         exec "$PWD/node_modules/.bin/$name" "$@"
       fi ;;
   esac
@@ -161,12 +168,18 @@ exec '${pnpm.replaceAll("'", "'\\''")}' "$@"
 // alone keeps the room from signalling the grader there).
 /** @type {boolean | null} */
 let pidNamespace = null;
-/** @returns {string[]} what a room's command runs under */
-function roomPrefix() {
+/**
+ * What a room's command runs under. `sealed`: with SEAL_GID as its effective and saved
+ * group (the reporter's key file's, canaries.mjs), the room's as its real one.
+ * @param {boolean} [sealed]
+ * @returns {string[]}
+ */
+export function roomPrefix(sealed = false) {
   if (pidNamespace === null) {
     pidNamespace = run("unshare", ["--pid", "--fork", "--kill-child", "--mount-proc", "true"], { cwd: "/" }).code === 0;
   }
-  const drop = ["setpriv", `--reuid=${ROOM_UID}`, `--regid=${ROOM_GID}`, "--clear-groups",
+  const groups = sealed ? [`--rgid=${ROOM_GID}`, `--egid=${SEAL_GID}`] : [`--regid=${ROOM_GID}`];
+  const drop = ["setpriv", `--reuid=${ROOM_UID}`, ...groups, "--clear-groups",
     "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"];
   return pidNamespace ? ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", ...drop] : drop;
 }
@@ -215,12 +228,13 @@ const MAX_ROOM_OUTPUT = 256 * 1024 * 1024;
  * A command in the room, killed past its budget. Asynchronous, so that a scan
  * running beside it is seen to finish when it does.
  * @param {string} cmd
- * @param {{ cwd: string, budget: number, env?: Record<string, string> }} options  budget: seconds
+ * @param {{ cwd: string, budget: number, env?: Record<string, string>, sealed?: boolean }} options
+ *   budget: seconds; sealed: see roomPrefix
  * @returns {Promise<RoomResult>}
  */
-export function runInRoom(cmd, { cwd, budget, env = {} }) {
+export function runInRoom(cmd, { cwd, budget, env = {}, sealed = false }) {
   const started = performance.now();
-  const [command, ...args] = [...roomPrefix(), "bash", "-c", inRoom(cmd)];
+  const [command, ...args] = [...roomPrefix(sealed), "bash", ...(sealed ? ["-p"] : []), "-c", inRoom(cmd)];
   const child = spawn(command, args, { cwd, env: roomEnv(env), stdio: ["ignore", "pipe", "pipe"] });
   /** @type {Buffer[]} */
   const chunks = [];
@@ -443,8 +457,10 @@ export async function testGate(config, setPhase) {
       const { cmd, canaries } = step.name === "unit"
         ? plantCanaries(step.cmd, config.test.expected)
         : { cmd: step.cmd, canaries: [] };
+      // With canaries, the unit results are the grader's reporter's (signed), alone.
+      const reporter = canaries.length ? installReporter() : null;
       /** @type {Record<string, string>} */
-      let env = canaries.length ? installReporter() : {};
+      let env = reporter ? reporter.env : {};
       if (step.name === "e2e") {
         writeE2eConfig();
         installUserBrowser();
@@ -455,19 +471,32 @@ export async function testGate(config, setPhase) {
           REACTBENCH_E2E_USER_AGENT: userAgent(),
         };
       }
-      const result = await runInRoom(cmd, { cwd: plan.cwd, budget: remaining(), env });
+      const result = await runInRoom(cmd, { cwd: plan.cwd, budget: remaining(), env, sealed: reporter !== null });
       output += result.output;
       console.log(result.output.split("\n").slice(-40).join("\n"));
       /** @type {import("./reports.mjs").TestResults} */
       const ran = new Map();
       /** @type {import("./reports.mjs").TestMessages} */
       const said = new Map();
-      vitestResults(report("vitest.json", step.name), ran, said);
+      /** @type {import("./canaries.mjs").VitestRun | null} */
+      let signedRun = null;
+      if (reporter) {
+        // Vitest's own JSON report is kept for the record only: any process of the
+        // room could have written it.
+        report("vitest.json", step.name);
+        const { run: got, problem, forged } = readRunReport(reporter.key);
+        signedRun = got;
+        if (problem && forged) tampered.push(`test results tampered: ${problem}`);
+        else if (problem) spoiled.push(`${problem}: the ${step.name} tests did not run`);
+        vitestResults(signedRun, ran, said);
+      } else {
+        vitestResults(report("vitest.json", step.name), ran, said);
+      }
       playwrightResults(report("playwright.json", step.name), ran, said);
       tampered.push(...judgeCanaries(canaries, ran, said));
       if (step.name === "unit") collectLeaks(canaries.length > 0, ran);
       const explained = canaries.length > 0 &&
-        canariesExplainExit(result.code, canaries, report(RUN_REPORT, step.name), ran);
+        canariesExplainExit(result.code, canaries, signedRun, ran);
       for (const [key, status] of ran) results.set(key, status);
       for (const [key, message] of said) messages.set(key, message);
       phases.push({

@@ -1,16 +1,46 @@
 // The grader's Vitest reporter. It runs in Vitest's main process, which loads no code
-// of the submission's (that runs in the test workers), and writes what the JSON report
-// leaves out: how many errors happened outside any test, and how the run ended.
+// of the submission's (that runs in the test workers), and reports the run as the
+// grader judges it: every test of the task tree at the run's end (its state, its title
+// path, its file, its first error), the errors outside any test, and how the run ended.
 // Vitest 3 and later call onTestRunEnd; earlier ones onFinished.
+//
+// The report is signed (HMAC-SHA256) with a key only this process can read: the room's
+// command starts with an effective group of its own (SEAL_GID, also its saved group),
+// which alone may read the key file; the reporter reads it when it is loaded, before any
+// worker exists, and drops to the room's group. The workers are started after that
+// with the room's ids alone: they can neither read the key file nor this process's
+// memory, descriptors or environment (the kernel lets a process read another's only
+// when all their ids match). A report forged or rewritten by any other process of the
+// room does not verify, and the grader judges no other.
 //
 // Before any worker starts (onInit), it sets what every worker sees: the grader's setup
 // files (REACTBENCH_VITEST_SETUP, colon-separated absolute paths), run after the
-// task's own, and the production values of import.meta.env, so that code which behaves
-// only under test (`import.meta.env.DEV`) is tested as users run it.
+// task's own, the production values of import.meta.env, so that code which behaves
+// only under test (`import.meta.env.DEV`) is tested as users run it, and test files
+// in processes of their own (never threads of this one).
+import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 
 const file = path.join(process.env.REACTBENCH_REPORTS ?? ".", "vitest-run.json");
+
+/** @returns {Buffer | null} the key, read once (null: none to read) */
+function readKey() {
+  const keyFile = process.env.REACTBENCH_RUN_KEY;
+  /** @type {Buffer | null} */
+  let key = null;
+  try {
+    if (keyFile) key = fs.readFileSync(keyFile);
+  } catch {}
+  // The room's own group from now on, before any worker is started.
+  try {
+    if (process.getegid && process.setegid && process.getgid && process.getegid() !== process.getgid()) {
+      process.setegid(process.getgid());
+    }
+  } catch {}
+  return key && key.length >= 32 ? key : null;
+}
+const KEY = readKey();
 
 /** The grader's setup files, in order. */
 export const graderSetupFiles = () =>
@@ -19,11 +49,13 @@ export const graderSetupFiles = () =>
 // What a production build's import.meta.env says (Vite's own), where Vitest would say
 // DEV, MODE "test".
 export const PRODUCTION_ENV = { DEV: false, PROD: true, MODE: "production" };
+// Pools that run test files in threads of the main process, and their process twins.
+const IN_PROCESS_POOLS = /** @type {Record<string, string>} */ ({ threads: "forks", vmThreads: "vmForks" });
 
 /**
- * A resolved config (Vitest's or one project's), with the grader's setup files last and
- * the production env values.
- * @param {{ setupFiles?: string[], env?: Record<string, unknown> } | undefined} config
+ * A resolved config (Vitest's or one project's), with the grader's setup files last,
+ * the production env values, and a pool of processes.
+ * @param {{ setupFiles?: string[], env?: Record<string, unknown>, pool?: string } | undefined} config
  * @param {string[]} setup
  */
 export function graderConfig(config, setup) {
@@ -31,6 +63,8 @@ export function graderConfig(config, setup) {
   const own = config.setupFiles ?? [];
   config.setupFiles = [...own.filter((f) => !setup.includes(f)), ...setup];
   config.env = { ...config.env, ...PRODUCTION_ENV };
+  const pool = config.pool && IN_PROCESS_POOLS[config.pool];
+  if (pool) config.pool = pool;
 }
 
 /**
@@ -45,19 +79,90 @@ export function allowSetupFiles(vite, setup) {
 }
 
 /**
+ * A task of the runner's tree (the parts the report reads): a file, a suite or a test.
+ * @typedef {object} RunnerTask
+ * @property {string} type  "suite" (a file too), "test" or "custom"
+ * @property {string} name
+ * @property {string} [mode]  run, skip, only, todo
+ * @property {string} [filepath]  a file's
+ * @property {{ state?: string, errors?: { message?: unknown, name?: unknown }[] }} [result]
+ * @property {RunnerTask[]} [tasks]
+ */
+
+// How Vitest's JSON reporter names a task's state.
+const STATUS = /** @type {Record<string, string>} */ ({
+  fail: "failed", only: "pending", pass: "passed", run: "pending", skip: "skipped", todo: "todo", queued: "pending",
+});
+
+/**
+ * @param {{ message?: unknown, name?: unknown }[] | undefined} errors
+ * @returns {string[]}
+ */
+const messages = (errors) => (errors ?? []).slice(0, 3).map((e) =>
+  `${e?.name ? `${String(e.name)}: ` : ""}${String(e?.message ?? e)}`.slice(0, 4000));
+
+/**
+ * The files of the runner's task tree as Vitest's JSON report has them (the parts the
+ * grader reads: reports.mjs).
+ * @param {RunnerTask[]} files
+ */
+export function treeReport(files) {
+  return files.map((file) => {
+    /** @type {{ ancestorTitles: string[], title: string, status: string, failureMessages: string[] }[]} */
+    const tests = [];
+    /**
+     * @param {RunnerTask} task
+     * @param {string[]} trail
+     */
+    const visit = (task, trail) => {
+      for (const child of task.tasks ?? []) {
+        if (child.type === "suite") visit(child, [...trail, child.name]);
+        else {
+          tests.push({
+            ancestorTitles: trail, title: child.name,
+            status: STATUS[child.result?.state ?? child.mode ?? ""] ?? "skipped",
+            failureMessages: messages(child.result?.errors),
+          });
+        }
+      }
+    };
+    visit(file, []);
+    const failed = file.result?.state === "fail";
+    return {
+      name: file.filepath ?? file.name,
+      status: failed ? "failed" : "passed",
+      message: failed ? messages(file.result?.errors).join("\n") : "",
+      assertionResults: tests,
+    };
+  });
+}
+
+/**
+ * The signed document: the report's text and its HMAC (null: no key to sign with).
+ * @param {object} report
+ * @param {Buffer | null} key
+ */
+export function signed(report, key) {
+  const body = JSON.stringify(report);
+  return { body, mac: key ? crypto.createHmac("sha256", key).update(body).digest("hex") : null };
+}
+
+/**
+ * @param {RunnerTask[]} files
  * @param {readonly unknown[] | undefined} errors
  * @param {string} [reason]
  */
-function write(errors, reason) {
-  fs.writeFileSync(file, JSON.stringify({ unhandled: errors?.length ?? 0, ...(reason ? { reason } : {}) }));
+function write(files, errors, reason) {
+  const report = { unhandled: errors?.length ?? 0, ...(reason ? { reason } : {}), testResults: treeReport(files) };
+  fs.writeFileSync(file, JSON.stringify(signed(report, KEY)));
 }
 
 /**
  * Vitest's context, as onInit gets it (the parts the reporter sets).
  * @typedef {object} VitestContext
- * @property {{ setupFiles?: string[], env?: Record<string, unknown> }} [config]
+ * @property {{ setupFiles?: string[], env?: Record<string, unknown>, pool?: string }} [config]
  * @property {{ config?: { server?: { fs?: { allow?: string[] } } } }} [vite]
- * @property {{ config?: { setupFiles?: string[], env?: Record<string, unknown> },
+ * @property {{ config?: { setupFiles?: string[], env?: Record<string, unknown>, pool?: string },
  *   vite?: { config?: { server?: { fs?: { allow?: string[] } } } } }[]} [projects]
  */
 
@@ -77,20 +182,20 @@ export default class RunReporter {
   }
 
   /**
-   * @param {unknown} _modules
+   * @param {readonly { task?: RunnerTask }[]} modules
    * @param {readonly unknown[]} errors
    * @param {string} reason
    */
-  onTestRunEnd(_modules, errors, reason) {
+  onTestRunEnd(modules, errors, reason) {
     this.ended = true;
-    write(errors, reason);
+    write(modules.flatMap((m) => (m.task ? [m.task] : [])), errors, reason);
   }
 
   /**
-   * @param {unknown} _files
+   * @param {RunnerTask[]} [files]
    * @param {readonly unknown[]} [errors]
    */
-  onFinished(_files, errors) {
-    if (!this.ended) write(errors);
+  onFinished(files, errors) {
+    if (!this.ended) write(files ?? [], errors);
   }
 }

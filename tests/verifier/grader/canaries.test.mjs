@@ -6,9 +6,13 @@ import os from "node:os";
 import path from "node:path";
 import { describe, test } from "node:test";
 
+import crypto from "node:crypto";
+
 import {
-  REPORTER, canariesExplainExit, firstDescribe, judgeCanaries, plantCanaries, withRunReporter,
+  REPORTER, RUN_REPORT, canariesExplainExit, firstDescribe, judgeCanaries, plantCanaries, readRunReport,
+  withRunReporter,
 } from "../../../pytest_reactbench/verifier/grader/canaries.mjs";
+import { signed, treeReport } from "../../../pytest_reactbench/verifier/grader/vitest-run-reporter.mjs";
 import { testKey } from "../../../pytest_reactbench/verifier/grader/reports.mjs";
 
 const CMD = "pnpm exec vitest run --reporter=default --reporter=json --outputFile.json=x.json src/a.spec.tsx";
@@ -203,6 +207,51 @@ describe("the reporter's onInit", () => {
     } finally {
       if (before === undefined) delete process.env.REACTBENCH_VITEST_SETUP;
       else process.env.REACTBENCH_VITEST_SETUP = before;
+    }
+  });
+});
+
+describe("the signed report", () => {
+  /** @type {import("../../../pytest_reactbench/verifier/grader/vitest-run-reporter.mjs").RunnerTask} */
+  const FILE = { type: "suite", name: "src/a.spec.tsx", filepath: "/app/src/a.spec.tsx", result: { state: "fail" }, tasks: [
+    { type: "suite", name: "Counter", tasks: [
+      { type: "test", name: "counts", mode: "run", result: { state: "pass" } },
+      { type: "test", name: "resets", mode: "run", result: { state: "fail", errors: [{ name: "AssertionError", message: "expected 1 to be 0" }] } },
+      { type: "test", name: "later", mode: "todo" },
+    ] },
+  ] };
+
+  test("the task tree as Vitest's JSON report has it", () => {
+    assert.deepEqual(treeReport([FILE]), [{
+      name: "/app/src/a.spec.tsx", status: "failed", message: "", assertionResults: [
+        { ancestorTitles: ["Counter"], title: "counts", status: "passed", failureMessages: [] },
+        { ancestorTitles: ["Counter"], title: "resets", status: "failed", failureMessages: ["AssertionError: expected 1 to be 0"] },
+        { ancestorTitles: ["Counter"], title: "later", status: "todo", failureMessages: [] },
+      ] }]);
+  });
+
+  test("read only when signed with the grading's key; anything else is said, a forgery as such", () => {
+    const room = fs.mkdtempSync(path.join(os.tmpdir(), "grader-run-"));
+    const keep = fs.mkdtempSync(path.join(os.tmpdir(), "grader-logs-"));
+    try {
+      const key = crypto.randomBytes(32);
+      const run = { unhandled: 0, reason: "failed", testResults: treeReport([FILE]) };
+      assert.deepEqual(readRunReport(key, room, keep), { run: null, problem: "the unit tests' report was never written", forged: false });
+      fs.writeFileSync(path.join(room, RUN_REPORT), JSON.stringify(signed(run, key)));
+      assert.deepEqual(readRunReport(key, room, keep), { run, problem: null, forged: false });
+      // Rewritten by another process: its results, the old signature; or signed with another key; or none.
+      const rewritten = signed(run, key);
+      rewritten.body = rewritten.body.replace('"failed"', '"passed"');
+      for (const document of [rewritten, signed(run, crypto.randomBytes(32)), signed(run, null), { unhandled: 0 }]) {
+        fs.writeFileSync(path.join(room, RUN_REPORT), JSON.stringify(document));
+        assert.deepEqual(readRunReport(key, room, keep),
+          { run: null, problem: "the unit tests' report is not the one the grader's reporter wrote", forged: true });
+      }
+      fs.writeFileSync(path.join(room, RUN_REPORT), "{");
+      assert.equal(readRunReport(key, room, keep).forged, true);
+    } finally {
+      fs.rmSync(room, { recursive: true, force: true });
+      fs.rmSync(keep, { recursive: true, force: true });
     }
   });
 });
