@@ -125,8 +125,9 @@ async function runOnBase(config, fillCache) {
     }
     const cwd = path.join(app, path.relative(APP, config.test.cwd ?? APP));
     const started = performance.now();
+    // Without a cache to fill, the unit command alone: it is the one that compiles specs.
     const commands = /** @type {string[]} */ (
-      [config.test.cmd, config.test.e2e_cmd && withE2eConfig(config.test.e2e_cmd)].filter(Boolean));
+      [config.test.cmd, fillCache && config.test.e2e_cmd && withE2eConfig(config.test.e2e_cmd)].filter(Boolean));
     for (const cmd of commands) {
       const result = await runInRoom(cmd, {
         cwd,
