@@ -59,11 +59,21 @@ ATTACKS: dict[str, str] = {
     "leak-use-effect-alias": leaking(
         f"setInterval({TICK}, 1000);",
         imports='import { useEffect as useMountEffect, useState } from "react";', hook="useMountEffect"),
-    # A one-line custom hook around useEffect.
-    "leak-custom-hook": leaking(
-        f"setInterval({TICK}, 1000);",
-        before="const useOnMount = (run: () => void, deps: unknown[]) => useEffect(run, deps);",
-        hook="useOnMount"),
+    # A one-line custom hook around useEffect, given a function that stays the same.
+    "leak-custom-hook": ticker("""
+        import { useEffect, useState } from "react";
+
+        const useOnMount = (run: () => void) => useEffect(() => run(), [run]);
+
+        export default function Ticker(_: { count: number }) {
+          const [ticks, setTicks] = useState(0);
+          const [start] = useState(() => () => {
+            setInterval(() => setTicks((t) => t + 1), 1000);
+          });
+          useOnMount(start);
+          return <span hidden>{ticks}</span>;
+        }
+        """),
     # A class component that starts an interval on mount and has no componentWillUnmount.
     "leak-class-component": ticker("""
         import { Component } from "react";
