@@ -95,13 +95,50 @@ export function lockDown() {
   }
 }
 
+/** @type {string[] | null} */
+let writable = null;
+
+/**
+ * Every folder the room's user can write, by design rather than by a list: asked of
+ * the kernel as that user (find's -writable is access(2) for the room's uid: modes,
+ * ownership and read-only mounts alike), once, before any room command has run, so
+ * that no process of the room can steer the answer. Only the topmost of each file
+ * system is kept (a sweep of a folder reaches what is below it); /app, /tmp and
+ * /dev/shm always.
+ * @param {string} [probe]  where to look from (`/`)
+ * @returns {string[]}
+ */
+export function writableByRoom(probe = "/") {
+  if (writable && probe === "/") return writable;
+  const found = run("setpriv", [`--reuid=${ROOM_UID}`, `--regid=${ROOM_GID}`, "--clear-groups", "--",
+    "find", probe, "(", "-path", "/proc", "-o", "-path", "/sys", ")", "-prune", "-o",
+    "-type", "d", "-writable", "-print0"], { cwd: "/" });
+  const dirs = new Set([APP, "/tmp", "/dev/shm", ...found.stdout.split("\0").filter((dir) => dir.startsWith("/"))]);
+  /** @param {string} dir */
+  const device = (dir) => {
+    try {
+      return fs.statSync(dir).dev;
+    } catch {
+      return -1;
+    }
+  };
+  const tops = [...dirs].filter((dir) => {
+    const parent = path.dirname(dir);
+    return parent === dir || !dirs.has(parent) || device(parent) !== device(dir);
+  }).sort();
+  if (probe === "/") writable = tops;
+  return tops;
+}
+
 /**
  * Whatever the room left that a later room or the grader could trip on: its
- * processes, its files in /app, /tmp and /dev/shm. Root's files stay.
+ * processes, and its files wherever it can write (writableByRoom: /app, /tmp,
+ * /dev/shm, and any other place the image leaves open, /var/tmp and /run/lock on
+ * docker). Root's files stay.
  */
 export function sweepRoom() {
   killRoom();
-  run("find", [APP, "/tmp", "/dev/shm", "-mindepth", "1", "-xdev", "-user", String(ROOM_UID),
+  run("find", [...writableByRoom(), "-mindepth", "1", "-xdev", "-user", String(ROOM_UID),
     "-prune", "-exec", "rm", "-rf", "{}", "+"], { cwd: "/" });
   fs.rmSync(ROOM, { recursive: true, force: true });
 }

@@ -1,0 +1,51 @@
+// The sweep between test phases: every place the room's user can write, found by
+// asking as that user, is emptied of what the room left there. Run in a sandbox of
+// its own (bubblewrap, as root): the host's file systems read-only, and the places a
+// verifier image leaves open to everyone (/tmp, /var/tmp, /run/lock, /dev/shm) fresh.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import path from "node:path";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+
+const GRADER = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../pytest_reactbench/verifier/grader");
+const usable = process.getuid?.() === 0 && spawnSync("bwrap", ["--version"]).status === 0;
+
+// In the sandbox: the room leaves a file and a folder tree in each place it can
+// write; root leaves a file; the room is swept.
+const SCRIPT = `
+import fs from "node:fs";
+import { spawnSync } from "node:child_process";
+fs.mkdirSync("/tmp/app/src", { recursive: true });
+fs.chmodSync("/tmp/app", 0o1777);
+const { ROOM_UID } = await import("${GRADER}/config.mjs");
+const { sweepRoom, writableByRoom } = await import("${GRADER}/test-room.mjs");
+const asRoom = (script) => spawnSync("setpriv", ["--reuid=" + ROOM_UID, "--regid=" + ROOM_UID, "--clear-groups", "--",
+  "sh", "-c", script], { encoding: "utf8" });
+const find = (...args) => [...new Set(spawnSync("find", args, { encoding: "utf8" }).stdout.split("\\n").filter(Boolean))].sort();
+const places = ["/tmp/app", "/tmp", "/var/tmp", "/run/lock", "/dev/shm"];
+for (const dir of places) asRoom(\`echo x > \${dir}/left && mkdir -p \${dir}/tree/deep && echo y > \${dir}/tree/deep/f\`);
+fs.writeFileSync("/var/tmp/root-file", "r");
+const before = find(...places, "-user", String(ROOM_UID));
+sweepRoom();
+console.log(JSON.stringify({ found: writableByRoom(), before, after: find(...places, "-user", String(ROOM_UID)),
+  rootFile: fs.existsSync("/var/tmp/root-file") }));
+`;
+
+test("sweepRoom empties every place the room can write, and only of the room's files", { skip: !usable && "needs root and bubblewrap" }, () => {
+  const open = ["/tmp", "/var/tmp", "/run/lock", "/dev/shm"].flatMap((dir) => ["--perms", "1777", "--tmpfs", dir]);
+  const sandbox = spawnSync("bwrap", ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", ...open,
+    "--unshare-pid", "--die-with-parent", "--", process.execPath, "--input-type=module", "-e", SCRIPT], {
+    encoding: "utf8", env: { ...process.env, REACTBENCH_APP: "/tmp/app", REACTBENCH_STATE: "/tmp/state",
+      REACTBENCH_LOGS: "/tmp/logs", REACTBENCH_TESTS: "/tmp/tests" }, timeout: 60_000,
+  });
+  assert.equal(sandbox.status, 0, sandbox.stderr);
+  const { found, before, after, rootFile } = JSON.parse(sandbox.stdout.trim().split("\n").at(-1) ?? "{}");
+  // Found by the probe, not named by the grader: /var/tmp and /run/lock among them.
+  // /tmp/app is in /tmp, on its file system: the sweep of /tmp reaches it.
+  assert.deepEqual(found, ["/dev/shm", "/run/lock", "/tmp", "/var/tmp"]);
+  // The room could write in each, and nothing of it is left in any.
+  assert.equal(before.length, 5 * 4, before);
+  assert.deepEqual(after, []);
+  assert.equal(rootFile, true);
+});
