@@ -44,30 +44,39 @@ export const REPORTER = path.join(ROOM, REPORTER_FILE);
 const SPEC_FILE = /\.[cm]?[jt]sx?$/;
 const JSON_REPORTER = /--reporter(=|\s+)json\b/;
 
-// Words for names like a spec's ("shows the count after a click").
-const VERBS = ["shows", "keeps", "renders", "updates", "hides", "announces", "disables", "focuses",
-  "lists", "clears", "restores", "labels"];
-const OBJECTS = ["the label", "the count", "an empty state", "the list", "the heading", "the button",
-  "its value", "the error", "the summary", "each item", "the total", "the title"];
-const WHEN = ["after a click", "on first render", "when cleared", "at zero", "when typed into",
-  "after a reset", "on load", "when it is empty", "after an update", "twice in a row",
-  "when the input changes", "once it settles"];
-
-/** @param {readonly string[]} words */
-const pick = (words) => /** @type {string} */ (words[crypto.randomInt(words.length)]);
+/** @param {readonly T[]} items @returns {T} @template T */
+const pick = (items) => /** @type {T} */ (items[crypto.randomInt(items.length)]);
 
 /**
- * A name like a spec test's that `taken` does not have.
+ * Names drawn like the spec's own: a title of the spec's with a stretch of its words
+ * left out, or the head of one title joined to the tail of another. None is in `taken`
+ * (it is added there); null when the titles give none.
+ * @param {string[]} titles  the spec's own
  * @param {Set<string>} taken
+ * @returns {string | null}
  */
-function specLikeName(taken) {
-  for (;;) {
-    const name = `${pick(VERBS)} ${pick(OBJECTS)} ${pick(WHEN)}`;
-    if (!taken.has(name)) {
-      taken.add(name);
-      return name;
+export function titleLikeName(titles, taken) {
+  const words = titles.map((t) => t.split(/\s+/).filter(Boolean)).filter((w) => w.length >= 2);
+  /** @type {string[]} */
+  const names = [];
+  for (const a of words) {
+    for (const b of words) {
+      for (let i = 1; i < a.length; i++) {
+        for (let j = 1; j < b.length; j++) {
+          const parts = [...a.slice(0, i), ...b.slice(j)];
+          const pairs = parts.slice(1).map((w, k) => `${parts[k]} ${w}`);
+          const name = parts.join(" ");
+          // Not a word or a stretch of words twice in a row ("counts counts").
+          const twice = pairs.some((pair) => pair.split(" ")[0] === pair.split(" ")[1]) || new Set(pairs).size < pairs.length;
+          if (parts.length >= 3 && !twice && !taken.has(name)) names.push(name);
+        }
+      }
     }
   }
+  if (!names.length) return null;
+  const name = pick([...new Set(names)]);
+  taken.add(name);
+  return name;
 }
 
 /**
@@ -91,7 +100,7 @@ const KEY_FILE = "run-key";
 // after the task's own setup files, in every test worker. The reporter adds them
 // (REACTBENCH_VITEST_SETUP).
 /** @type {string[]} */
-export const VITEST_SETUP_FILES = ["leak-watch.mjs"];
+export const VITEST_SETUP_FILES = ["leak-watch.mjs", "vitest-guard.mjs"];
 
 /**
  * The reporter and the grader's setup files, where the room's commands load them from,
@@ -164,49 +173,187 @@ export function firstDescribe(source) {
 const DESCRIBE_OPENING = /\bdescribe\(\s*(["'])([^"'\\\n]*)\1\s*,\s*(?:\(\s*\)\s*=>|function\s*\(\s*\))\s*\{/;
 
 /**
+ * The spec's own names for Vitest's and Testing Library's functions: what it imports
+ * (under whatever name), else the globals it calls.
+ * @param {string} source
+ */
+export function specNames(source) {
+  /** @type {Record<string, string>} */
+  const local = {};
+  for (const m of source.matchAll(/import\s*\{([^}]*)\}\s*from\s*["'](vitest|@testing-library\/react)["']/g)) {
+    for (const part of (m[1] ?? "").split(",")) {
+      const [name, alias] = part.trim().replace(/^type\s+/, "").split(/\s+as\s+/);
+      if (name) local[name] = alias ?? name;
+    }
+  }
+  const calls = (/** @type {string} */ name) => new RegExp(`(^|[^.\\w$])${name}(\\.\\w+)*\\(`, "m").test(source);
+  const testFn = local.it && calls(local.it) ? local.it : local.test ?? local.it ?? (calls("test") && !calls("it") ? "test" : "it");
+  return {
+    test: testFn,
+    expect: local.expect ?? "expect",
+    describe: local.describe ?? "describe",
+    render: local.render ?? null,
+    screen: local.screen ?? null,
+    // An import of expect the planted tests need, when the spec neither imports it nor calls it.
+    missingExpect: !local.expect && !calls("expect"),
+  };
+}
+
+/**
+ * The titles of the spec's tests (plain string literals), and the quote it writes them with.
+ * @param {string} source
+ * @param {string} testFn
+ */
+export function specTitles(source, testFn) {
+  const titles = [];
+  let single = 0;
+  const at = new RegExp(`(?:^|[^.\\w$])${testFn.replace(/\$/g, "\\$")}(?:\\.only|\\.skip|\\.concurrent)?\\(\\s*(["'])((?:(?!\\1)[^\\\\\\n])*)\\1`, "gm");
+  for (const m of source.matchAll(at)) {
+    titles.push(/** @type {string} */ (m[2]));
+    if (m[1] === "'") single++;
+  }
+  return { titles, quote: single * 2 > titles.length ? "'" : '"' };
+}
+
+/**
+ * The matchers a spec uses, by name.
+ * @param {string} source
+ * @returns {Set<string>}
+ */
+export const specMatchers = (source) => new Set([...source.matchAll(/\.(to[A-Z]\w*)\(/g)].map((m) => /** @type {string} */ (m[1])));
+
+/**
+ * Planted tests of a matcher's: a body that must fail and one that must pass, over
+ * values of the spec's own (`text`: its string literals) and elements made in the
+ * test itself, never the submission's code. `e`: expect's name; `el`: the statements
+ * that make a button whose text is `label`, enabled or not, and the expression of it.
+ * @typedef {{ e: string, text: () => string, n: () => number, el: (label: string, disabled: boolean) => [string, string] }} Make
+ * @type {Record<string, (m: Make) => { fail: string, pass: string }>}
+ */
+const RECIPES = {
+  toBe: ({ e, text, n }) => {
+    const a = n();
+    const t = text();
+    return { fail: `${e}(${a}).toBe(${a + 1 + crypto.randomInt(8)});`, pass: `${e}(${t}.length).toBe(${t}.length);` };
+  },
+  toEqual: ({ e, text, n }) => {
+    const [a, b] = [text(), n()];
+    return { fail: `${e}({ label: ${a}, count: ${b} }).toEqual({ label: ${a}, count: ${b + 1} });`,
+      pass: `${e}([${a}, ${b}]).toEqual([${a}, ${b}]);` };
+  },
+  toStrictEqual: ({ e, text, n }) => {
+    const [a, b] = [text(), n()];
+    return { fail: `${e}([${a}, ${b}]).toStrictEqual([${a}, ${b}, ${b}]);`, pass: `${e}({ label: ${a} }).toStrictEqual({ label: ${a} });` };
+  },
+  toMatchObject: ({ e, text, n }) => {
+    const [a, b] = [text(), n()];
+    return { fail: `${e}({ label: ${a}, count: ${b} }).toMatchObject({ count: ${b + 2} });`,
+      pass: `${e}({ label: ${a}, count: ${b} }).toMatchObject({ label: ${a} });` };
+  },
+  toContain: ({ e, text }) => {
+    const a = text();
+    return { fail: `${e}([${a}]).toContain(${JSON.stringify(`${JSON.parse(a)}!`)});`, pass: `${e}([${a}]).toContain(${a});` };
+  },
+  toHaveLength: ({ e, text }) => {
+    const a = text();
+    return { fail: `${e}(${a}).toHaveLength(${a}.length + 1);`, pass: `${e}([${a}]).toHaveLength(1);` };
+  },
+  toBeTruthy: ({ e, n }) => ({ fail: `${e}(${n()} - ${n()} * 0 === -1).toBeTruthy();`, pass: `${e}([]).toBeTruthy();` }),
+  toBeInTheDocument: ({ e, el, text }) => {
+    const [made, it] = el(text(), false);
+    return { fail: `${e}(document.createElement("button")).toBeInTheDocument();`, pass: `${made}${e}(${it}).toBeInTheDocument();` };
+  },
+  toBeDisabled: ({ e, el, text }) => {
+    const a = text();
+    const [on, enabled] = el(a, false);
+    const [off, disabled] = el(a, true);
+    return { fail: `${on}${e}(${enabled}).toBeDisabled();`, pass: `${off}${e}(${disabled}).toBeDisabled();` };
+  },
+  toBeEnabled: ({ e, el, text }) => {
+    const a = text();
+    const [on, enabled] = el(a, false);
+    const [off, disabled] = el(a, true);
+    return { fail: `${off}${e}(${disabled}).toBeEnabled();`, pass: `${on}${e}(${enabled}).toBeEnabled();` };
+  },
+  toHaveTextContent: ({ e, el, text }) => {
+    const a = text();
+    const [made, it] = el(a, false);
+    return { fail: `${made}${e}(${it}).toHaveTextContent(${JSON.stringify(`${JSON.parse(a)}?`)});`,
+      pass: `${made}${e}(${it}).toHaveTextContent(${a});` };
+  },
+};
+// DOM matchers (jest-dom's): their planted tests need a document.
+const DOM_MATCHERS = new Set(["toBeInTheDocument", "toBeDisabled", "toBeEnabled", "toHaveTextContent"]);
+
+/** The statement the guard (vitest-guard.mjs) checks the framework state at, first in the spec. */
+export const STATE_CHECK = 'globalThis[Symbol.for("vitest.state.check")]?.();\n';
+
+/**
  * The canaries' source and the canaries it defines: some at the head of the spec's
  * first describe block (`head`, to go at offset `at`, among the spec's own tests),
  * the rest for the end of the file in a describe block of the same title (imports are
- * hoisted, so they may come last). Where they stand differs from grading to grading,
- * so that the tested code cannot tell them by their place either.
+ * hoisted, so they may come last). Written as the spec writes its tests: its own names
+ * for test and expect, titles drawn from its own, matchers it uses itself over values
+ * of its own. Where they stand differs from grading to grading, so that the tested
+ * code cannot tell them by their place either.
  * @param {string} file  relative to /app
  * @param {string} source  the spec's own
  * @param {Set<string>} taken  names in use
  * @returns {{ code: string, head: { at: number, code: string } | null, canaries: Canary[] }}
  */
 export function canarySource(file, source, taken) {
-  const id = crypto.randomBytes(4).toString("hex");
-  const [d, t, e, s] = ["describe", "test", "expect", "screen"].map((n) => `${n}$${id}`);
-  const dom = /["']@testing-library\/react["']/.test(source);
+  const names = specNames(source);
+  const { titles: own, quote } = specTitles(source, names.test);
+  // Its tests' titles, and its describe blocks' for more words where it has few tests.
+  const titles = [...own, ...[...source.matchAll(/\bdescribe\(\s*(["'])([^"'\\\n]+)\1/g)].map((m) => /** @type {string} */ (m[2]))];
+  /** @param {string} text */
+  const literal = (text) => (quote === "'" ? `'${JSON.stringify(text).slice(1, -1).replace(/\\"/g, '"').replace(/'/g, "\\'")}'` : JSON.stringify(text));
   const title = firstDescribe(source);
-  const a = crypto.randomInt(2, 1000);
+  const strings = [...new Set([...source.matchAll(/(["'])([A-Za-z][\w :,.!?-]{0,40})\1/g)].map((m) => /** @type {string} */ (m[2]))
+    .filter((t) => !/^(vitest|react|@|\.)/.test(t) && !t.includes("/")))];
+  const text = () => JSON.stringify(strings.length ? pick(strings) : pick(titles.length ? titles : ["item"]));
+  const n = () => crypto.randomInt(2, 100);
+  const jsx = /\.[jt]sx$/.test(file) && names.render !== null && names.screen !== null;
+  /** @type {Make["el"]} */
+  const el = (label, disabled) => {
+    if (jsx) {
+      return [`${names.render}(<button type="button"${disabled ? " disabled" : ""}>{${label}}</button>);\n    `,
+        `${names.screen}.getByRole("button", { name: ${label} })`];
+    }
+    const v = pick(["button", "control", "element"]);
+    return [`const ${v} = document.body.appendChild(document.createElement("button"));\n    ${v}.textContent = ${label};\n    ` +
+      `${v}.disabled = ${disabled};\n    `, v];
+  };
+  const make = { e: names.expect, text, n, el };
+  const dom = /@testing-library\//.test(source) || typeof names.render === "string";
+  const used = [...specMatchers(source)].filter((m) => RECIPES[m] && (dom || !DOM_MATCHERS.has(m)));
+  // toBe always; every other matcher of the spec's with a recipe, a few at most.
+  const chosen = ["toBe", ...used.filter((m) => m !== "toBe").sort(() => crypto.randomInt(3) - 1).slice(0, 4)];
   /** @type {{ must: "fail" | "pass", body: string }[]} */
-  const bodies = [
-    { must: "fail", body: `${e}(${a}).toBe(${a + crypto.randomInt(1, 9)});` },
-    { must: "pass", body: `${e}(${JSON.stringify(specLikeName(new Set()))}).toContain(" ");` },
-  ];
-  if (dom) {
-    const label = `${pick(VERBS)} ${pick(OBJECTS)}`;
-    bodies.push({ must: "fail", body: `${s}.getByRole("button", { name: ${JSON.stringify(label)} });` });
+  const bodies = [];
+  for (const matcher of chosen) {
+    const made = /** @type {NonNullable<typeof RECIPES[string]>} */ (RECIPES[matcher])(make);
+    bodies.push({ must: "fail", body: made.fail });
+    if (matcher !== "toBe" || chosen.length === 1) bodies.push({ must: "pass", body: made.pass });
   }
   // In an order of its own each time.
   for (let i = bodies.length - 1; i > 0; i--) {
     const j = crypto.randomInt(i + 1);
     [bodies[i], bodies[j]] = [/** @type {typeof bodies[0]} */ (bodies[j]), /** @type {typeof bodies[0]} */ (bodies[i])];
   }
-  const named = bodies.map((b) => ({ ...b, name: specLikeName(taken) }));
+  const named = bodies.map((b) => ({ ...b, name: titleLikeName(titles, taken) ?? `${pick(titles.length ? titles : ["works"])} ${taken.size}` }));
+  for (const b of named) taken.add(b.name);
   /** @param {typeof named} some */
-  const tests = (some) => some.map((b) => `  ${t}(${JSON.stringify(b.name)}, () => {\n    ${b.body}\n  });`).join("\n");
-  const imports = [`import { describe as ${d}, test as ${t}, expect as ${e} } from "vitest";`];
-  if (dom) imports.push(`import { screen as ${s} } from "@testing-library/react";`);
+  const tests = (some) => some.map((b) => `  ${names.test}(${literal(b.name)}, () => {\n    ${b.body}\n  });`).join("\n\n");
+  const imports = names.missingExpect ? ['import { expect } from "vitest";'] : [];
   // One or more at the head of the spec's own block, when its opening can be found.
   const opening = title === null ? null : DESCRIBE_OPENING.exec(source);
   const first = opening && opening[2] === title ? crypto.randomInt(1, named.length) : 0;
   const atHead = named.slice(0, first);
   const atEnd = named.slice(first);
-  const block = title === null ? tests(atEnd).replace(/^ {2}/gm, "") : `${d}(${JSON.stringify(title)}, () => {\n${tests(atEnd)}\n});`;
+  const block = title === null ? tests(atEnd).replace(/^ {2}/gm, "") : `${names.describe}(${literal(title)}, () => {\n${tests(atEnd)}\n});`;
   return {
-    code: `\n${imports.join("\n")}\n\n${block}\n`,
+    code: `\n${imports.length ? `${imports.join("\n")}\n\n` : ""}${block}\n`,
     head: opening && atHead.length ? { at: opening.index + opening[0].length, code: `\n${tests(atHead)}\n` } : null,
     canaries: named.map((b) => ({ file, titles: title === null ? [b.name] : [title, b.name], must: b.must })),
   };
@@ -233,7 +380,7 @@ export function plantCanaries(cmd, expected, app = APP) {
     const planted = canarySource(file, source, taken);
     const { head } = planted;
     const placed = head ? source.slice(0, head.at) + head.code + source.slice(head.at) : source;
-    fs.writeFileSync(target, placed + planted.code);
+    fs.writeFileSync(target, STATE_CHECK + placed + planted.code);
     canaries.push(...planted.canaries);
   }
   return { cmd: canaries.length ? reported : cmd, canaries };
@@ -256,13 +403,17 @@ export function judgeCanaries(canaries, results, messages) {
   for (const canary of canaries) {
     const key = testKey(canary.file, canary.titles);
     const status = results.get(key);
+    const message = messages.get(key) ?? "";
     results.delete(key);
     messages.delete(key);
     if (!ran.has(canary.file)) continue;
     const want = canary.must === "fail" ? "failed" : "passed";
     if (status === want) continue;
     const what = canary.must === "fail" ? "a test the grader planted to fail" : "a test the grader planted to pass";
-    tampered.push(`test results tampered: ${canary.file}: ${what} was reported ${status ?? "as never run"}`);
+    // What the guard of the framework state found, when that failed it (vitest-guard.mjs).
+    const found = /test framework state changed: [^\n]*/.exec(message)?.[0];
+    tampered.push(`test results tampered: ${canary.file}: ${what} was reported ${status ?? "as never run"}` +
+      (found ? ` (${found})` : ""));
   }
   return tampered;
 }

@@ -9,8 +9,8 @@ import { describe, test } from "node:test";
 import crypto from "node:crypto";
 
 import {
-  REPORTER, RUN_REPORT, canariesExplainExit, firstDescribe, judgeCanaries, plantCanaries, readRunReport,
-  withRunReporter,
+  REPORTER, RUN_REPORT, STATE_CHECK, canariesExplainExit, firstDescribe, judgeCanaries, plantCanaries,
+  readRunReport, titleLikeName, withRunReporter,
 } from "../../../pytest_reactbench/verifier/grader/canaries.mjs";
 import { signed, treeReport } from "../../../pytest_reactbench/verifier/grader/vitest-run-reporter.mjs";
 import { testKey } from "../../../pytest_reactbench/verifier/grader/reports.mjs";
@@ -23,8 +23,17 @@ describe("Counter", () => {
   it("still counts up", () => {
     expect(1).toBe(1);
   });
+
+  it("has a Reset button that is disabled at zero", () => {
+    expect(screen.getByRole("button", { name: "Reset" })).toBeDisabled();
+  });
+
+  it("lists the counts it was given", () => {
+    expect([1, 2]).toEqual([1, 2]);
+  });
 });
 `;
+const TITLES = ["still counts up", "has a Reset button that is disabled at zero", "lists the counts it was given"];
 
 /**
  * An app folder with `files`.
@@ -53,6 +62,18 @@ describe("withRunReporter", () => {
   });
 });
 
+describe("titleLikeName", () => {
+  test("the head of a title and the tail of another, never a title in use nor a word twice", () => {
+    const taken = new Set(TITLES);
+    for (let i = 0; i < 20; i++) {
+      const name = /** @type {string} */ (titleLikeName(TITLES, taken));
+      assert.ok(name.split(" ").length >= 3 && !TITLES.includes(name), name);
+      assert.doesNotMatch(name, /\b(\w+) \1\b/);
+    }
+    assert.equal(titleLikeName(["alone"], new Set()), null);
+  });
+});
+
 describe("firstDescribe", () => {
   test("a plain string title, or none", () => {
     assert.equal(firstDescribe(SPEC), "Counter");
@@ -64,37 +85,49 @@ describe("firstDescribe", () => {
 
 describe("plantCanaries", () => {
   test("each expected spec gets must-fail and must-pass canaries in its own describe", () => {
-    const dir = app({ "src/a.spec.tsx": SPEC, "src/b.spec.ts": 'import { it } from "vitest";\nit("x", () => {});\n' });
+    const dir = app({ "src/a.spec.tsx": SPEC, "src/b.spec.ts": 'import { it } from "vitest";\nit("keeps x as it was", () => {});\n' });
     try {
-      const expected = { "src/a.spec.tsx": ["Counter > still counts up"], "src/b.spec.ts": ["x"],
+      const expected = { "src/a.spec.tsx": TITLES.map((t) => `Counter > ${t}`), "src/b.spec.ts": ["keeps x as it was"],
         "src/gone.spec.ts": ["y"] };
       const { cmd, canaries } = plantCanaries(CMD, expected, dir);
       assert.equal(cmd, withRunReporter(CMD));
       const a = canaries.filter((c) => c.file === "src/a.spec.tsx");
       const b = canaries.filter((c) => c.file === "src/b.spec.ts");
-      // Testing Library in the spec: a failure of its kind too.
-      assert.deepEqual(a.map((c) => c.must).sort(), ["fail", "fail", "pass"]);
-      assert.deepEqual(b.map((c) => c.must).sort(), ["fail", "pass"]);
+      for (const some of [a, b]) assert.deepEqual(new Set(some.map((c) => c.must)), new Set(["fail", "pass"]));
       assert.ok(a.every((c) => c.titles.length === 2 && c.titles[0] === "Counter"));
       assert.ok(b.every((c) => c.titles.length === 1));
-      const names = canaries.map((c) => c.titles.at(-1));
+      const names = canaries.map((c) => /** @type {string} */ (c.titles.at(-1)));
       assert.equal(new Set(names).size, names.length);
-      assert.ok(!names.includes("still counts up") && !names.includes("x"));
+      assert.ok(!names.some((n) => TITLES.includes(n) || n === "keeps x as it was"));
+      // Named with the spec's own words.
+      const words = new Set(TITLES.join(" ").split(" "));
+      for (const name of a.map((c) => /** @type {string} */ (c.titles[1]))) {
+        assert.ok(name.split(" ").every((w) => words.has(w)), name);
+      }
       const source = fs.readFileSync(path.join(dir, "src/a.spec.tsx"), "utf8");
-      for (const name of a.map((c) => c.titles[1])) assert.ok(source.includes(JSON.stringify(name)), name);
+      for (const name of a.map((c) => c.titles[1])) assert.ok(source.includes(`  it(${JSON.stringify(name)}, () => {`), name);
+      // The framework state is checked first (imports are hoisted: after every one of them).
+      assert.ok(source.startsWith(STATE_CHECK), source);
       // Some stand among the spec's own tests, at the head of its block; the rest after it.
       const opening = source.indexOf('describe("Counter", () => {');
       const own = source.indexOf('  it("still counts up"');
       const at = (/** @type {string | undefined} */ name) => source.indexOf(JSON.stringify(name));
       const places = a.map((c) => at(c.titles[1]));
       assert.ok(places.some((p) => p > opening && p < own), source);
-      assert.ok(places.some((p) => p > source.indexOf("});\n", own)), source);
+      assert.ok(places.some((p) => p > source.indexOf("\n});\n", own)), source);
       // Without them, the spec is as it was.
       const head = source.slice(opening + 'describe("Counter", () => {'.length, own - 1);
-      assert.ok(source.replace(head, "").startsWith(SPEC), source);
-      assert.match(source, /from "@testing-library\/react";/);
-      // Nothing in the planted code names it for what it is.
-      assert.doesNotMatch(source, /canar|grader|reactbench/i);
+      assert.ok(source.slice(STATE_CHECK.length).replace(head, "").startsWith(SPEC), source);
+      // Nothing in the planted code names it for what it is, nor declares names of its own.
+      assert.doesNotMatch(source, /canar|grader|reactbench|\$[0-9a-f]{8}/i);
+      assert.equal(source.match(/^import /gm)?.length, 2);
+      // The spec's matchers, each both ways: toEqual and jest-dom's toBeDisabled included.
+      const count = (/** @type {RegExp} */ re) => source.match(re)?.length ?? 0;
+      assert.ok(count(/\.toEqual\(/g) >= 3 && count(/\.toBeDisabled\(\)/g) >= 3, source);
+      // A spec that imports no expect gets it, by its own name.
+      const other = fs.readFileSync(path.join(dir, "src/b.spec.ts"), "utf8");
+      assert.match(other, /^import \{ expect \} from "vitest";$/m);
+      assert.match(other, /^it\("/m);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
@@ -157,6 +190,14 @@ describe("judgeCanaries", () => {
     assert.deepEqual(judgeCanaries(CANARIES, reported("failed", "skipped"), new Map()), [
       "test results tampered: src/a.spec.tsx: a test the grader planted to pass was reported skipped"]);
     assert.equal(judgeCanaries(CANARIES, reported(null, null), new Map()).length, 2);
+  });
+
+  test("a planted test the framework state's guard failed says what it found", () => {
+    const messages = new Map([[testKey("src/a.spec.tsx", MUST_PASS.titles),
+      "Error: test framework state changed: a afterEach hook registered from /app/src/forge.ts\n  at x"]]);
+    assert.deepEqual(judgeCanaries(CANARIES, reported("failed", "failed"), messages), [
+      "test results tampered: src/a.spec.tsx: a test the grader planted to pass was reported failed " +
+      "(test framework state changed: a afterEach hook registered from /app/src/forge.ts)"]);
   });
 
   test("a spec that never ran says nothing of its canaries", () => {
