@@ -35,6 +35,7 @@ from pytest_reactbench.results import (
     retryable,
 )
 from pytest_reactbench.results.manifest import TrialManifest
+from pytest_reactbench.results.trajectory import write_trajectory
 from pytest_reactbench.sandbox.base import (
     HEARTBEAT_SEC,
     Backend,
@@ -472,6 +473,7 @@ class Trial:
             except SandboxError as exc:
                 record.event("leftovers-not-ended", error=str(exc)[:2000])
             record.event("agent-ended", ending=outcome.ending, exit_code=outcome.exit_code)
+            _write_trajectory(record, task, outcome)
             requests = agent_box.egress_requests()
             if requests:
                 record.write_json("egress.json", requests)
@@ -587,6 +589,19 @@ def _baked(record: TrialRecord, durations: dict[str, float], name: str, make: Ca
         image = make()
     record.event("bake-end", image=name, digest=image.digest, cached=image.cached)
     return image
+
+
+def _write_trajectory(record: TrialRecord, task: Task, outcome: AgentOutcome) -> None:
+    """The record's agent/trajectory.json (ATIF), made from what the agent did. It is a
+    view of the record: one that cannot be made is an event, never the trial's error."""
+    usage = outcome.usage
+    try:
+        write_trajectory(record.path, task.instruction,
+                         input_tokens=usage.input_tokens if usage else None,
+                         output_tokens=usage.output_tokens if usage else None,
+                         cost_usd=usage.cost_usd if usage else None)
+    except Exception as exc:
+        record.event("trajectory-not-written", error=repr(exc)[:2000])
 
 
 def _run_agent(agent: Agent, task: Task, sandbox: Sandbox, record: TrialRecord,
