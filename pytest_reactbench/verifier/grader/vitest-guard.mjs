@@ -16,7 +16,15 @@
 // A change is tampering: every test of the file fails from then on with the finding
 // (the planted tests that must pass included, which the grader reads as tampering).
 // @ts-ignore: vitest is the app's, resolved where the room runs this file
-import { chai, expect, TestRunner, afterEach, beforeAll, beforeEach } from "vitest";
+import * as vitest from "vitest";
+
+const { chai, expect, afterEach, beforeAll, beforeEach } = vitest;
+// The runner's suite functions: TestRunner's since Vitest 4.1, vitest/suite's before.
+/** @type {any} */
+// @ts-ignore: as above
+const TestRunner = vitest.TestRunner ?? await import("vitest/suite").then((suite) => ({
+  getCurrentSuite: suite.getCurrentSuite, getSuiteHooks: suite.getHooks,
+})).catch(() => ({}));
 
 const MATCHERS = Symbol.for("$$jest-matchers-object");
 const CHECK = Symbol.for("vitest.state.check");
@@ -98,7 +106,7 @@ const HOOKS = ["beforeAll", "afterAll", "beforeEach", "afterEach", "aroundEach",
 const known = new WeakSet();
 /** @type {Map<string, Function[]>} the file suite's own lists of hooks */
 const lists = new Map();
-const collector = /** @type {any} */ (TestRunner).getCurrentSuite?.();
+const collector = TestRunner.getCurrentSuite?.();
 if (collector && typeof collector.on === "function") {
   const on = collector.on;
   // The lists themselves: the runner pushes a hook onto its list, which is seen once.
