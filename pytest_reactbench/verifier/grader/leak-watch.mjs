@@ -16,6 +16,7 @@
 import { createHook } from "node:async_hooks";
 import crypto from "node:crypto";
 import fs from "node:fs";
+import inspector from "node:inspector";
 import path from "node:path";
 import timers from "node:timers";
 import { fileURLToPath } from "node:url";
@@ -34,12 +35,36 @@ const REPORT = path.join(process.env.REACTBENCH_REPORTS ?? ".",
  * @property {(asyncId: number) => void} destroy
  * @property {(target: string, type: string, entries: object[], from: number) => void} added
  *   the entries of a list from `from` on were added now
+ * @property {{ fn: unknown }} box  what the inspector is handed a function through
+ * @property {(objectId: string | null) => void} located  the inspector's handle on the box
+ * @property {(scriptId: string, url: string) => void} script  a script the inspector parsed
  * @property {(target: string, impl: object) => void} target
  * @property {(spec: string, ok: boolean) => string} report  the report's JSON
  * @property {(start: () => void) => boolean} probe  whether the hook saw a timer `start` made
  * @property {(wait: (then: () => void) => void) => Promise<void>} settle  resolves after two
  *   turns of `wait` (setImmediate): the pending destroys are delivered then
  */
+
+// A session of V8's inspector in this thread (its answers come back at once).
+const session = new inspector.Session();
+session.connect();
+/**
+ * @param {string} method
+ * @param {object} params
+ * @returns {any}
+ */
+function post(method, params) {
+  /** @type {any} */
+  let answer = null;
+  /** @type {Error | null} */
+  let failure = null;
+  session.post(method, params, (error, result) => {
+    failure = error;
+    answer = result;
+  });
+  if (failure) throw failure;
+  return answer;
+}
 
 /** @type {Watch} */
 const watch = vm.runInContext(`
@@ -67,7 +92,58 @@ const watch = vm.runInContext(`
     Error.captureStackTrace(holder, stackFiles);
     return holder.stack;
   }
-  const timers = new Map();  // async id -> { files, what }, until its destroy
+  // Where a function's code is, as V8's inspector tells (POST: a session's post,
+  // synchronous): the file of its script, through bound functions to their target and
+  // arguments, an object listener to its handleEvent. The inspector's debugger is
+  // switched on at the first question (it lists every script parsed so far).
+  const scripts = new Map();
+  const located = new WeakMap();
+  const box = { fn: null };
+  let boxId = null, debugging = false;
+  const clean = (url) => String(url).replace(/^file:\\/\\//, "").replace(/[?#].*$/, "");
+  function objectFiles(objectId, depth, files) {
+    const props = POST("Runtime.getProperties", { objectId, ownProperties: true });
+    const internal = props.internalProperties ?? [];
+    for (let i = 0; i < internal.length; i++) {
+      const { name, value } = internal[i];
+      if (name === "[[FunctionLocation]]") {
+        const file = clean(scripts.get(value?.value?.scriptId) ?? "");
+        if (file.startsWith("/") && own(file)) files.add(file);
+      } else if ((name === "[[TargetFunction]]" || name === "[[BoundArgs]]") && value?.objectId && depth < 4) {
+        objectFiles(value.objectId, depth + 1, files);
+      }
+    }
+    const result = props.result ?? [];
+    for (let i = 0; i < result.length; i++) {
+      const { name, value } = result[i];
+      const element = /^\\d+$/.test(name) || name === "handleEvent";
+      if (element && value?.objectId && (value.type === "function" || name === "handleEvent") && depth < 4) {
+        objectFiles(value.objectId, depth + 1, files);
+      }
+    }
+  }
+  function codeFiles(fn) {
+    if (fn === null || (typeof fn !== "function" && typeof fn !== "object") || boxId === null) return [];
+    if (located.has(fn)) return located.get(fn);
+    const files = new Set();
+    try {
+      if (!debugging) {
+        debugging = true;
+        POST("Debugger.enable", {});
+      }
+      box.fn = fn;
+      const got = POST("Runtime.callFunctionOn", {
+        objectId: boxId, functionDeclaration: "function () { return this.fn; }", objectGroup: "reactbench-leak",
+      });
+      if (got.result?.objectId) objectFiles(got.result.objectId, 0, files);
+    } catch {} finally {
+      box.fn = null;
+      try { POST("Runtime.releaseObjectGroup", { objectGroup: "reactbench-leak" }); } catch {}
+    }
+    located.set(fn, [...files]);
+    return [...files];
+  }
+  const timers = new Map();  // async id -> { files, callback, what }, until its destroy
   const listeners = [];  // { target, type, entry, files }
   const targets = new Map();
   let probing = false, probed = false, tests = 0;
@@ -79,19 +155,26 @@ const watch = vm.runInContext(`
       // A timer made by the callback of one (jsdom's setInterval makes a new one each time).
       const parent = timers.get(trigger);
       if (parent) for (const f of parent.files) files.add(f);
-      if (!files.size) return;
       const every = resource._repeat ? "an interval" : "a timer";
-      timers.set(asyncId, { files: [...files], what: every + " of " + resource._idleTimeout + " ms" });
+      timers.set(asyncId, {
+        files: [...files], callback: resource._onTimeout, what: every + " of " + resource._idleTimeout + " ms",
+      });
     },
     destroy(asyncId) {
       timers.delete(asyncId);
+    },
+    box,
+    located(id) {
+      boxId = id;
+    },
+    script(id, url) {
+      scripts.set(id, url);
     },
     target(name, impl) {
       targets.set(name, impl);
     },
     added(target, type, entries, from) {
       const files = stackFiles();
-      if (!files.length) return;
       for (let i = from; i < entries.length; i++) listeners.push({ target, type, entry: entries[i], files });
     },
     probe(start) {
@@ -106,16 +189,36 @@ const watch = vm.runInContext(`
     report(spec, ok) {
       tests += 1;
       const leaks = [];
-      for (const timer of timers.values()) leaks.push({ kind: "timer", files: timer.files, what: timer.what });
+      // Each with the files of the code it runs too: a timer or listener started from
+      // no frame of the app's (a bound setInterval handed to React as the effect) runs
+      // the app's code all the same.
+      const leak = (kind, files, callback, what) => {
+        const all = new Set(files);
+        for (const file of codeFiles(callback)) all.add(file);
+        if (all.size) leaks.push({ kind, files: [...all], what });
+      };
+      for (const timer of timers.values()) leak("timer", timer.files, timer.callback, timer.what);
       for (const { target, type, entry, files } of listeners) {
         const list = (targets.get(target)._eventListeners ?? {})[type] ?? [];
         let live = false;
         for (let i = 0; i < list.length; i++) if (list[i] === entry) live = true;
-        if (live) leaks.push({ kind: "listener", files, what: "a \\"" + type + "\\" listener on the " + target });
+        const callback = entry.callback?.objectReference ?? entry.callback;
+        if (live) leak("listener", files, callback, "a \\"" + type + "\\" listener on the " + target);
       }
       return JSON.stringify({ spec, tests, watching: ok && targets.size === 2, leaks: leaks.slice(0, MAX_LEAKS) });
     },
-  })`, vm.createContext({ SELF: fileURLToPath(import.meta.url) }), { filename: "reactbench-leak-watch" });
+  })`, vm.createContext({ SELF: fileURLToPath(import.meta.url), POST: post }), { filename: "reactbench-leak-watch" });
+
+// The box through which the inspector is handed a function: its handle is taken now,
+// through a global that is gone before the tested code runs.
+const boxKey = `reactbench-leak-${crypto.randomBytes(8).toString("hex")}`;
+try {
+  /** @type {any} */ (globalThis)[boxKey] = watch.box;
+  watch.located(post("Runtime.evaluate", { expression: `this[${JSON.stringify(boxKey)}]` }).result?.objectId ?? null);
+} catch {}
+delete (/** @type {any} */ (globalThis))[boxKey];
+session.on("Debugger.scriptParsed", (/** @type {{ params: { scriptId: string, url: string } }} */ message) =>
+  watch.script(message.params.scriptId, message.params.url));
 
 // Everything it calls later is taken now, before the tested code can replace it.
 const { writeFileSync, renameSync } = fs;
