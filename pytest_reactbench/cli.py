@@ -4,6 +4,7 @@
     reactbench images --prune [DAYS]               remove baked images no run used for DAYS
     reactbench validate TASK_DIR... [--sandbox X]  check tasks before committing them
     reactbench report RUN... [--out DIR]           Markdown and HTML leaderboard (shards: one run)
+    reactbench export --harbor RUN... --out DIR    runs as Harbor job folders (`harbor view DIR`)
     reactbench compare BASE NEW                    the regression gate (exit 1 on a regression)
     reactbench compare --base A... --new B...      the same, each side the shards of one run
     reactbench replay RECORD                       run one recorded trial again
@@ -32,6 +33,7 @@ from pytest_reactbench.plugin.items import check_dockerfiles
 from pytest_reactbench.plugin.options import add_sandbox_options, resolve_command, sandbox_options
 from pytest_reactbench.results import BaseImage
 from pytest_reactbench.results.compare import ALPHA, compare
+from pytest_reactbench.results.harbor_export import export_harbor
 from pytest_reactbench.results.load import ResultsError, load_outcomes, load_run, missing_shards
 from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.render import markdown
@@ -222,6 +224,19 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    try:
+        exported = export_harbor([Path(raw) for raw in args.harbor], out)
+    except ResultsError as exc:
+        print(f"reactbench export: {exc}", file=sys.stderr)
+        return 2
+    for job in exported:
+        print(f"{job.job}: {job.trials} trial(s), {job.trajectories} with a trajectory")
+    print(f"open them in Harbor's viewer: harbor view {out}")
+    return 0
+
+
 def _compare(args: argparse.Namespace) -> int:
     base = [*([args.base_run] if args.base_run else []), *args.base]
     new = [*([args.new_run] if args.new_run else []), *args.new]
@@ -364,6 +379,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="rank different runs of one backend on one leaderboard (by default "
                         "only one run, or the shards of one, is reported)")
     report.set_defaults(run=_report)
+    exporting = commands.add_parser(
+        "export", help="runs as Harbor job folders, for Harbor's viewer (`harbor view DIR`)")
+    exporting.add_argument("--harbor", nargs="+", required=True, metavar="RUN",
+                           help="run record directories (or a folder of runs)")
+    exporting.add_argument("--out", required=True, metavar="DIR",
+                           help="the folder of the job folders (one per run, replaced if there)")
+    exporting.set_defaults(run=_export)
     comparing = commands.add_parser(
         "compare", help="flips and regressions between two runs",
         epilog="exit codes: 0 no regression; 1 a regression (or a baseline item missing from the new "
