@@ -1,13 +1,14 @@
 // The hidden specs: copied from /tests/specs into /app for the phase that runs them,
 // and, for the end-to-end phase, the grader's own Playwright config (a port chosen
-// per run, a browser that looks like a user's) and Playwright's cache of the specs
-// compiled at bake time.
+// per run, two profiles of a browser that looks like a user's, the specs' guard) and
+// Playwright's cache of the specs compiled at bake time.
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 
-import { APP, ROOM, ROOM_GID, ROOM_UID, STATE, TESTS, roomTool } from "./config.mjs";
+import { APP, ROOM, ROOM_GID, ROOM_UID, STATE, TESTS, VERIFIER_DIR } from "./config.mjs";
 import { log, run } from "./process.mjs";
+import { testKey } from "./reports.mjs";
 
 /**
  * @import { Config } from "./config.mjs"
@@ -73,18 +74,19 @@ export function e2ePort() {
 }
 
 // The e2e run's own Playwright config: the app's, with a browser that looks like a
-// user's (no automation flag, no headless user agent, and user-browser.js in the built
-// page: browser UI, screen, client hints, GPU) on a port chosen per run.
+// user's (no automation flag, no headless user agent, fake media devices, a desktop's
+// time zone and screen, and e2e-guard.js in the specs: client hints, user-browser.js in
+// every realm, "a user sees it" judged by the browser) on a port chosen per run. Each
+// project of the app's runs under two profiles that differ in what a page can read;
+// every test must pass under both (profileGaps).
 export const E2E_CONFIG = "reactbench.e2e.config.ts";
-const INJECT = "user-browser-inject.mjs";
+// What the room's copies of the e2e specs import in place of "@playwright/test".
+export const E2E_GUARD = "reactbench.e2e.guard.ts";
 // Where the build goes and the preview serves from, whatever the app's config says.
 const E2E_OUT = "dist";
+// The two profiles' names, the suffix of each project's name.
+export const E2E_PROFILES = ["desktop", "laptop"];
 
-/** The page script and its injector, where the e2e step's server command runs them. */
-export function installUserBrowser() {
-  roomTool("user-browser.js");
-  roomTool(INJECT);
-}
 // Vite's preview server says this once it listens.
 const PREVIEW_READY = String.raw`/Local:\s+https?:\/\//`;
 
@@ -96,24 +98,58 @@ import base from "./playwright.config.ts";
 const port = process.env.REACTBENCH_E2E_PORT;
 const url = \`http://127.0.0.1:\${port}\`;
 const launch = base.use?.launchOptions ?? {};
+const userAgent = process.env.REACTBENCH_E2E_USER_AGENT ?? "";
+const major = /Chrome\\/(\\d+)/.exec(userAgent)?.[1] ?? "130";
+// What a page can read, each profile its own (e2e-guard.js applies the metadata).
+const hints = (build) => {
+  const versions = [["Google Chrome", major], ["Chromium", major], ["Not?A_Brand", "99"]];
+  return {
+    brands: versions.map(([brand, version]) => ({ brand, version })),
+    fullVersionList: versions.map(([brand, version]) => ({ brand, version: version === "99" ? "99.0.0.0" : \`\${major}.0.\${build}\` })),
+    fullVersion: \`\${major}.0.\${build}\`,
+    platform: "Linux", platformVersion: "6.8.0", architecture: "x86", model: "", mobile: false, bitness: "64", wow64: false,
+    formFactors: ["Desktop"],
+  };
+};
+const profiles = [
+  { name: "${E2E_PROFILES[0]}",
+    use: { timezoneId: "America/New_York", locale: "en-US", viewport: { width: 1280, height: 720 },
+      screen: { width: 1920, height: 1080 }, deviceScaleFactor: 1 },
+    reactbench: { userAgent, acceptLanguage: "en-US,en", userAgentMetadata: hints("7204.101"), frame: [16, 87], taskbar: 40,
+      webgl: ["Google Inc. (Intel)", "ANGLE (Intel, Mesa Intel(R) UHD Graphics 620 (KBL GT2), OpenGL 4.6)"] } },
+  { name: "${E2E_PROFILES[1]}",
+    use: { timezoneId: "Europe/Berlin", locale: "en-US", viewport: { width: 1440, height: 760 },
+      screen: { width: 1536, height: 864 }, deviceScaleFactor: 1.25 },
+    reactbench: { userAgent, acceptLanguage: "en-US,en", userAgentMetadata: hints("7204.157"), frame: [0, 79], taskbar: 48,
+      webgl: ["Google Inc. (NVIDIA Corporation)", "ANGLE (NVIDIA Corporation, NVIDIA GeForce GTX 1650/PCIe/SSE2, OpenGL 4.5.0)"] } },
+];
+const projects = base.projects?.length ? base.projects : [{}];
 export default {
   ...base,
   outputDir: process.env.REACTBENCH_E2E_OUTPUT,
   use: {
     ...base.use,
     baseURL: url,
-    userAgent: process.env.REACTBENCH_E2E_USER_AGENT,
+    userAgent,
     launchOptions: {
       ...launch,
       // WebGL as a user's browser has it (Chromium no longer falls back to its
-      // software renderer on its own); user-browser.js names a GPU for it.
-      args: [...(launch.args ?? []), "--disable-blink-features=AutomationControlled", "--enable-unsafe-swiftshader"],
+      // software renderer on its own; user-browser.js names a GPU for it), and a
+      // desktop's camera and microphone.
+      args: [...(launch.args ?? []), "--disable-blink-features=AutomationControlled", "--enable-unsafe-swiftshader",
+        "--use-fake-device-for-media-stream"],
       ignoreDefaultArgs: ["--enable-automation"],
     },
   },
+  projects: projects.flatMap((project) => profiles.map((profile) => ({
+    ...project,
+    name: [project.name, profile.name].filter(Boolean).join("-"),
+    use: { ...project.use, ...profile.use },
+    metadata: { ...project.metadata, reactbench: profile.reactbench },
+  }))),
   webServer: base.webServer && {
     ...base.webServer,
-    command: \`pnpm exec vite build --logLevel warn --outDir ${E2E_OUT} && node ${path.join(ROOM, INJECT)} ${E2E_OUT}/index.html \` +
+    command: \`pnpm exec vite build --logLevel warn --outDir ${E2E_OUT} \` +
       \`&& pnpm exec vite preview --outDir ${E2E_OUT} --port \${port} --strictPort\`,
     url,
     // Ready as soon as the server says so: Playwright's polling of the url alone
@@ -123,6 +159,73 @@ export default {
 };
 `;
   fs.writeFileSync(path.join(app, E2E_CONFIG), source, { mode: 0o644 });
+  const guard = fs.readFileSync(path.join(VERIFIER_DIR, "e2e-guard.js"), "utf8");
+  const userBrowser = fs.readFileSync(path.join(VERIFIER_DIR, "user-browser.js"), "utf8").trim();
+  fs.writeFileSync(path.join(app, E2E_GUARD), `const USER_BROWSER = ${JSON.stringify(userBrowser)};\n${guard}`,
+    { mode: 0o644 });
+}
+
+// Files of the e2e folder that may import Playwright.
+const SCRIPT = /\.[cm]?[jt]sx?$/;
+// "@playwright/test" where a module names what it imports or re-exports.
+const PLAYWRIGHT_IMPORT = /(\bfrom\s*|\bimport\s*\(\s*|\brequire\s*\(\s*|\bimport\s+)(["'])@playwright\/test\2/g;
+
+/**
+ * The room's copies of the e2e specs import e2e-guard.js (E2E_GUARD, beside our
+ * config) where they import "@playwright/test"; /tests keeps them as they are.
+ * @param {string} dir  the e2e folder of /app
+ * @param {string} [app]
+ */
+export function guardE2eSpecs(dir, app = APP) {
+  const top = path.join(app, dir);
+  if (!fs.existsSync(top)) return;
+  for (const rel of walkSpecs(top, ".")) {
+    const file = path.join(top, rel);
+    if (!SCRIPT.test(file) || !fs.lstatSync(file).isFile()) continue;
+    const source = fs.readFileSync(file, "utf8");
+    let guard = path.relative(path.dirname(file), path.join(app, E2E_GUARD.replace(/\.ts$/, "")));
+    if (!guard.startsWith(".")) guard = `./${guard}`;
+    const guarded = source.replace(PLAYWRIGHT_IMPORT, (_, lead, quote) => `${lead}${quote}${guard}${quote}`);
+    if (guarded !== source) fs.writeFileSync(file, guarded);
+  }
+}
+
+/**
+ * The tests of Playwright's report that did not run under every profile: each spec
+ * needs a passing result of each profile's project (of each project of the app's).
+ * The keys are those of reports.mjs's playwrightResults, whose status they replace.
+ * @param {import("./reports.mjs").PlaywrightReport | null | undefined} report
+ * @returns {Map<string, string>}
+ */
+export function profileGaps(report) {
+  /** @type {Map<string, string>} */
+  const gaps = new Map();
+  const root = report?.config?.rootDir ?? APP;
+  const suffix = new RegExp(`(^|-)(${E2E_PROFILES.join("|")})$`);
+  /**
+   * @param {import("./reports.mjs").PlaywrightSuite} suite
+   * @param {string[]} trail
+   */
+  const visit = (suite, trail) => {
+    for (const spec of suite.specs ?? []) {
+      /** @type {Map<string, Set<string>>} */
+      const ran = new Map();
+      for (const test of /** @type {{ projectName?: string, results?: { status: string }[] }[]} */ (spec.tests ?? [])) {
+        const name = String(test.projectName ?? "");
+        const base = name.replace(suffix, "");
+        const profile = suffix.exec(name)?.[2] ?? "";
+        if (!ran.has(base)) ran.set(base, new Set());
+        if ((test.results ?? []).some((r) => r.status === "passed")) ran.get(base)?.add(profile);
+      }
+      const missing = [...ran.values()].flatMap((passed) => E2E_PROFILES.filter((p) => !passed.has(p)));
+      if (!ran.size || !missing.length) continue;
+      const rel = path.relative(APP, path.resolve(root, String(spec.file ?? suite.file ?? "")));
+      gaps.set(testKey(rel, [...trail, spec.title]), `failed under the ${[...new Set(missing)].join(" and ")} profile`);
+    }
+    for (const child of suite.suites ?? []) visit(child, [...trail, child.title]);
+  };
+  for (const suite of report?.suites ?? []) visit(suite, []);
+  return gaps;
 }
 
 /**
@@ -177,7 +280,7 @@ export const chromiumVersion = () => /(\d+)\./.exec(run("chromium", ["--version"
 export function compileE2eSpecs(config) {
   const e2eDir = config.test.e2e_specs;
   if (!config.test.e2e_cmd || !fs.existsSync(path.join(TESTS, "specs", e2eDir))) return;
-  const added = [path.join(APP, e2eDir), path.join(APP, E2E_CONFIG)];
+  const added = [path.join(APP, e2eDir), path.join(APP, E2E_CONFIG), path.join(APP, E2E_GUARD)];
   // The base has its own: the cache would be of files the grading replaces.
   if (added.some((p) => fs.existsSync(p))) return;
   const scratch = path.join(STATE, "e2e-compile");
@@ -185,6 +288,7 @@ export function compileE2eSpecs(config) {
   try {
     applySpecs([e2eDir]);
     writeE2eConfig();
+    guardE2eSpecs(e2eDir);
     const listed = run("bash", ["-c", `${withE2eConfig(config.test.e2e_cmd)} --list`], {
       cwd: config.test.cwd ?? APP,
       timeoutMs: 300_000,

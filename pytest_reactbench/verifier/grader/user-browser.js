@@ -1,77 +1,131 @@
-// Runs first in every page of the e2e run (the grader puts it at the top of the built
-// index.html, and it removes itself): what a page reads cheaply to tell a headless
-// browser from a user's desktop one reads as a user's. Browser UI around the viewport,
-// a screen larger than the window with a taskbar, client hints that name the browser
-// the user agent names, a GPU that is not a software renderer. Each replaced getter
-// prints as native code.
-(() => {
-  const natives = new WeakMap();
+// Runs first in every realm of the e2e run's pages, as the browser's own init script
+// (every frame's document, same-origin iframes and popups included) and in each
+// dedicated worker before its script: what a page reads cheaply to tell a headless
+// browser from a user's desktop one reads as a user's. What the browser can be told
+// natively (user agent and client hints, time zone, screen, devices) is set outside
+// the page (e2e-guard.js); this covers only what has no native means: browser UI around
+// the viewport, a taskbar below the screen, a GPU that is not a software renderer.
+// Each replaced function is native in every cheap test: its source, its name and
+// length, no prototype, the descriptor it replaces, the TypeError a foreign receiver
+// gets, and a stack trace without a frame of its own.
+// `profile` (the e2e project's): { frame: [w, h], taskbar, webgl: [vendor, renderer] }.
+(function userBrowser(profile) {
+  "use strict";
+  const realm = globalThis;
+  const { apply, defineProperty, getOwnPropertyDescriptor, getPrototypeOf } = Reflect;
+  const weakGet = WeakMap.prototype.get;
+  const weakHas = WeakMap.prototype.has;
+  const weakSet = WeakMap.prototype.set;
+  const capture = Error.captureStackTrace;
   const realToString = Function.prototype.toString;
+  const sources = new WeakMap();
+  /**
+   * @template {Function} F
+   * @param {F} fn
+   * @param {string} name  as the native one prints
+   * @returns {F}
+   */
   const native = (fn, name) => {
-    natives.set(fn, `function ${name}() { [native code] }`);
+    apply(weakSet, sources, [fn, `function ${name}() { [native code] }`]);
     return fn;
   };
-  const toString = native(function toString() {
-    return natives.has(this) ? natives.get(this) : realToString.call(this);
-  }, "toString");
-  Object.defineProperty(Function.prototype, "toString", { value: toString, writable: true, configurable: true });
-
-  const getter = (target, prop, get) => {
-    let owner = target;
-    while (owner && !Object.getOwnPropertyDescriptor(owner, prop)) owner = Object.getPrototypeOf(owner);
-    const found = owner && Object.getOwnPropertyDescriptor(owner, prop);
-    if (!found || !found.configurable) return;
-    Object.defineProperty(owner, prop, { ...found, get: native(get, `get ${prop}`) });
+  /**
+   * A native's error, rethrown as if ours had never been on the stack.
+   * @param {unknown} error
+   * @param {Function} ours
+   */
+  const rethrow = (error, ours) => {
+    if (error && typeof error === "object" && typeof capture === "function") {
+      try {
+        apply(capture, Error, [error, ours]);
+      } catch {}
+    }
+    throw error;
   };
 
-  // A desktop window: its frame and toolbars around the page, on a 1920x1080 screen
-  // with a taskbar (or the window's size, if larger).
-  getter(window, "outerWidth", () => window.innerWidth + 16);
-  getter(window, "outerHeight", () => window.innerHeight + 87);
-  const screenWidth = () => Math.max(1920, window.innerWidth + 16);
-  const screenHeight = () => Math.max(1080, window.innerHeight + 87 + 40);
-  getter(window.screen, "width", screenWidth);
-  getter(window.screen, "height", screenHeight);
-  getter(window.screen, "availWidth", screenWidth);
-  getter(window.screen, "availHeight", () => screenHeight() - 40);
+  // Function.prototype.toString: ours print as native; the rest as before.
+  const toString = native({
+    toString() {
+      if (apply(weakHas, sources, [this])) return apply(weakGet, sources, [this]);
+      try {
+        return apply(realToString, this, []);
+      } catch (error) {
+        return rethrow(error, toString);
+      }
+    },
+  }.toString, "toString");
+  const toStringFound = getOwnPropertyDescriptor(Function.prototype, "toString");
+  if (toStringFound) defineProperty(Function.prototype, "toString", { ...toStringFound, value: toString });
 
-  // Client hints that agree with the user agent: Chrome's brands, Chrome's version.
-  const major = (/Chrome\/(\d+)/.exec(navigator.userAgent) || [])[1] || "130";
-  const brands = [
-    { brand: "Google Chrome", version: major },
-    { brand: "Chromium", version: major },
-    { brand: "Not?A_Brand", version: "99" },
-  ];
-  const hints = navigator.userAgentData;
-  if (hints) {
-    const proto = Object.getPrototypeOf(hints);
-    getter(proto, "brands", () => brands.map((b) => ({ ...b })));
-    const high = proto.getHighEntropyValues;
-    if (typeof high === "function") {
-      proto.getHighEntropyValues = native(function getHighEntropyValues(wanted) {
-        return high.call(this, wanted).then((values) => ({
-          ...values,
-          brands: brands.map((b) => ({ ...b })),
-          ...("fullVersionList" in values
-            ? { fullVersionList: brands.map((b) => ({ brand: b.brand, version: `${b.version}.0.0.0` })) }
-            : {}),
-        }));
-      }, "getHighEntropyValues");
-    }
+  /**
+   * The getter of `prop` (on `target` or its prototypes) as `adjust` of the native
+   * value: the native getter runs first, so a foreign receiver gets its TypeError.
+   * @param {object | undefined} target
+   * @param {string} prop
+   * @param {(value: any) => any} adjust
+   */
+  const getter = (target, prop, adjust) => {
+    let owner = target;
+    while (owner && !getOwnPropertyDescriptor(owner, prop)) owner = getPrototypeOf(owner);
+    const found = owner && getOwnPropertyDescriptor(owner, prop);
+    if (!owner || !found || !found.configurable || typeof found.get !== "function") return;
+    const real = found.get;
+    const get = /** @type {() => any} */ (getOwnPropertyDescriptor({
+      get [prop]() {
+        let value;
+        try {
+          value = apply(real, this, []);
+        } catch (error) {
+          return rethrow(error, get);
+        }
+        return adjust(value);
+      },
+    }, prop)?.get);
+    defineProperty(owner, prop, { ...found, get: native(get, `get ${prop}`) });
+  };
+
+  /**
+   * The method `prop` of `proto` as `wrap` of the native call's result.
+   * @param {object | undefined} proto
+   * @param {string} prop
+   * @param {(args: any[], value: any) => any} wrap
+   */
+  const method = (proto, prop, wrap) => {
+    const found = proto && getOwnPropertyDescriptor(proto, prop);
+    if (!proto || !found || !found.configurable || typeof found.value !== "function") return;
+    const real = found.value;
+    const replaced = {
+      [prop](/** @type {any[]} */ ...args) {
+        let value;
+        try {
+          value = apply(real, this, args);
+        } catch (error) {
+          return rethrow(error, replaced);
+        }
+        return wrap(args, value);
+      },
+    }[prop];
+    // A rest parameter has no length: the native one's.
+    defineProperty(replaced, "length", { ...getOwnPropertyDescriptor(real, "length") });
+    defineProperty(proto, prop, { ...found, value: native(replaced, prop) });
+  };
+
+  // A desktop window: its frame and toolbars around the page (the native outer size
+  // is the viewport's, in every frame), a taskbar below the screen.
+  if (typeof realm.Window === "function" && realm instanceof realm.Window) {
+    const [frameWidth, frameHeight] = profile.frame;
+    getter(realm, "outerWidth", (value) => value + frameWidth);
+    getter(realm, "outerHeight", (value) => value + frameHeight);
+    getter(realm.Screen?.prototype, "availHeight", (value) => value - profile.taskbar);
   }
 
-  // A GPU's renderer where the software one (SwiftShader, llvmpipe) would show.
-  const VENDOR = 0x9245;
-  const RENDERER = 0x9246;
-  for (const context of [window.WebGLRenderingContext, window.WebGL2RenderingContext]) {
-    if (!context) continue;
-    const real = context.prototype.getParameter;
-    context.prototype.getParameter = native(function getParameter(name) {
-      if (name === VENDOR) return "Google Inc. (Intel)";
-      if (name === RENDERER) return "ANGLE (Intel, Mesa Intel(R) UHD Graphics 620 (KBL GT2), OpenGL 4.6)";
-      return real.call(this, name);
-    }, "getParameter");
+  // A GPU's names where the software renderer's (SwiftShader, llvmpipe) would show.
+  const [VENDOR, RENDERER] = [0x9245, 0x9246];
+  for (const context of [realm.WebGLRenderingContext, realm.WebGL2RenderingContext]) {
+    method(context?.prototype, "getParameter", ([name], value) => {
+      if (name === VENDOR) return profile.webgl[0];
+      if (name === RENDERER) return profile.webgl[1];
+      return value;
+    });
   }
-
-  if (document.currentScript) document.currentScript.remove();
-})();
+})
