@@ -217,3 +217,30 @@ def test_new_findings_the_task_tolerates_by_rule_file_and_title_one_per_entry() 
     assert compared([*after, {**index_key, "line": 12}], [one, one, deps_entry])["ok"] is True
     # The title is part of what is tolerated: another finding of the rule is not.
     assert len(compared(after, [{**one, "title": "Something else"}, deps_entry])["new"]) == 2
+
+
+def test_a_hidden_spec_that_does_not_compile_refuses_its_task_at_the_bake(tmp_path: Path,
+                                                                         bake_cache: Path) -> None:
+    """The base runs the unit command at the verifier's bake: a spec with a syntax error
+    (it would fail every submission alike) is a harness error there, named with its line."""
+    from pytest_reactbench.sandbox.base import BakeError, ImageRecipe
+    from pytest_reactbench.sandbox.local import LocalBackend
+    from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle
+    from pytest_reactbench.verifier.layer import grader_layer
+
+    tests = tmp_path / "tests"
+    shutil.copytree(ROOT / "tasks" / "counter-reset" / "tests", tests)
+    spec = tests / "specs" / "src" / "__verifier__" / "counter.spec.tsx"
+    lines = spec.read_text().splitlines(keepends=True)
+    at = next(n for n, line in enumerate(lines) if "expect(" in line)
+    lines[at] = lines[at].replace("expect(", "expect((", 1)
+    spec.write_text("".join(lines))
+    backend = LocalBackend(SandboxOptions(cache=bake_cache, ca_bundle=default_ca_bundle()))
+    try:
+        with pytest.raises(BakeError) as refused:
+            backend.bake(ImageRecipe("broken-spec/tests", tests / "Dockerfile", tests, timeout=900,
+                                     layer=grader_layer()), lambda _: None)
+    finally:
+        backend.close()
+    assert f"src/__verifier__/counter.spec.tsx:{at + 1}:" in str(refused.value), str(refused.value)[-2000:]
+    assert "does not compile" in str(refused.value)
