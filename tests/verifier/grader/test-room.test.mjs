@@ -8,8 +8,9 @@ import path from "node:path";
 import { describe, test } from "node:test";
 
 import { APP, LOGS, ROOM, ROOM_REPORTS } from "../../../pytest_reactbench/verifier/grader/config.mjs";
+import { SEAL_GID } from "../../../pytest_reactbench/verifier/grader/canaries.mjs";
 import {
-  inRoom, killRoom, pnpmExec, processesOf, roomEnv, stepBudget, testPlan,
+  inRoom, killRoom, pnpmExec, processesOf, roomEnv, roomPrefix, stepBudget, testPlan,
 } from "../../../pytest_reactbench/verifier/grader/test-room.mjs";
 
 /**
@@ -126,6 +127,51 @@ describe("pnpmExec", () => {
       fs.rmSync(dir, { recursive: true, force: true });
     }
   });
+});
+
+describe("a sealed unit command", () => {
+  const asRoot = process.getuid?.() === 0;
+
+  test("keeps its group through the room's shells; a worker started after the drop reads neither the key nor the main process",
+    { skip: !asRoot && "needs root" }, () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "grader-seal-"));
+      try {
+        fs.chmodSync(dir, 0o755);
+        const key = path.join(dir, "run-key");
+        fs.writeFileSync(key, "k".repeat(32));
+        fs.chownSync(key, 0, SEAL_GID);
+        fs.chmodSync(key, 0o040);
+        const wrapper = path.join(dir, "bin", "pnpm");
+        /** @param {string} file @param {string} text */
+        const executable = (file, text) => {
+          fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o755 });
+          fs.writeFileSync(file, text, { mode: 0o755 });
+        };
+        executable(wrapper, pnpmExec("/bin/false"));
+        const app = path.join(dir, "app");
+        // What Vitest's main process does (the reporter), then a worker of its.
+        const main = path.join(app, "main.cjs");
+        executable(path.join(app, "node_modules", ".bin", "runner"), `#!/bin/sh\nexec node ${main} "$@"\n`);
+        fs.writeFileSync(main, `
+const fs = require("fs"), cp = require("child_process");
+const read = (f) => { try { fs.readFileSync(f); return "read"; } catch (e) { return e.code; } };
+const key = read(${JSON.stringify(key)});
+process.setegid(process.getgid());
+const worker = cp.spawnSync(process.execPath, ["-e", \`
+  const fs = require("fs");
+  const read = (f) => { try { fs.readFileSync(f); return "read"; } catch (e) { return e.code; } };
+  console.log(JSON.stringify([read(${JSON.stringify(key)}), read("/proc/\${process.pid}/mem"), read("/proc/\${process.pid}/environ")]));
+\`], { encoding: "utf8" });
+console.log(JSON.stringify({ key, worker: JSON.parse(worker.stdout) }));
+`);
+        const [command = "", ...args] = roomPrefix(true);
+        const result = spawnSync(command, [...args, "bash", "-p", "-c", `${wrapper} exec runner`], { cwd: app, encoding: "utf8" });
+        assert.equal(result.status, 0, result.stderr);
+        assert.deepEqual(JSON.parse(result.stdout), { key: "read", worker: ["EACCES", "EACCES", "EACCES"] });
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    });
 });
 
 describe("ending the room", () => {
