@@ -59,7 +59,11 @@ class NeverRan:
 
 def _unranked(score: AgentScore) -> str:
     if score.missing:
-        return "misses " + ", ".join(score.missing[:3])
+        errored = [t for t in score.missing if t in score.errored]
+        absent = [t for t in score.missing if t not in score.errored]
+        said = ([f"no verdict on {', '.join(errored[:3])} (its trials errored)"] if errored else []) + \
+               ([f"did not run {', '.join(absent[:3])}"] if absent else [])
+        return "; ".join(said)
     return f"{score.errors}/{score.trials} trials ended in an error, over {100 * MAX_ERROR_RATE:.0f}%"
 
 

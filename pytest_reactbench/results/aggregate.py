@@ -16,7 +16,7 @@ import math
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pytest_reactbench.results.trial_result import TrialResult, Verdict
 
@@ -37,6 +37,8 @@ class AgentScore:
     trials: int
     ranked: bool
     missing: list[str]
+    #: Of `missing`, the tasks it ran and only errored on (no verdict).
+    errored: list[str] = field(default_factory=list)
 
     @property
     def reliability(self) -> float:
@@ -101,6 +103,7 @@ def score_agents(outcomes: Iterable[TrialResult], tasks: Sequence[str] | None = 
             trials=len(rows),
             ranked=not missing and errors <= max_error_rate * len(rows),
             missing=missing,
+            errored=[t for t in missing if any(o.task == t for o in rows)],
         ))
     scores.sort(key=lambda s: (not s.ranked, -(s.score or 0.0), s.agent))
     return scores

@@ -154,6 +154,15 @@ def test_an_agent_whose_trials_end_in_errors_is_unranked() -> None:
     assert score_agents(outcomes, max_error_rate=1.0)[0].agent == "x"
 
 
+def test_a_task_an_agent_only_errored_on_is_said_apart_from_one_it_did_not_run() -> None:
+    from pytest_reactbench.plugin.summary import _unranked
+
+    outcomes = [o("a", "x", "error"), o("b", "x", "passed"), o("c", "y", "passed")]
+    by_agent = {s.agent: s for s in score_agents(outcomes)}
+    assert by_agent["x"].missing == ["a", "c"] and by_agent["x"].errored == ["a"]
+    assert _unranked(by_agent["x"]) == "no verdict on a (its trials errored); did not run c"
+
+
 def test_formal_is_said_only_of_scored_runs() -> None:
     def on(backend: str, verdict: str, formal: bool) -> TrialResult:
         where = Provenance(backend=backend, formal=formal)
