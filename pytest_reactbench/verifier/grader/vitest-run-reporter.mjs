@@ -161,9 +161,14 @@ function write(files, errors, reason) {
  * Vitest's context, as onInit gets it (the parts the reporter sets).
  * @typedef {object} VitestContext
  * @property {{ setupFiles?: string[], env?: Record<string, unknown>, pool?: string }} [config]
- * @property {{ config?: { server?: { fs?: { allow?: string[] } } } }} [vite]
+ * @property {ViteServer} [vite]  Vitest 3 and later
+ * @property {ViteServer} [server]  before
  * @property {{ config?: { setupFiles?: string[], env?: Record<string, unknown>, pool?: string },
- *   vite?: { config?: { server?: { fs?: { allow?: string[] } } } } }[]} [projects]
+ *   vite?: ViteServer, server?: ViteServer }[]} [projects]
+ */
+
+/**
+ * @typedef {{ config?: { server?: { fs?: { allow?: string[] } } } }} ViteServer
  */
 
 export default class RunReporter {
@@ -174,10 +179,10 @@ export default class RunReporter {
   onInit(ctx) {
     const setup = graderSetupFiles();
     graderConfig(ctx.config, setup);
-    allowSetupFiles(ctx.vite, setup);
+    allowSetupFiles(ctx.vite ?? ctx.server, setup);
     for (const project of ctx.projects ?? []) {
       graderConfig(project.config, setup);
-      allowSetupFiles(project.vite, setup);
+      allowSetupFiles(project.vite ?? project.server, setup);
     }
   }
 
