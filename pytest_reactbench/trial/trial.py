@@ -318,6 +318,10 @@ class Trial:
                 return result
             retries += 1
             record.event("retried", failure=result.failure, retry=retries)
+            said = (result.message.splitlines() or [""])[0][:200]
+            self.stages.progress(f"{self.task.id} [{self.agent.name}]#{self.attempt}: ended in an error "
+                                 f"({result.failure}: {said}); retry {retries} of {self.options.retries}, "
+                                 "in a fresh trial")
             retry_of = record
 
     def _beat(self, what: str) -> Any:
