@@ -296,3 +296,12 @@ describe("the signed report", () => {
     }
   });
 });
+
+describe("the framework state's guard", () => {
+  test("takes for test infrastructure what the clean room does", async () => {
+    const { SPEC_PATH, VERIFIER_DIR } = await import("../../../pytest_reactbench/verifier/grader/config.mjs");
+    const guard = fs.readFileSync(path.join(VERIFIER_DIR, "vitest-guard.mjs"), "utf8");
+    assert.ok(guard.includes(`const TEST_PATH =\n  ${SPEC_PATH.toString()};`), "TEST_PATH is config.mjs's SPEC_PATH");
+    assert.ok(guard.includes(`Symbol.for("vitest.state.check")`) && STATE_CHECK.includes(`Symbol.for("vitest.state.check")`));
+  });
+});
