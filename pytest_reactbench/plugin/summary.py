@@ -217,8 +217,14 @@ class ResultsSummary:
                 verdicts = sorted({SHORT[o.verdict.value] for o in rows})
                 mean = next((s.per_task.get(task) for s in scores if s.agent == agent), None)
                 text = "/".join(verdicts) + ("" if mean is None else f" {mean:.2f}")
+                # Retries leave no row of their own: the cell says they happened.
+                if retried := sum(o.retries for o in rows):
+                    text += f" r{retried}"
                 cells.append(f"{text:>16}")
             tr.line(f"{task:<{twidth}}" + "".join(cells))
+        if any(o.retries for o in self.outcomes):
+            tr.line("rN: that many retries after errors led to the cell's verdicts (each retry's "
+                    "record is beside its trial's, named <trial>.1, .2...)")
         tr.line("")
         tr.line(f"records and leaderboard: {self.records.run_dir} (report.md, report.html)")
         if self.incomplete:

@@ -70,6 +70,7 @@ def test_errors_are_retried_and_each_retry_recorded(suite: pytest.Pytester) -> N
     # The retry is said as it starts, with the error it answers.
     result.stderr.fnmatch_lines(["*alpha [[]flaky[]]#1: ended in an error (SandboxError: *); "
                                  "retry 1 of 1, in a fresh trial*"])
+    result.stdout.fnmatch_lines(["alpha * pass 1.00 r1", "rN: that many retries after errors*"])
     run = next((suite.path / "records").iterdir())
     first = json.loads((run / "alpha__flaky__1" / "status.json").read_text())
     retry = json.loads((run / "alpha__flaky__1.1" / "status.json").read_text())
