@@ -384,8 +384,8 @@ def _from_events(events: list[dict[str, Any]], log: str) -> _Draft | None:
             if isinstance(event.get("result_bytes"), int) and event["result_bytes"] > len(output.encode()):
                 extra["cut"] = True  # the event keeps the start of the output only
             # What the agent was told of a refused call, when the call gave no output.
-            shown = output or (f"error: {event['error']}" if event.get("error") else "")
-            result: dict[str, Any] = {"source_call_id": call_id, "content": shown}
+            told = output or (f"error: {event['error']}" if event.get("error") else "")
+            result: dict[str, Any] = {"source_call_id": call_id, "content": told}
             if extra:
                 result["extra"] = extra
             tool = {"tool_call_id": call_id, "function_name": str(event.get("tool") or "?"),
