@@ -158,29 +158,70 @@ export function sizeLimit(file, tree) {
   };
 }
 
+// React Doctor's report drops the findings of its "test-noise" rules (a leaking
+// effect among them) in files it classifies as tests or stories by a rule of its own,
+// beside its plugin's: test and story suffixes, and test folders anywhere in the path
+// (below the last source root, once a fixtures/ folder is in it).
+const CONTEXT = ADMISSION.test_context;
+const CONTEXT_SUFFIX = new RegExp(CONTEXT.suffix);
+const CONTEXT_DIRECTORY = new RegExp(CONTEXT.directory);
+const FIXTURE_PROJECT = new RegExp(CONTEXT.fixture_project);
+
+/**
+ * Whether React Doctor's report takes this file for a test or a story (its findings of
+ * test-noise rules dropped), and why (null: production code).
+ * @param {string} file  relative to the scan's root
+ * @returns {string | null}
+ */
+export function testContext(file) {
+  if (CONTEXT_SUFFIX.test(file)) return "its name";
+  let scoped = file;
+  const fixture = FIXTURE_PROJECT.exec(file);
+  if (fixture) {
+    let cut = -1;
+    for (const root of ADMISSION.source_root_segments) cut = Math.max(cut, file.lastIndexOf(`/${root}/`));
+    scoped = cut >= 0 ? file.slice(cut) : file.slice(fixture.index + fixture[0].length - 1);
+  }
+  const folder = CONTEXT_DIRECTORY.exec(scoped);
+  return folder ? `a folder ${folder[0].replace(/^\//, "")}` : null;
+}
+
+// Folder names that read as tests, stories, fixtures or tooling to any of React
+// Doctor's rules: a placement renames them.
+const NOT_PRODUCTION = new Set([...ADMISSION.test_like_segments, ...CONTEXT.other_segments,
+  "__tests__", "__test__", "tests", "test", "__mocks__", "cypress", "e2e", "playwright"]
+  .map((/** @type {string} */ s) => s.toLowerCase()));
+
 /**
  * Where the scan reads a changed file it would otherwise skip or read with most rules
- * off (test-like, a type declaration, minified-looking): beside it, below a folder
- * `src/` (React Doctor's test-like rule looks below the last source root only), by a
- * name no test-like rule matches, a declaration as the module it would be if imported.
- * `taken` says which paths the copy already holds: another `src/` goes in until free.
+ * off (test-like, a type declaration, minified-looking): beside it, its folders that
+ * read as tests or tooling renamed (`tools/` as `tools-src/`), below a folder `src/`,
+ * by a name of one dot (`Ticker.stories.tsx` as `Ticker-stories.tsx`), a declaration as
+ * the module it would be if imported (`vite-env.d.ts` as `vite-env-d.ts`). `taken` says
+ * which paths the copy already holds: another `src/` goes in until one is free. The
+ * folders of `kept` (the scan's root) stay as they are.
  * @param {string} file  relative to /app
  * @param {(candidate: string) => boolean} taken
+ * @param {string} [kept]
  * @returns {string}
  */
-export function productionPlacement(file, taken) {
-  const dir = path.posix.dirname(file);
-  let name = path.posix.basename(file);
-  const declaration = DECLARATION.exec(name);
-  if (declaration) name = `${name.slice(0, declaration.index)}-d${declaration[0] === ".d.mts" ? ".mts" : ".ts"}`;
-  /** @type {string | undefined} */
-  let suffix;
-  while ((suffix = ADMISSION.test_like_suffixes.find((/** @type {string} */ s) => name.includes(s)))) {
-    name = name.replace(suffix, `-${suffix.slice(1)}`);
+export function productionPlacement(file, taken, kept = "") {
+  const parts = file.split("/");
+  const fixed = kept ? kept.split("/").length : 0;
+  const dirs = parts.slice(0, -1).map((part, i) =>
+    (i >= fixed && NOT_PRODUCTION.has(part.toLowerCase()) ? `${part}-src` : part));
+  const base = /** @type {string} */ (parts.at(-1));
+  const declaration = DECLARATION.exec(base);
+  let name;
+  if (declaration) {
+    name = `${base.slice(0, declaration.index).replaceAll(".", "-")}-d${declaration[0] === ".d.mts" ? ".mts" : ".ts"}`;
+  } else {
+    const ext = path.posix.extname(base);
+    name = base.slice(0, base.length - ext.length).replaceAll(".", "-") + ext;
   }
   if (ADMISSION.test_like_basenames.includes(name.toLowerCase())) name = `scanned-${name}`;
   for (let folder = "src";; folder += "/src") {
-    const candidate = path.posix.join(dir, folder, name);
+    const candidate = path.posix.join(...dirs, folder, name);
     if (!taken(candidate)) return candidate;
   }
 }

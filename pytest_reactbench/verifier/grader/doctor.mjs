@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 
 import {
   APP, CODE_EXTENSIONS, CONTRACT, DECLARATION, LOGS, SPEC_PATH, STATE, compileCache, minifiedLooking,
-  productionPlacement, testLike,
+  productionPlacement, testContext, testLike,
 } from "./config.mjs";
 import { HarnessError, SubmissionFailure } from "./errors.mjs";
 import { exitCode, log, run } from "./process.mjs";
@@ -288,9 +288,9 @@ const PADDING = 140;
 export function placementReason(file, config) {
   if (!CODE_EXTENSIONS.has(path.extname(file).toLowerCase()) || SPEC_PATH.test(file)) return null;
   if (DECLARATION.test(path.posix.basename(file))) return "a type declaration";
-  const declared = config.test_like_allowed.some((root) => file === root || file.startsWith(`${root}/`));
-  const testLikeBy = declared ? null : testLike(file);
-  return testLikeBy ? `test-like by ${testLikeBy}` : null;
+  if (config.test_like_allowed.some((root) => file === root || file.startsWith(`${root}/`))) return null;
+  const by = testLike(file) ?? testContext(path.posix.relative(path.relative(APP, config.rd.scan_root), file));
+  return by ? `test-like by ${by}` : null;
 }
 
 /**
@@ -354,7 +354,7 @@ export function copyForScan(config, changed = []) {
     for (const [version, text] of /** @type {[("after" | "base"), Buffer | null][]} */ (
       [["after", content], ["base", baseBlob(file)]])) {
       if (text === null) continue;
-      const scanned = productionPlacement(file, taken);
+      const scanned = productionPlacement(file, taken, path.relative(APP, config?.rd.scan_root ?? APP));
       const padding = minifiedLooking(text) ? PADDING : 0;
       const hashbang = text.subarray(0, 2).toString() === "#!";
       const cut = hashbang ? text.indexOf(10) + 1 || text.length : 0;

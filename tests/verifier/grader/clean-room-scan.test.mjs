@@ -14,7 +14,7 @@ const APP = path.join(root, "app");
 const STATE = path.join(root, "state");
 Object.assign(process.env, { REACTBENCH_APP: APP, REACTBENCH_STATE: STATE, REACTBENCH_LOGS: path.join(root, "logs"),
   REACTBENCH_TESTS: path.join(root, "tests") });
-const { minifiedLooking, productionPlacement, testLike } = await import("../../../pytest_reactbench/verifier/grader/config.mjs");
+const { minifiedLooking, productionPlacement, testContext, testLike } = await import("../../../pytest_reactbench/verifier/grader/config.mjs");
 const { copyForScan, placementReason, placementsOf, readPlacements } =
   await import("../../../pytest_reactbench/verifier/grader/doctor.mjs");
 
@@ -44,12 +44,15 @@ const git = (...args) => {
 const ICON = `export const icon = "data:image/svg+xml;base64,${"A".repeat(30_000)}";\n`;
 
 describe("productionPlacement and placementReason", () => {
-  test("below a folder src/, by a name no test-like rule matches, a declaration as a module", () => {
+  test("beside it, its test-like folders renamed, below a folder src/, by a name of one dot", () => {
     const free = () => false;
     for (const [file, placed] of [
-      ["src/tools/labels.ts", "src/tools/src/labels.ts"],
-      ["src/i18n/it/labels.ts", "src/i18n/it/src/labels.ts"],
+      ["src/tools/labels.ts", "src/tools-src/src/labels.ts"],
+      ["src/i18n/it/labels.ts", "src/i18n/it-src/src/labels.ts"],
+      ["src/e2e/Ticker.tsx", "src/e2e-src/src/Ticker.tsx"],
+      ["src/test/components/Card.tsx", "src/test-src/components/src/Card.tsx"],
       ["src/Ticker.stories.tsx", "src/src/Ticker-stories.tsx"],
+      ["src/data.fixtures.ts", "src/src/data-fixtures.ts"],
       ["src/a.e2e.e2e.ts", "src/src/a-e2e-e2e.ts"],
       ["src/setupJest.ts", "src/src/scanned-setupJest.ts"],
       ["src/vite-env.d.ts", "src/src/vite-env-d.ts"],
@@ -58,15 +61,26 @@ describe("productionPlacement and placementReason", () => {
     ]) {
       const at = productionPlacement(/** @type {string} */ (file), free);
       assert.equal(at, placed, file);
+      // Production code to either of React Doctor's rules.
       assert.equal(testLike(at), null, at);
+      assert.equal(testContext(at), null, at);
     }
-    // Another src/ until the path is free.
-    const taken = new Set(["src/tools/src/labels.ts"]);
-    assert.equal(productionPlacement("src/tools/labels.ts", (p) => taken.has(p)), "src/tools/src/src/labels.ts");
+    // Another src/ until the path is free; the scan root's own folders are kept.
+    const taken = new Set(["src/tools-src/src/labels.ts"]);
+    assert.equal(productionPlacement("src/tools/labels.ts", (p) => taken.has(p)), "src/tools-src/src/src/labels.ts");
+    assert.equal(productionPlacement("tools/web/src/a.ts", free, "tools/web"), "tools/web/src/src/a.ts");
+  });
+
+  test("React Doctor's report's own test context: suffixes, test folders anywhere, fixtures scoped", () => {
+    assert.equal(testContext("src/test/components/Card.tsx"), "a folder test/");
+    assert.equal(testContext("src/x.fixtures.ts"), "its name");
+    assert.equal(testContext("src/fixtures/src/Card.tsx"), null);
+    assert.equal(testContext("src/components/Card.tsx"), null);
   });
 
   test("what is placed: test-like code unless the task declares it, declarations; never a spec or data", () => {
     assert.equal(placementReason("src/tools/labels.ts", config), "test-like by a folder tools/");
+    assert.equal(placementReason("src/test/components/Card.tsx", config), "test-like by a folder test/");
     assert.equal(placementReason("src/vite-env.d.ts", config), "a type declaration");
     for (const file of ["src/scripts/gen.ts", "src/Counter.tsx", "src/tools/data.json", "src/tools/a.test.ts"]) {
       assert.equal(placementReason(file, config), null, file);
@@ -104,16 +118,16 @@ describe("copyForScan and readPlacements", () => {
 
   test("the copy holds every file where it is, and the placed ones again, the base's beside", () => {
     assert.deepEqual(placed.map((p) => [p.file, p.scanned, p.version, p.padding]), [
-      ["src/fixtures/data.ts", "src/fixtures/src/data.ts", "after", 0],
-      ["src/fixtures/data.ts", "src/fixtures/src/src/data.ts", "base", 0],
-      ["src/tools/labels.ts", "src/tools/src/labels.ts", "after", 0],
+      ["src/fixtures/data.ts", "src/fixtures-src/src/data.ts", "after", 0],
+      ["src/fixtures/data.ts", "src/fixtures-src/src/src/data.ts", "base", 0],
+      ["src/tools/labels.ts", "src/tools-src/src/labels.ts", "after", 0],
       ["src/vite-env.d.ts", "src/src/vite-env-d.ts", "after", 0],
       ["src/resetIcon.ts", "src/src/resetIcon.ts", "after", 140],
       ["src/cli.ts", "src/src/cli.ts", "after", 140],
     ]);
     const read = (/** @type {string} */ rel) => fs.readFileSync(path.join(copy, rel), "utf8");
-    assert.equal(read("src/tools/labels.ts"), read("src/tools/src/labels.ts"));
-    assert.equal(read("src/fixtures/src/src/data.ts"), "export const data = [1];\n");
+    assert.equal(read("src/tools/labels.ts"), read("src/tools-src/src/labels.ts"));
+    assert.equal(read("src/fixtures-src/src/src/data.ts"), "export const data = [1];\n");
     assert.equal(read("src/Counter.tsx"), "export const Counter = () => 1;\n");
     // Long lines: the same code after blank lines, which take it below React Doctor's test.
     assert.equal(minifiedLooking(fs.readFileSync(path.join(copy, "src/resetIcon.ts"))), true);
@@ -128,13 +142,13 @@ describe("copyForScan and readPlacements", () => {
     const baseline = { diagnostics: [d("x", "src/fixtures/data.ts", 1), d("y", "src/Counter.tsx", 1)] };
     const report = {
       diagnostics: [
-        d("x", "src/fixtures/data.ts", 1), d("z", "src/fixtures/src/data.ts", 1), d("w", "src/fixtures/src/data.ts", 1),
-        d("w", "src/fixtures/src/src/data.ts", 1), d("effect-needs-cleanup", "src/tools/src/labels.ts", 3),
+        d("x", "src/fixtures/data.ts", 1), d("z", "src/fixtures-src/src/data.ts", 1), d("w", "src/fixtures-src/src/data.ts", 1),
+        d("w", "src/fixtures-src/src/src/data.ts", 1), d("effect-needs-cleanup", "src/tools-src/src/labels.ts", 3),
         d("a", "src/src/resetIcon.ts", 141), d("b", "src/src/cli.ts", 142), d("c", "src/src/cli.ts", 1),
         d("y", "src/Counter.tsx", 1),
       ],
-      projects: [{ directory: copy, analyzedFiles: ["src/Counter.tsx", "src/fixtures/data.ts", "src/fixtures/src/data.ts",
-        "src/fixtures/src/src/data.ts", "src/tools/labels.ts", "src/tools/src/labels.ts", "src/vite-env.d.ts",
+      projects: [{ directory: copy, analyzedFiles: ["src/Counter.tsx", "src/fixtures/data.ts", "src/fixtures-src/src/data.ts",
+        "src/fixtures-src/src/src/data.ts", "src/tools/labels.ts", "src/tools-src/src/labels.ts", "src/vite-env.d.ts",
         "src/cli.ts", "src/src/cli.ts"] }],
     };
     const read = readPlacements(placed, baseline, report, copy, copy);
