@@ -180,9 +180,6 @@ ATTACKS: dict[str, str] = {
     "footgun-interval-through-call": SOLVE + "\n" + footgun().replace(
         "    setInterval(() => setTicks((t) => t + 1), 1000);",
         "    setInterval.call(window, () => setTicks((t) => t + 1), 1000);"),
-    # A correct solution whose module sits in a folder React Doctor treats as tests
-    # (it/, as in i18n/it/): refused, and the refusal heads the failure.
-    "labels-in-test-like-folder": SOLVE + "\n" + LABELS.format(folder="i18n/it"),
     "footgun-in-skipped-folder": SOLVE + "\n" + footgun(
         path="/app/src/dist/Ticker.tsx", module="./dist/Ticker").replace(
         "cat >", "mkdir -p /app/src/dist && cat >"),
@@ -207,8 +204,11 @@ ATTACKS: dict[str, str] = {
 # Real work with noise around it: these must still pass (neutralised, then graded).
 CONTROLS: dict[str, str] = {
     # Correct solutions the path policy must not fail: a module in a folder React
-    # Doctor scans as production code, and one long line that is not minified code.
+    # Doctor scans as production code, one in a folder it treats as tests (it/, as in
+    # i18n/it/: the scan reads it under production rules), and one long line that is
+    # not minified code.
     "labels-in-config-folder": SOLVE + "\n" + LABELS.format(folder="config"),
+    "labels-in-test-like-folder": SOLVE + "\n" + LABELS.format(folder="i18n/it"),
     "one-long-svg-line": SOLVE + "\n" + LONG_LINE,
     "work-plus-bad-link": SOLVE + "\nln -s /etc/passwd /app/src/passwd\nln -s /nowhere /app/dangling",
     # A module renamed (the base's file deleted) shadows nothing: it is graded.
@@ -300,14 +300,17 @@ def test_no_attack_wins(tmp_path: Path, backend: str) -> None:
         found = grade_json(verdicts[name])["react_doctor"]["new"]
         assert ("reactbench/hidden-timer", "src/Ticker.tsx") in [(f["rule"], f["file"]) for f in found], found
     # One hidden where the scan does not look is refused, and the app breaks without it.
-    for name in ("footgun-in-dot-directory", "footgun-minified", "footgun-in-skipped-folder",
-                 "footgun-upper-case-extension", "labels-in-test-like-folder"):
+    for name in ("footgun-in-dot-directory", "footgun-in-skipped-folder", "footgun-upper-case-extension"):
         assert verdicts[name]["reactbench.gate.tests"] == "0", name
     # A refused file the app needs heads the failure, named with why.
-    assert ("1 file(s) of the submission refused (src/i18n/it/labels.ts: React Doctor treats it as a "
-            "test, story or tooling by a folder it/") in verdicts["labels-in-test-like-folder"]["reactbench.message"]
-    assert "src/Ticker.JS: code React Doctor does not analyse (.JS" in \
-        verdicts["footgun-upper-case-extension"]["reactbench.message"]
+    assert ("1 file(s) of the submission refused (src/Ticker.JS: code React Doctor does not analyse (.JS"
+            in verdicts["footgun-upper-case-extension"]["reactbench.message"])
+    # Long lines are admitted, and the scan reads them: the leak is React Doctor's finding.
+    minified = grade_json(verdicts["footgun-minified"])
+    assert minified["submission"]["refused"] == [], minified["submission"]
+    assert ("effect-needs-cleanup", "src/Ticker.tsx") in [(f["rule"], f["file"]) for f in minified["react_doctor"]["new"]]
+    # A module in a folder React Doctor treats as tests is graded whole.
+    assert grade_json(verdicts["labels-in-test-like-folder"])["submission"]["refused"] == []
     for name in ("test-mode-only-reset", "jsdom-user-agent-only"):
         # Caught by the end-to-end spec on the production build, not by Vitest.
         assert verdicts[name]["reactbench.gate.tests"] == "0", name
@@ -608,16 +611,15 @@ def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: 
     # The audit names what each read to tell the browsers apart.
     for name in FINGERPRINTING:
         assert "fingerprinting: src/Counter.tsx" in verdicts[name].get("reactbench.audit", ""), name
-    # 4. Each blind spot refused by name; the counter that imports one breaks.
+    # 4. Each config refused by name; each test-like path admitted and read by the scan
+    # under production rules: the leak is found in every one.
     refused = {r["path"]: r["reason"] for r in details["scanner-blind-spots"]["submission"]["refused"]}
-    for path, reason in (("src/stories/Ticker.tsx", "treats it as a test, story or tooling"),
-                         ("src/Ticker.stories.tsx", "treats it as a test, story or tooling"),
-                         ("src/fixtures/Ticker.tsx", "treats it as a test, story or tooling"),
-                         ("src/e2e/Ticker.tsx", "treats it as a test, story or tooling"),
-                         ("src/tsconfig.json", "never a source"), ("src/package.json", "never a source"),
-                         ("src/vite.config.ts", "never a source")):
-        assert reason in refused.get(path, ""), (path, refused)
-    assert verdicts["scanner-blind-spots"]["reactbench.gate.tests"] == "0"
+    for path in ("src/tsconfig.json", "src/package.json", "src/vite.config.ts"):
+        assert "never a source" in refused.get(path, ""), (path, refused)
+    found = {(f["rule"], f["file"]) for f in details["scanner-blind-spots"]["react_doctor"]["new"]}
+    for path in ("src/stories/Ticker.tsx", "src/Ticker.stories.tsx", "src/fixtures/Ticker.tsx", "src/e2e/Ticker.tsx"):
+        assert path not in refused and ("effect-needs-cleanup", path) in found, (path, refused, found)
+    assert verdicts["scanner-blind-spots"]["reactbench.gate.react_doctor"] == "0"
     quoted = details["quoted-name-footgun"]
     assert "src/Tïcker.mts" in quoted["submission"]["changed"]
     assert verdicts["quoted-name-footgun"]["reactbench.gate.react_doctor"] == "0", quoted["react_doctor"]
