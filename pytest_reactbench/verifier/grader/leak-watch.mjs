@@ -66,6 +66,20 @@ function post(method, params) {
   return answer;
 }
 
+/**
+ * The pending timers of the fake clock a spec installed (vi.useFakeTimers: the faked
+ * setTimeout keeps its clock), by id; null: none installed.
+ * @returns {Record<string, { func?: unknown, type?: string, delay?: number, interval?: number }> | null}
+ */
+function fakeTimers() {
+  try {
+    const clock = /** @type {any} */ (globalThis).setTimeout?.clock;
+    return clock && typeof clock.timers === "object" ? clock.timers : null;
+  } catch {
+    return null;
+  }
+}
+
 /** @type {Watch} */
 const watch = vm.runInContext(`
   Error.stackTraceLimit = 200;
@@ -198,6 +212,17 @@ const watch = vm.runInContext(`
         if (all.size) leaks.push({ kind, files: [...all], what });
       };
       for (const timer of timers.values()) leak("timer", timer.files, timer.callback, timer.what);
+      // A spec's fake timers (vi.useFakeTimers) live in the fake clock, not in Node: by
+      // the code they run.
+      const fake = FAKE_TIMERS();
+      if (fake) {
+        const ids = Object.keys(fake);
+        for (let i = 0; i < ids.length; i++) {
+          const timer = fake[ids[i]];
+          const every = timer?.type === "Interval" ? "an interval" : "a timer";
+          leak("timer", [], timer?.func, every + " of " + (timer?.interval ?? timer?.delay ?? "?") + " ms (fake timers)");
+        }
+      }
       for (const { target, type, entry, files } of listeners) {
         const list = (targets.get(target)._eventListeners ?? {})[type] ?? [];
         let live = false;
@@ -207,7 +232,8 @@ const watch = vm.runInContext(`
       }
       return JSON.stringify({ spec, tests, watching: ok && targets.size === 2, leaks: leaks.slice(0, MAX_LEAKS) });
     },
-  })`, vm.createContext({ SELF: fileURLToPath(import.meta.url), POST: post }), { filename: "reactbench-leak-watch" });
+  })`, vm.createContext({ SELF: fileURLToPath(import.meta.url), POST: post, FAKE_TIMERS: fakeTimers }),
+  { filename: "reactbench-leak-watch" });
 
 // The box through which the inspector is handed a function: its handle is taken now,
 // through a global that is gone before the tested code runs.
