@@ -312,11 +312,17 @@ def page_text(url: str, profile: Path) -> str:
 
 def test_an_exported_run_opens_in_harbors_viewer(run: Run, harbor: Path, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # A record of an older version has no trajectory: the export makes it from the record.
+    records = shutil.copytree(run.folder, tmp_path / "records" / run.folder.name)
+    echo = Path(run.results["echo"].record).name
+    (records / echo / TRAJECTORY).unlink()
     out = tmp_path / "jobs"
-    assert main(["export", "--harbor", str(run.folder), "--out", str(out)]) == 0
+    assert main(["export", "--harbor", str(records), "--out", str(out)]) == 0
     job = out / "run-harbor"
     assert f"{job}: 3 trial(s), 2 with a trajectory" in capsys.readouterr().out
     trials = {name: job / Path(r.record).name for name, r in run.results.items()}
+    made = json.loads((trials["echo"] / TRAJECTORY).read_text())
+    assert made == json.loads((run.folder / echo / TRAJECTORY).read_text())
     files = [("job-config", job / "config.json"), ("job-result", job / "result.json")]
     for folder in trials.values():
         files += [("trial-config", folder / "config.json"), ("trial-result", folder / "result.json")]
