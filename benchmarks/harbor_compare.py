@@ -64,6 +64,7 @@ from types import FrameType
 from typing import Any
 
 from pytest_reactbench.results import TrialResult
+from pytest_reactbench.sandbox.recipes import tagged
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_WORK = Path.home() / ".cache" / "reactbench" / "harbor-bench"
@@ -480,24 +481,23 @@ def run_harbor(runner: Runner, task: Path, agent: str, config: str, tmp: Path, n
 
 # -- the public base images, for Harbor ----------------------------------------------
 
-#: `reactbench images` lists each public base image and what our docker backend uses for
-#: it: `<name>  <origin> <image id>`.
-BASE_LINE = re.compile(r"^\s+(?P<name>ghcr\.io/\S+)\s+(?P<origin>\S+)\s+(?P<id>sha256:[0-9a-f]+)\s*$")
-
-
 def stand_ins(runner: Runner) -> dict[str, str]:
     """Each public base image our docker backend replaces by a stand-in: public name
-    (with its tag) -> the stand-in's image id, as this checkout bakes it."""
-    command = [sys.executable, "-m", "pytest_reactbench.cli", "images", "--sandbox", "docker"]
+    (with its tag) -> the stand-in's image id, as this checkout bakes it (from
+    `reactbench images --json`, whose lines are for people)."""
+    command = [sys.executable, "-m", "pytest_reactbench.cli", "images", "--sandbox", "docker", "--json"]
     code, _ = runner.run(command, "stand-ins", cwd=ROOT)
     if code != 0:
         raise BenchError(f"reactbench images failed (exit {code}):\n{runner.tail('stand-ins')}")
-    found: dict[str, str] = {}
-    for line in (runner.logs / "stand-ins.log").read_text(errors="replace").splitlines():
-        match = BASE_LINE.match(line)
-        if match and match["origin"] == "stand-in":
-            name = match["name"]
-            found[name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"] = match["id"]
+    text = (runner.logs / "stand-ins.log").read_text(errors="replace")
+    try:
+        # The document is the log's last JSON object: progress lines come before it.
+        listed = json.loads(text[text.rindex("\n{") + 1:] if not text.startswith("{") else text)["docker"]
+    except (ValueError, KeyError) as exc:
+        raise BenchError(f"reactbench images --json printed no document ({exc}):\n{text[-2000:]}") from None
+    found = {tagged(entry["name"]): entry["image"] for entry in listed if entry["origin"] == "stand-in"}
+    if not found:
+        raise BenchError("reactbench images found no stand-in to tag for Harbor's builds:\n" + text[-2000:])
     return found
 
 

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -97,18 +98,13 @@ def _validate(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-def _base_image(backend: Backend, public: str, recipe: ImageRecipe, progress: Progress | None) -> str:
+def _base_image(backend: Backend, public: str, recipe: ImageRecipe,
+                progress: Progress | None) -> BaseImage | None:
     """How a bake on `backend` resolves FROM `public`: baked (with progress) or looked up."""
-    base: BaseImage | None
     if isinstance(backend, BakingBackend):
-        base = backend.base_image(public, progress)
-    else:
-        image = backend.bake(recipe, progress) if progress else backend.baked(recipe)
-        base = BaseImage(name=public, digest=image.digest, origin="stand-in") if image else None
-    if base is None:
-        return "not baked"
-    served = f" (images/{recipe.name})" if base.origin == "stand-in" else ""
-    return f"{base.origin:9} {base.digest}{served}"
+        return backend.base_image(public, progress)
+    image = backend.bake(recipe, progress) if progress else backend.baked(recipe)
+    return BaseImage(name=public, digest=image.digest, origin="stand-in") if image else None
 
 
 def _images(args: argparse.Namespace) -> int:
@@ -136,35 +132,48 @@ def _images(args: argparse.Namespace) -> int:
     def progress(line: str) -> None:
         if "still running after" not in line:
             last[0] = line
-        print(f"[{time.monotonic() - started:6.1f}s] {line}", flush=True)
+        # With --json, stdout is the document alone.
+        print(f"[{time.monotonic() - started:6.1f}s] {line}", flush=True,
+              file=sys.stderr if args.json else sys.stdout)
 
     failed = 0
+    found: dict[str, list[dict[str, str]]] = {}
     with heartbeat(progress, lambda: f"(after: {last[0]})"):
         for name in chosen:
-            failed += _images_on(name, factories[name], options, args, recipes, progress)
+            failed += _images_on(name, factories[name], options, args, recipes, progress,
+                                 found.setdefault(name, []))
+    if args.json:
+        print(json.dumps(found, indent=2))
     return 1 if failed else 0
 
 
 def _images_on(name: str, factory: Callable[[SandboxOptions], Backend], options: SandboxOptions,
-               args: argparse.Namespace, recipes: dict[str, ImageRecipe], progress: Progress) -> int:
-    """Bake (or list, or prune) the stand-ins on the backend `name`; 1 when that fails."""
+               args: argparse.Namespace, recipes: dict[str, ImageRecipe], progress: Progress,
+               found: list[dict[str, str]]) -> int:
+    """Bake (or list, or prune) the stand-ins on the backend `name`, each added to
+    `found`; 1 when that fails."""
+    say = progress if args.json else print
     try:
         backend = factory(options)
     except SandboxError as exc:
-        print(f"{name}: unavailable: {exc}")
+        say(f"{name}: unavailable: {exc}")
         return 0 if args.list else 1
     if args.prune is not None:
         return _prune(name, backend, args.prune, progress)
-    print(f"{name} ({'its results can be formal' if backend.formal else 'its results are not formal'})")
+    say(f"{name} ({'its results can be formal' if backend.formal else 'its results are not formal'})")
     try:
-        origins = []
         for public, recipe in recipes.items():
-            used = _base_image(backend, public, recipe, None if args.list else progress)
-            origins.append(used.split()[0])
-            print(f"  {public:55} {used}", flush=True)
-        if stand_ins := origins.count("stand-in"):
-            print(f"{name}: {stand_ins} of {len(origins)} image(s) are stand-ins: results on them are "
-                  "not formal" + ("" if stand_ins == len(origins) else " (tasks on the public images are)"))
+            base = _base_image(backend, public, recipe, None if args.list else progress)
+            entry = {"name": public, "origin": base.origin if base else "not baked",
+                     "image": base.digest if base else "",
+                     **({"recipe": f"images/{recipe.name}"} if base and base.origin == "stand-in" else {})}
+            found.append(entry)
+            shown = (f"{entry['origin']:9} {entry['image']}"
+                     + (f" ({entry['recipe']})" if "recipe" in entry else "")) if base else "not baked"
+            say(f"  {public:55} {shown}")
+        if stand_ins := sum(e["origin"] == "stand-in" for e in found):
+            say(f"{name}: {stand_ins} of {len(found)} image(s) are stand-ins: results on them are "
+                "not formal" + ("" if stand_ins == len(found) else " (tasks on the public images are)"))
     except SandboxError as exc:
         print(f"reactbench images: {exc}", file=sys.stderr)
         return 1
@@ -356,6 +365,9 @@ def main(argv: list[str] | None = None) -> int:
     add_sandbox_options(images)
     images.add_argument("--only", action="append", metavar="IMAGE",
                         help="a public image name (repeatable; default: every one the map covers)")
+    images.add_argument("--json", action="store_true",
+                        help="print what each backend uses as JSON on stdout ({backend: [{name, origin, "
+                             "image, recipe}]}), progress on stderr")
     images.add_argument("--prune", type=float, metavar="DAYS", nargs="?", const=7.0,
                         help="bake nothing: remove the images the backend baked that no run used "
                              "for DAYS days (default 7; 0: every one not in use)")

@@ -1,5 +1,6 @@
 """The `reactbench` command, for real on the local backend."""
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -24,6 +25,12 @@ def test_images_builds_the_playwright_stand_in(capsys, tmp_path: Path,  # type: 
     # Each image found baked is said once, however many FROMs lead to it.
     reused = [line.split("] ", 1)[1] for line in out.splitlines() if "reusing baked image" in line]
     assert len(reused) == len(set(reused)), reused
+    # For scripts: the same as a document on stdout, progress on stderr.
+    assert main(["images", "--sandbox", "local", "--cache", str(cache), "--only", public, "--json"]) == 0
+    said = capsys.readouterr()
+    ((entry,),) = json.loads(said.out).values()
+    assert entry["name"] == public and entry["origin"] == "stand-in" and entry["image"]
+    assert entry["recipe"] == "images/react-bench-verifier-base" and "reusing baked image" in said.err
     # Chromium sits where the scaffold's Playwright looks for it, offline.
     backend = LocalBackend(SandboxOptions(cache=cache))
     directory = Path(__file__).resolve().parents[1] / "images" / "react-bench-verifier-base"
