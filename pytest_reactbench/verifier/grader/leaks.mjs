@@ -11,6 +11,7 @@
 import fs from "node:fs";
 import path from "node:path";
 
+import { VITEST_SETUP_FILES } from "./canaries.mjs";
 import { APP, CODE_EXTENSIONS, LOGS, ROOM_REPORTS, SPEC_PATH } from "./config.mjs";
 import { readReport } from "./reports.mjs";
 
@@ -99,14 +100,15 @@ export function readLeakReports(from = ROOM_REPORTS, keep = LOGS) {
 
 /**
  * Kept after the unit step, while its room is still there: the judgement comes later.
- * @param {boolean} installed  whether the step ran with the grader's reporter, which adds
- *   the watch to Vitest's setup files (canaries.mjs: VITEST_SETUP_FILES)
+ * @param {boolean} reporter  whether the step ran with the grader's reporter, which adds
+ *   the grader's setup files (canaries.mjs: VITEST_SETUP_FILES, the watch among them)
  * @param {Map<string, string>} results  the step's test results, canaries taken out
  * @param {string} [from]
  * @param {string} [keep]
+ * @param {readonly string[]} [setupFiles]
  */
-export function collectLeaks(installed, results, from = ROOM_REPORTS, keep = LOGS) {
-  watched = installed
+export function collectLeaks(reporter, results, from = ROOM_REPORTS, keep = LOGS, setupFiles = VITEST_SETUP_FILES) {
+  watched = reporter && setupFiles.includes(LEAK_WATCH)
     ? { installed: true, reports: readLeakReports(from, keep), ran: specsRan(results) }
     : { installed: false, reports: [], ran: new Map() };
 }

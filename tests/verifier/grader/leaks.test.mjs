@@ -121,6 +121,9 @@ describe("the watch's reports", () => {
     assert.equal(taken.reports.length, 1);
     assert.deepEqual([...taken.ran], [[SPEC, 1]]);
     assert.equal(takeLeaks().installed, false);
+    // Not among the setup files the reporter adds: not installed, nothing to judge.
+    collectLeaks(true, new Map([[testKey(SPEC, ["a"]), "passed"]]), room, logs, ["vitest-guard.mjs"]);
+    assert.equal(takeLeaks().installed, false);
     fs.rmSync(room, { recursive: true });
     fs.rmSync(logs, { recursive: true });
   });
