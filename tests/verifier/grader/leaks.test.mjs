@@ -1,6 +1,7 @@
 // Leaks: the leak watch's reports, read from the room and judged against the files the
 // submission changed.
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -12,6 +13,8 @@ import {
   readLeakReports, specsRan, takeLeaks,
 } from "../../../pytest_reactbench/verifier/grader/leaks.mjs";
 import { testKey } from "../../../pytest_reactbench/verifier/grader/reports.mjs";
+
+const WATCH = new URL("../../../pytest_reactbench/verifier/grader/leak-watch.mjs", import.meta.url);
 
 const APP = "/app";
 const SPEC = "src/__verifier__/counter.spec.tsx";
@@ -130,5 +133,120 @@ describe("the watch's reports", () => {
 
   test("the watch is one of the grader's Vitest setup files", () => {
     assert.ok(VITEST_SETUP_FILES.includes(LEAK_WATCH));
+  });
+});
+
+// The watch itself, loaded as Vitest loads it (a stand-in `vitest` gives it beforeEach and
+// the test context), beside window and document objects made as jsdom makes them (an
+// implementation object under a symbol "impl", whose addEventListener keeps the list),
+// then the "submission's" modules, one leak each, as the tested code would write them.
+const STAND_IN = {
+  "node_modules/vitest/package.json": JSON.stringify({ name: "vitest", type: "module", main: "index.mjs" }),
+  "node_modules/vitest/index.mjs": `
+    export const beforeEach = (fn) => { globalThis.__hooks = [...(globalThis.__hooks ?? []), fn]; };`,
+  "page.mjs": `
+    const impl = Symbol("impl");
+    class EventTargetImpl {
+      constructor() { this._eventListeners = Object.create(null); }
+      addEventListener(type, callback) {
+        (this._eventListeners[type] ??= []).push({ callback: { objectReference: callback } });
+      }
+      removeEventListener(type, callback) {
+        const list = this._eventListeners[type] ?? [];
+        const at = list.findIndex((e) => e.callback.objectReference === callback);
+        if (at >= 0) list.splice(at, 1);
+      }
+    }
+    const wrapper = (target) => ({
+      [impl]: target,
+      addEventListener(type, callback) { target.addEventListener(type, callback); },
+      removeEventListener(type, callback) { target.removeEventListener(type, callback); },
+    });
+    globalThis.window = wrapper(new EventTargetImpl());
+    globalThis.document = wrapper(new EventTargetImpl());`,
+  // What the submission changed.
+  "src/Alias.mjs": `export default () => { const every = globalThis["set" + "Interval"]; every(() => {}, 1000); };`,
+  "src/Listener.mjs": `export default () => window.addEventListener.bind(window)("resize", () => {});`,
+  "src/Built.mjs": `export default () => [].map.constructor("setInterval(function () {}, 1000)")();`,
+  "src/Bound.mjs": `const tick = () => {};
+    export default () => queueMicrotask(setTimeout.bind(null, tick, 60000));`,
+  "src/Blind.mjs": `export default () => {
+      Error.stackTraceLimit = 0;
+      Error.prepareStackTrace = () => [];
+      Map.prototype.values = function* () {};
+      setInterval(() => {}, 1000);
+    };`,
+  "src/Clean.mjs": `export default () => {
+      const id = setInterval(() => {}, 1000);
+      const onResize = () => {};
+      window.addEventListener("resize", onResize);
+      clearInterval(id);
+      window.removeEventListener("resize", onResize);
+      const debounce = setTimeout(() => {}, 5000);
+      clearTimeout(debounce);
+    };`,
+  "run.mjs": `
+    import "./page.mjs";
+    await import("./leak-watch.mjs");
+    let finished;
+    for (const hook of globalThis.__hooks) {
+      hook({ task: { file: { filepath: process.cwd() + "/spec.tsx" } }, onTestFinished: (fn) => { finished = fn; } });
+    }
+    for (const name of process.argv.slice(2)) (await import("./src/" + name + ".mjs")).default();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await finished();
+    process.exit(0);`,
+};
+
+/**
+ * The watch's report after "the submission's" modules `names` ran.
+ * @param {string[]} names
+ * @returns {{ spec: string, tests: number, watching: boolean, leaks: { kind: string, files: string[], what: string }[] }}
+ */
+function watchRun(names) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "grader-leak-watch-"));
+  for (const [rel, source] of Object.entries(STAND_IN)) {
+    fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
+    fs.writeFileSync(path.join(dir, rel), source);
+  }
+  fs.copyFileSync(WATCH, path.join(dir, "leak-watch.mjs"));
+  fs.mkdirSync(path.join(dir, "reports"));
+  const ran = spawnSync(process.execPath, ["run.mjs", ...names], {
+    cwd: dir, encoding: "utf8", env: { ...process.env, REACTBENCH_REPORTS: path.join(dir, "reports") },
+  });
+  assert.equal(ran.status, 0, ran.stderr);
+  const [report] = fs.readdirSync(path.join(dir, "reports")).filter((n) => /^leak-watch-\d+-[0-9a-f]+\.json$/.test(n));
+  assert.ok(report, "no report");
+  const read = JSON.parse(fs.readFileSync(path.join(dir, "reports", report), "utf8"));
+  fs.rmSync(dir, { recursive: true });
+  // Paths relative to the folder, the spec's and the stand-ins' frames left out.
+  read.leaks = read.leaks
+    .map((/** @type {{ files: string[] }} */ l) => ({ ...l, files: l.files.map((f) => path.relative(dir, f)) }))
+    .filter((/** @type {{ files: string[] }} */ l) => l.files.some((f) => f.startsWith("src/")));
+  return read;
+}
+
+describe("the leak watch", () => {
+  test("sees each leak however it was started, by the file that made it or the code it runs", () => {
+    const report = watchRun(["Alias", "Listener", "Built", "Bound", "Clean"]);
+    assert.equal(report.watching, true);
+    assert.equal(report.tests, 1);
+    const seen = report.leaks.map((l) => `${l.kind} ${l.files.filter((f) => f.startsWith("src/")).join(",")}`).sort();
+    assert.deepEqual(seen, [
+      "listener src/Listener.mjs",
+      "timer src/Alias.mjs",
+      "timer src/Bound.mjs",
+      "timer src/Built.mjs",
+    ]);
+    assert.match(report.leaks.find((l) => l.files.includes("src/Alias.mjs"))?.what ?? "", /an interval of 1000 ms/);
+  });
+
+  test("code that reconfigures the page's Error and Map does not blind it", () => {
+    const report = watchRun(["Blind"]);
+    assert.deepEqual(report.leaks.map((l) => l.files.filter((f) => f.startsWith("src/"))), [["src/Blind.mjs"]]);
+  });
+
+  test("what is cleaned up before the check is no leak", () => {
+    assert.deepEqual(watchRun(["Clean"]).leaks, []);
   });
 });
