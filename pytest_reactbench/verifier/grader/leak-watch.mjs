@@ -84,7 +84,7 @@ function fakeTimers() {
 const watch = vm.runInContext(`
   Error.stackTraceLimit = 200;
   const PATH = /(?:file:\\/\\/)?(\\/[^\\s()?#]+?)(?:[?#][^\\s():]*)?(?::\\d+)+\\)?/g;
-  const MAX_LEAKS = 200;
+  const MAX_LEAKS = 1000;
   const own = (file) => file !== SELF && !file.startsWith("node:") && !file.includes("/node_modules/");
   // The source files on the stack: code built by eval or the Function constructor is
   // named by where it was built ("eval at f (/app/src/x.ts:3:9)"). Node's internals,
@@ -206,10 +206,14 @@ const watch = vm.runInContext(`
       // Each with the files of the code it runs too: a timer or listener started from
       // no frame of the app's (a bound setInterval handed to React as the effect) runs
       // the app's code all the same.
+      const seen = new Set();
       const leak = (kind, files, callback, what) => {
         const all = new Set(files);
         for (const file of codeFiles(callback)) all.add(file);
-        if (all.size) leaks.push({ kind, files: [...all], what });
+        // The same leak many times over is one line: a flood cannot push another out.
+        const key = JSON.stringify([kind, [...all].sort(), what]);
+        if (all.size && !seen.has(key)) leaks.push({ kind, files: [...all], what });
+        seen.add(key);
       };
       for (const timer of timers.values()) leak("timer", timer.files, timer.callback, timer.what);
       // A spec's fake timers (vi.useFakeTimers) live in the fake clock, not in Node: by
