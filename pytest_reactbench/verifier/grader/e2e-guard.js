@@ -63,36 +63,90 @@ async function open(page, profile) {
     platform: "Linux x86_64",
     userAgentMetadata: profile.userAgentMetadata,
   });
-  // Dedicated workers wait for us: the init script, then their own.
   const script = `(${USER_BROWSER})(${JSON.stringify(profile)})`;
+  // Dedicated workers: the init script first, where Playwright's own session lets a
+  // worker start (its first message to the worker goes after ours)...
+  if (hookWorkers(page, script)) return cdp;
+  // ... or, where Playwright is not in this process, paused before their first script
+  // through this session (Playwright's own session may have let them start already).
   let id = 0;
   const replies = new Map();
-  /** @param {string} sessionId @param {string} method @param {object} params */
-  const send = (sessionId, method, params) => new Promise((resolve) => {
-    replies.set(++id, resolve);
-    cdp.send("Target.sendMessageToTarget", { sessionId, message: JSON.stringify({ id, method, params }) })
-      .catch(() => resolve(null));
-  });
-  cdp.on("Target.receivedMessageFromTarget", (/** @type {any} */ event) => {
+  /** @type {Map<string, (method: string, params: object) => Promise<any>>} */
+  const workers = new Map();
+  /** @param {string} sessionId */
+  const sender = (sessionId) => (/** @type {string} */ method, /** @type {object} */ params) =>
+    new Promise((resolve) => {
+      replies.set(++id, resolve);
+      cdp.send("Target.sendMessageToTarget", { sessionId, message: JSON.stringify({ id, method, params }) })
+        .catch(() => resolve(null));
+    });
+  cdp.on("Target.receivedMessageFromTarget", async (/** @type {any} */ event) => {
+    let message;
     try {
-      const message = JSON.parse(event.message);
-      if (message.id && replies.has(message.id)) {
-        replies.get(message.id)(message);
-        replies.delete(message.id);
-      }
-    } catch {}
+      message = JSON.parse(event.message);
+    } catch {
+      return;
+    }
+    if (message.id && replies.has(message.id)) {
+      replies.get(message.id)(message);
+      replies.delete(message.id);
+      return;
+    }
+    const send = workers.get(event.sessionId);
+    if (!send || message.method !== "Debugger.paused") return;
+    workers.delete(event.sessionId);
+    await send("Runtime.evaluate", { expression: script, silent: true });
+    await send("Debugger.removeInstrumentationBreakpoint", { instrumentation: "beforeScriptExecution" });
+    await send("Debugger.resume", {});
+    await send("Debugger.disable", {});
+    cdp.send("Target.detachFromTarget", { sessionId: event.sessionId }).catch(() => {});
   });
   cdp.on("Target.attachedToTarget", async (/** @type {any} */ event) => {
     const { sessionId, targetInfo } = event;
-    try {
-      if (targetInfo.type === "worker") await send(sessionId, "Runtime.evaluate", { expression: script, silent: true });
-    } finally {
-      await send(sessionId, "Runtime.runIfWaitingForDebugger", {});
-      cdp.send("Target.detachFromTarget", { sessionId }).catch(() => {});
+    const send = sender(sessionId);
+    if (targetInfo.type === "worker") {
+      workers.set(sessionId, send);
+      send("Debugger.enable", {});
+      send("Debugger.setInstrumentationBreakpoint", { instrumentation: "beforeScriptExecution" });
     }
+    await send("Runtime.runIfWaitingForDebugger", {});
+    if (targetInfo.type !== "worker") cdp.send("Target.detachFromTarget", { sessionId }).catch(() => {});
   });
   await cdp.send("Target.setAutoAttach", { autoAttach: true, waitForDebuggerOnStart: true, flatten: false });
   return cdp;
+}
+
+/** @type {WeakMap<object, string>} */
+const workerScripts = new WeakMap();
+
+/**
+ * Where Playwright's server runs in this process (Playwright Test's own browsers),
+ * the init script goes to each dedicated worker of the page as the first message of
+ * the worker's session, before Playwright's own let it run: every worker of its
+ * frames, nested ones too. False where the server's frame sessions are not found.
+ * @param {any} page
+ * @param {string} script
+ */
+function hookWorkers(page, script) {
+  try {
+    const crPage = page._connection?.toImpl?.(page)?.delegate;
+    const frameSession = crPage?._mainFrameSession;
+    const proto = frameSession && Object.getPrototypeOf(frameSession);
+    if (!proto || typeof proto._initializeWorker !== "function") return false;
+    workerScripts.set(crPage, script);
+    if (!proto.__reactbenchWorkers) {
+      const initialize = proto._initializeWorker;
+      Object.defineProperty(proto, "__reactbenchWorkers", { value: true });
+      proto._initializeWorker = function (/** @type {any} */ session, /** @type {any[]} */ ...rest) {
+        const expression = workerScripts.get(this._crPage);
+        if (expression) session._sendMayFail("Runtime.evaluate", { expression, silent: true });
+        return initialize.call(this, session, ...rest);
+      };
+    }
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -100,7 +100,9 @@ const url = \`http://127.0.0.1:\${port}\`;
 const launch = base.use?.launchOptions ?? {};
 const userAgent = process.env.REACTBENCH_E2E_USER_AGENT ?? "";
 const major = /Chrome\\/(\\d+)/.exec(userAgent)?.[1] ?? "130";
-// What a page can read, each profile its own (e2e-guard.js applies the metadata).
+// What a page can read, each profile its own. The user agent and its client hints are
+// e2e-guard.js's, through the DevTools protocol: Playwright's own userAgent option
+// would empty the client hints of workers.
 const hints = (build) => {
   const versions = [["Google Chrome", major], ["Chromium", major], ["Not?A_Brand", "99"]];
   return {
@@ -130,7 +132,6 @@ export default {
   use: {
     ...base.use,
     baseURL: url,
-    userAgent,
     launchOptions: {
       ...launch,
       // WebGL as a user's browser has it (Chromium no longer falls back to its
