@@ -25,8 +25,12 @@ import vm from "node:vm";
 // @ts-ignore: the room's Vitest, which the grader's own folder does not have
 import { beforeEach } from "vitest";
 
-const REPORT = path.join(process.env.REACTBENCH_REPORTS ?? ".",
-  `leak-watch-${process.pid}-${crypto.randomBytes(6).toString("hex")}.json`);
+// One report per spec file (a worker that runs several keeps one each).
+const REPORTS = process.env.REACTBENCH_REPORTS ?? ".";
+const RUN = `leak-watch-${process.pid}-${crypto.randomBytes(6).toString("hex")}`;
+const { join } = path;
+/** @param {string} spec */
+const reportOf = (spec) => join(REPORTS, `${RUN}${watch.specIndex(spec)}.json`);
 
 /**
  * The watch's realm: what it keeps and how it reads a stack.
@@ -36,6 +40,7 @@ const REPORT = path.join(process.env.REACTBENCH_REPORTS ?? ".",
  * @property {(target: string, type: string, entries: object[], from: number) => void} added
  *   the entries of a list from `from` on were added now
  * @property {{ fn: unknown }} box  what the inspector is handed a function through
+ * @property {(spec: string) => number} specIndex  a spec file's number, for its report's name
  * @property {(objectId: string | null) => void} located  the inspector's handle on the box
  * @property {(scriptId: string, url: string) => void} script  a script the inspector parsed
  * @property {(target: string, impl: object) => void} target
@@ -160,7 +165,9 @@ const watch = vm.runInContext(`
   const timers = new Map();  // async id -> { files, callback, what }, until its destroy
   const listeners = [];  // { target, type, entry, files }
   const targets = new Map();
-  let probing = false, probed = false, tests = 0;
+  let probing = false, probed = false;
+  const tests = new Map();  // spec -> tests reported after
+  const specs = new Map();  // spec -> its number
   ({
     init(asyncId, type, trigger, resource) {
       if (type !== "Timeout") return;
@@ -178,6 +185,10 @@ const watch = vm.runInContext(`
       timers.delete(asyncId);
     },
     box,
+    specIndex(spec) {
+      if (!specs.has(spec)) specs.set(spec, specs.size);
+      return specs.get(spec);
+    },
     located(id) {
       boxId = id;
     },
@@ -201,7 +212,7 @@ const watch = vm.runInContext(`
       return new Promise((resolve) => wait(() => wait(resolve)));
     },
     report(spec, ok) {
-      tests += 1;
+      tests.set(spec, (tests.get(spec) ?? 0) + 1);
       const leaks = [];
       // Each with the files of the code it runs too: a timer or listener started from
       // no frame of the app's (a bound setInterval handed to React as the effect) runs
@@ -234,7 +245,7 @@ const watch = vm.runInContext(`
         const callback = entry.callback?.objectReference ?? entry.callback;
         if (live) leak("listener", files, callback, "a \\"" + type + "\\" listener on the " + target);
       }
-      return JSON.stringify({ spec, tests, watching: ok && targets.size === 2, leaks: leaks.slice(0, MAX_LEAKS) });
+      return JSON.stringify({ spec, tests: tests.get(spec), watching: ok && targets.size === 2, leaks: leaks.slice(0, MAX_LEAKS) });
     },
   })`, vm.createContext({ SELF: fileURLToPath(import.meta.url), POST: post, FAKE_TIMERS: fakeTimers }),
   { filename: "reactbench-leak-watch" });
@@ -316,8 +327,8 @@ beforeEach((/** @type {TestContext} */ context) => {
     // The hook still sees a timer made now, and jsdom's addEventListener is still watched.
     const hooked = watch.probe(() => nodeClearTimeout(nodeSetTimeout(() => {}, 1 << 30)));
     const listening = implProto !== null && implProto.addEventListener === wrapped;
-    const tmp = `${REPORT}.tmp`;
-    writeFileSync(tmp, watch.report(spec, hooked && listening));
-    renameSync(tmp, REPORT);
+    const report = reportOf(spec);
+    writeFileSync(`${report}.tmp`, watch.report(spec, hooked && listening));
+    renameSync(`${report}.tmp`, report);
   });
 });
