@@ -111,8 +111,11 @@ def _trajectory(record: Path, result: TrialResult) -> dict[str, Any] | None:
         except (OSError, ValueError):
             return None
     run = result.agent_run
-    made = build_trajectory(record, input_tokens=run.input_tokens, output_tokens=run.output_tokens,
-                            cost_usd=run.cost_usd)
+    try:
+        made = build_trajectory(record, input_tokens=run.input_tokens, output_tokens=run.output_tokens,
+                                cost_usd=run.cost_usd)
+    except (ResultsError, ValueError):
+        return None  # a record too damaged to tell what the agent did: the trial without one
     return None if made is None else json.loads(made.to_json())
 
 
