@@ -8,19 +8,21 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pytest_reactbench.results.errors import ResultsError
 from pytest_reactbench.results.manifest import TrialManifest
+from pytest_reactbench.results.trajectory import TRAJECTORY
 from pytest_reactbench.results.trial_result import TrialResult, strip_ansi
 
 #: The most of a diff or log a page shows (the full file is linked).
 MAX_SHOWN = 200_000
 LOG_TAIL_LINES = 80
 #: Record files a report links to (the artifacts' tarballs stay in the record).
-LINKED = ("diff.patch", "agent.log", "events.jsonl", "status.json", "manifest.json", "audit.json",
-          "artifacts.json", "egress.json")
+LINKED = ("diff.patch", "agent.log", TRAJECTORY, "events.jsonl", "status.json", "manifest.json",
+          "audit.json", "artifacts.json", "egress.json")
 LINKED_DIRS = ("verifier",)
 
 
@@ -36,6 +38,10 @@ class ToolCall:
     result_bytes: int | None
     #: The start of the tool's output, or the assistant's text.
     output: str = ""
+    #: Seconds from the agent's start to the step, where the trajectory says.
+    at: float | None = None
+    #: The model call's tokens, where the trajectory says ("" otherwise).
+    tokens: str = ""
 
 
 @dataclass
@@ -101,6 +107,68 @@ def _tool_calls_and_cost(events: Path) -> tuple[list[ToolCall], float | None, di
     return calls, cost, tokens
 
 
+def _when(stamp: object) -> float | None:
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _tokens(metrics: object) -> str:
+    if not isinstance(metrics, dict):
+        return ""
+    sent, cached, got = (metrics.get(k) for k in ("prompt_tokens", "cached_tokens", "completion_tokens"))
+    parts = [f"{sent} tokens in" + (f" ({cached} cached)" if cached else "") if isinstance(sent, int) else "",
+             f"{got} out" if isinstance(got, int) else ""]
+    return ", ".join(p for p in parts if p)
+
+
+def _from_trajectory(path: Path) -> list[ToolCall]:
+    """The agent's steps from its trajectory (ATIF): its text, each tool call with its
+    arguments as given and its observation, the time from the agent's start and each
+    model call's tokens."""
+    data = _json(path)
+    steps = data.get("steps") if isinstance(data, dict) else None
+    calls: list[ToolCall] = []
+    steps = [step for step in steps if isinstance(step, dict)] if isinstance(steps, list) else []
+    times = [t for t in (_when(step.get("timestamp")) for step in steps) if t is not None]
+    start = min(times) if times else None
+    for step in steps:
+        when = _when(step.get("timestamp"))
+        if step.get("source") != "agent":
+            continue
+        at = None if when is None or start is None else when - start
+        tokens = _tokens(step.get("metrics"))
+        seen = step.get("observation")
+        observation: dict[str, Any] = seen if isinstance(seen, dict) else {}
+        results = [r for r in observation.get("results", []) if isinstance(r, dict)]
+        for kind, text in (("thinking", step.get("reasoning_content")), ("assistant", step.get("message"))):
+            if isinstance(text, str) and text.strip():
+                calls.append(ToolCall(kind, {}, None, None, None, text, at=at, tokens=tokens))
+                tokens = ""
+        for call in step.get("tool_calls") or ():
+            if not isinstance(call, dict):
+                continue
+            answer = next((r for r in results if r.get("source_call_id") == call.get("tool_call_id")), {})
+            kept = answer.get("extra")
+            extra: dict[str, Any] = kept if isinstance(kept, dict) else {}
+            code = extra.get("exit_code")
+            error = (extra.get("error") or ("error" if extra.get("is_error") else None)
+                     or (f"exited {code}" if isinstance(code, int) and code else None))
+            given = call.get("arguments")
+            args: dict[str, Any] = given if isinstance(given, dict) else {}
+            calls.append(ToolCall(str(call.get("function_name") or "?"), args,
+                                  extra.get("seconds"), error, extra.get("result_bytes"),
+                                  str(answer.get("content") or ""), at=at, tokens=tokens))
+            tokens = ""
+        for answer in results:
+            if answer.get("source_call_id") is None and answer.get("content"):
+                calls.append(ToolCall("output", {}, None, None, None, str(answer["content"]), at=at))
+    return calls
+
+
 def gather(result: TrialResult) -> Evidence:
     """The evidence of one trial, from its record when the record is at hand."""
     record = Path(result.record) if result.record else None
@@ -113,6 +181,8 @@ def gather(result: TrialResult) -> Evidence:
     log = _read(record / "agent.log", limit=10 * MAX_SHOWN)
     tail = "\n".join(log.rstrip().splitlines()[-LOG_TAIL_LINES:]) if log else result.agent_run.log_tail
     calls, cost, tokens = _tool_calls_and_cost(record / "events.jsonl")
+    # The trajectory, where the record has one, keeps more: arguments whole, times, tokens.
+    calls = _from_trajectory(record / TRAJECTORY) or calls
     files = [name for name in LINKED if (record / name).is_file()]
     for folder in LINKED_DIRS:
         if (record / folder).is_dir():

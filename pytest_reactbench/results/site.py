@@ -144,6 +144,12 @@ pre.diff .hunk { color: #6639ba; }
 .reason.error { border-color: #6d4c41; background: #f7f1ef; }
 .reason.passed { border-color: #2e7d32; background: #f1f8f1; }
 section { margin: 18px 0; } code { background: #f0f0f0; padding: 0 3px; }
+ol.steps { list-style: none; padding: 0; }
+ol.steps > li { border-left: 3px solid #90a4ae; margin: 6px 0; padding: 2px 10px; }
+ol.steps > li.failed { border-color: #c62828; } ol.steps > li.said { border-color: #1565c0; }
+.step-head .meta { color: #555; font-size: 0.9em; margin-left: 8px; }
+.arg-name { color: #555; margin-right: 6px; }
+pre.code { background: #f6f8fa; margin: 2px 0; } ol.steps pre { max-height: 24em; overflow: auto; }
 """
 
 
@@ -264,6 +270,39 @@ def _diff_section(result: TrialResult, evidence: Evidence) -> str:
     return "<p>Not shown: the trial has no record to read it from.</p>"
 
 
+def _argument(value: object) -> str:
+    """One argument of a tool call as code: text as written (its lines, its characters),
+    anything else as JSON."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if "\n" in text or len(text) > 100:
+        return f"<pre class=code>{_e(text[:4000])}</pre>"
+    return f"<code>{_e(text)}</code>"
+
+
+def _transcript(calls: Sequence[ToolCall]) -> str:
+    """The agent's steps, each with an anchor (#step-N): what it said, each tool call
+    with its arguments as code and its output, the time from the agent's start, how long
+    the call took and the model call's tokens where they are known."""
+    items = []
+    for n, c in enumerate(calls, 1):
+        meta = [f"+{c.at:.1f} s" if c.at is not None else "",
+                f"{c.seconds:.2f} s" if c.seconds is not None else "", c.tokens,
+                c.error or ("" if c.result_bytes is None else f"{c.result_bytes} bytes")]
+        head = (f"<div class=step-head><b>#{n}</b> {_e(c.tool)}"
+                f"<span class=meta>{_e(' · '.join(m for m in meta if m))}</span></div>")
+        if c.tool in ("assistant", "thinking", "output"):
+            body = f"<pre class=said>{_e(c.output[:4000])}</pre>"
+        else:
+            body = "".join(f"<div><span class=arg-name>{_e(name)}</span>{_argument(value)}</div>"
+                           for name, value in c.args.items())
+            body += f"<pre class=output>{_e(c.output[:2000])}</pre>" if c.output.strip() else ""
+        kind = "failed" if c.error else "said" if c.tool == "assistant" else "call"
+        items.append(f'<li id="step-{n}" class="{kind}">{head}{body}</li>')
+    calls_made = sum(c.tool not in ("assistant", "thinking", "output") for c in calls)
+    return (f"<section id=transcript><h2>Transcript ({calls_made} tool call(s))</h2>"
+            f"<ol class=steps>{''.join(items)}</ol></section>")
+
+
 def _trial_page(result: TrialResult, evidence: Evidence, slug: str, site: _Site) -> str:
     colour = COLOURS[result.verdict.value]
     title = f"{result.task} · {result.agent} #{result.attempt}"
@@ -271,6 +310,9 @@ def _trial_page(result: TrialResult, evidence: Evidence, slug: str, site: _Site)
             f'<p><span class="badge" id=verdict style="background:{colour}">{_e(result.verdict.value)}</span>'
             f"{_e(result.failure)}</p>",
             _reason(result, evidence)]
+    # What happened first: the verdict and why, then what the agent did; the rest below.
+    if evidence.tool_calls:
+        body.append(_transcript(evidence.tool_calls))
     if evidence.instruction:
         body.append(f"<section id=instruction><h2>Instruction</h2><pre>{_e(evidence.instruction)}</pre>"
                     "</section>")
@@ -280,22 +322,6 @@ def _trial_page(result: TrialResult, evidence: Evidence, slug: str, site: _Site)
     if evidence.agent_log_tail:
         body.append(f"<section id=agent-log><h2>The agent's log (tail)</h2><pre>{_e(evidence.agent_log_tail)}"
                     "</pre></section>")
-    if evidence.tool_calls:
-        def said(c: ToolCall) -> str:
-            if c.tool == "assistant":
-                return f"<pre class=said>{_e(c.output[:2000])}</pre>"
-            shown = f"<code>{_e(json.dumps(c.args)[:400])}</code>"
-            return shown + (f"<pre class=output>{_e(c.output[:1000])}</pre>" if c.output.strip() else "")
-
-        rows = "".join(
-            f"<tr><td>{n}</td><td>{_e(c.tool)}</td><td>{said(c)}</td>"
-            f"<td>{'' if c.seconds is None else f'{c.seconds:.2f} s'}</td>"
-            f"<td>{_e(c.error) if c.error else '' if c.result_bytes is None else f'{c.result_bytes} bytes'}"
-            "</td></tr>" for n, c in enumerate(evidence.tool_calls, 1))
-        calls = sum(c.tool != "assistant" for c in evidence.tool_calls)
-        body.append(f"<section id=transcript><h2>Transcript ({calls} tool call(s))</h2><table>"
-                    f"<tr><th>#</th><th>tool</th><th>arguments</th><th>time</th><th>result</th></tr>{rows}"
-                    "</table></section>")
     if result.grading.test_log_tail:
         body.append(f"<section id=test-log><h2>The verifier's test log (tail)</h2>"
                     f"<pre>{_e(result.grading.test_log_tail)}</pre></section>")

@@ -161,7 +161,9 @@ def test_report_says_why_and_travels_as_a_folder(suite: pytest.Pytester, tmp_pat
     assert "-hello +wrong" in failed
     assert "thinking about the counter wrote out.txt" in failed
     assert "Transcript (2 tool call(s))" in failed
-    assert '1 write_file {"path": "out.txt", "content": "wrong"} 0.25 s 6 bytes' in failed
+    # Each step: its time from the agent's start, how long it took, its arguments as code.
+    step = r"#1 write_file \+\d+\.\d s · 0\.25 s · 6 bytes path out\.txt content wrong"
+    assert re.search(step, failed), failed
     assert "missing.txt does not exist" in failed
     assert "cost $0.0123" in failed and "input tokens 1000" in failed
     assert "FAIL src/App.test.tsx" in failed and "\x1b" not in failed

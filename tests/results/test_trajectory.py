@@ -344,3 +344,53 @@ def test_an_exported_run_opens_in_harbors_viewer(run: Run, harbor: Path, tmp_pat
         text = page_text(f"{base}/jobs/run-harbor/trials/{trials['writer'].name}", tmp_path / "chromium")
         assert "reward 1.00" in text and "Trajectory 8 steps" in text, text[:3000]
         assert 'command: "ls /nowhere"' in text and "Wrote out.txt." in text, text[:3000]
+
+
+#: Where each part of a page begins, once Chromium laid it out (in the page's body).
+FIRST_SCREEN = """<script>addEventListener("load", () => {
+  const top = id => document.getElementById(id)?.getBoundingClientRect().top ?? null;
+  const parts = ["verdict", "reason", "step-1", "instruction"].map(id => [id, top(id)]);
+  document.body.dataset.tops = JSON.stringify(Object.fromEntries([...parts, ["screen", innerHeight]]));
+});</script>"""
+
+
+def test_a_cli_trial_page_opens_on_its_verdict_reason_and_transcript(tmp_path: Path) -> None:
+    from pytest_reactbench.results import AgentRun, Gate, Grading, Provenance
+    from pytest_reactbench.results.site import write_site
+
+    task = tmp_path / "tasks" / "counter-reset"
+    task.mkdir(parents=True)
+    (task / "instruction.md").write_text("# Reset\n\n" + "Add a Reset button to the counter.\n" * 40)
+    record = cli_record(tmp_path / "records", "counter-reset__claude-code__1",
+                        (HERE / "trajectories" / "claude-code.jsonl").read_text(), "claude-code")
+    manifest = json.loads((record / "manifest.json").read_text())
+    (record / "manifest.json").write_text(json.dumps({**manifest, "task_path": str(task)}))
+    (record / "diff.patch").write_text("diff --git a/src/Counter.tsx b/src/Counter.tsx\n" + "+line\n" * 300)
+    assert write_trajectory(record) is not None
+    result = TrialResult(task="counter-reset", agent="claude-code", attempt=1, verdict=Verdict.FAILED,
+                         failure="tests", message="failed gate tests",
+                         agent_run=AgentRun(ending="completed", input_tokens=13976, output_tokens=278),
+                         grading=Grading(reward=0.0, gates={Gate.TESTS: False, Gate.REACT_DOCTOR: True}),
+                         provenance=Provenance(record=str(record)))
+    write_site([result], tmp_path / "site")
+    page = tmp_path / "site" / "trials" / f"{record.name}.html"
+    probe = page.with_name("probe.html")
+    probe.write_text(page.read_text().replace("</body>", FIRST_SCREEN + "</body>"))
+    dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                          f"--user-data-dir={tmp_path / 'c'}", "--window-size=1280,800",
+                          "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    found = re.search(r'data-tops="([^"]+)"', dom.stdout)
+    assert found, dom.stdout[-2000:]
+    tops = json.loads(html.unescape(found.group(1)))
+    # The verdict, why, and the first step of the transcript on the first screen; the
+    # instruction (long) and the diff below them.
+    assert all(tops[part] is not None and tops[part] < tops["screen"]
+               for part in ("verdict", "reason", "step-1")), tops
+    assert tops["reason"] < tops["step-1"] < tops["instruction"], tops
+    text = page_text(page.as_uri(), tmp_path / "c")
+    # The step's tokens, and its arguments as written (not escaped JSON).
+    first = "#1 assistant 3030 tokens in (1200 cached), 58 out I'll look at the counter first."
+    assert first in text, text[:2000]
+    assert "file_path /app/src/Counter.tsx" in text and "#5 Edit" in text
+    assert "<button onClick={() => setCount(0)} disabled={count === 0}>Reset</button>" in text
