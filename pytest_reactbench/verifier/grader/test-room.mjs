@@ -126,7 +126,10 @@ export function writableByRoom(probe = "/") {
     const parent = path.dirname(dir);
     return parent === dir || !dirs.has(parent) || device(parent) !== device(dir);
   }).sort();
-  if (probe === "/") writable = tops;
+  if (probe === "/") {
+    writable = tops;
+    console.log("[verifier]", `the room can write in ${tops.join(", ")} (asked in ${Math.round(performance.now() - started)} ms)`);
+  }
   return tops;
 }
 
