@@ -110,6 +110,7 @@ let writable = null;
  */
 export function writableByRoom(probe = "/") {
   if (writable && probe === "/") return writable;
+  const started = performance.now();
   const found = run("setpriv", [`--reuid=${ROOM_UID}`, `--regid=${ROOM_GID}`, "--clear-groups", "--",
     "find", probe, "(", "-path", "/proc", "-o", "-path", "/sys", ")", "-prune", "-o",
     "-type", "d", "-writable", "-print0"], { cwd: "/" });
