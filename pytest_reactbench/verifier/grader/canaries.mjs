@@ -336,6 +336,17 @@ export function canarySource(file, source, taken) {
     bodies.push({ must: "fail", body: made.fail });
     if (matcher !== "toBe" || chosen.length === 1) bodies.push({ must: "pass", body: made.pass });
   }
+  // One that renders what the spec's own tests render (its first `render(<Component ... />)`,
+  // as it writes it) and fails whatever that shows: a query for a control no component
+  // has. Code that forges only the tests its own components ran in forges this one too.
+  // (None that must pass renders the submission's code: a wrong one would read as
+  // tampering.)
+  const rendered = jsx ? /^[ \t]*((?:const|let)\s+\{[^}]*\}\s*=\s*)?(\w+\(<[A-Z][\w.]*\b[^;\n]*\);)[ \t]*$/m.exec(source) : null;
+  const renders = rendered?.[2]?.startsWith(`${names.render}(`) ? rendered[2] : null;
+  if (renders) {
+    const missing = titleLikeName(titles, new Set(taken)) ?? `${pick(titles.length ? titles : ["none"])} twice`;
+    bodies.push({ must: "fail", body: `${renders}\n    ${names.expect}(${names.screen}.getByRole("button", { name: ${literal(missing)} })).toBeInTheDocument();` });
+  }
   // In an order of its own each time.
   for (let i = bodies.length - 1; i > 0; i--) {
     const j = crypto.randomInt(i + 1);

@@ -25,6 +25,7 @@ describe("Counter", () => {
   });
 
   it("has a Reset button that is disabled at zero", () => {
+    render(<Counter start={0} />);
     expect(screen.getByRole("button", { name: "Reset" })).toBeDisabled();
   });
 
@@ -124,6 +125,8 @@ describe("plantCanaries", () => {
       // The spec's matchers, each both ways: toEqual and jest-dom's toBeDisabled included.
       const count = (/** @type {RegExp} */ re) => source.match(re)?.length ?? 0;
       assert.ok(count(/\.toEqual\(/g) >= 3 && count(/\.toBeDisabled\(\)/g) >= 3, source);
+      // One that must fail renders what the spec renders, as it writes it.
+      assert.ok(count(/^ {4}render\(<Counter start=\{0\} \/>\);\n {4}expect\(screen\.getByRole\("button", \{ name: "[^"]+" \}\)\)\.toBeInTheDocument\(\);$/gm) === 1, source);
       // A spec that imports no expect gets it, by its own name.
       const other = fs.readFileSync(path.join(dir, "src/b.spec.ts"), "utf8");
       assert.match(other, /^import \{ expect \} from "vitest";$/m);
