@@ -191,5 +191,43 @@ beforeAll(() => {
 const fail = () => {
   if (findings.length) throw new Error(`${MARK}: ${[...new Set(findings)].join("; ")}`);
 };
-beforeEach(fail);
+
+/**
+ * A test's list of onTestFinished or onTestFailed handlers that takes none from a file
+ * the hooks may not come from.
+ * @param {string} name
+ * @param {unknown[]} [items]
+ */
+function handlers(name, items = []) {
+  /** @type {unknown[]} */
+  const list = [];
+  Array.prototype.push.apply(list, items);
+  Object.defineProperty(list, "push", {
+    value: (/** @type {unknown[]} */ ...fns) => {
+      const file = caller();
+      if (!legitimate(file)) {
+        findings.push(`an ${name} handler registered from ${file}`);
+        return list.length;
+      }
+      return Array.prototype.push.apply(list, fns);
+    },
+  });
+  return list;
+}
+
+beforeEach((/** @type {any} */ { task }) => {
+  fail();
+  for (const name of ["onFinished", "onFailed"]) {
+    if (!task || typeof task !== "object") break;
+    /** @type {unknown[] | undefined} */
+    let list = task[name] === undefined ? undefined : handlers(name, task[name]);
+    Object.defineProperty(task, name, {
+      configurable: true, enumerable: false,
+      get: () => list,
+      set: (/** @type {unknown} */ value) => {
+        list = Array.isArray(value) ? handlers(name, value) : /** @type {undefined} */ (value);
+      },
+    });
+  }
+});
 afterEach(fail);
