@@ -12,7 +12,7 @@ import {
   REPORTER, RUN_REPORT, STATE_CHECK, canariesExplainExit, firstDescribe, judgeCanaries, plantCanaries,
   readRunReport, titleLikeName, withRunReporter,
 } from "../../../pytest_reactbench/verifier/grader/canaries.mjs";
-import { signed, treeReport } from "../../../pytest_reactbench/verifier/grader/vitest-run-reporter.mjs";
+import { graderConfig, signed, treeReport } from "../../../pytest_reactbench/verifier/grader/vitest-run-reporter.mjs";
 import { testKey } from "../../../pytest_reactbench/verifier/grader/reports.mjs";
 
 const CMD = "pnpm exec vitest run --reporter=default --reporter=json --outputFile.json=x.json src/a.spec.tsx";
@@ -250,6 +250,12 @@ describe("the reporter's onInit", () => {
           { VITE_X: undefined, DEV: false, PROD: true, MODE: "production" });
       }
       assert.equal(project.config.env.VITE_X, "1");
+      // Test files in processes of their own, never threads of the reporter's.
+      for (const [pool, want] of [["threads", "forks"], ["vmThreads", "vmForks"], ["forks", "forks"], ["vmForks", "vmForks"]]) {
+        const config = { pool };
+        graderConfig(config, []);
+        assert.equal(config.pool, want);
+      }
       assert.deepEqual(project.vite.config.server.fs.allow, ["/app", "/room/a.mjs", "/room/b.mjs"]);
       assert.deepEqual(ctx.vite.config.server.fs.allow, ["/app", "/room/a.mjs", "/room/b.mjs"]);
     } finally {
