@@ -252,6 +252,7 @@ describe("the reporter's onInit", () => {
       assert.equal(project.config.env.VITE_X, "1");
       // Test files in processes of their own, never threads of the reporter's.
       for (const [pool, want] of [["threads", "forks"], ["vmThreads", "vmForks"], ["forks", "forks"], ["vmForks", "vmForks"]]) {
+        /** @type {{ pool?: string }} */
         const config = { pool };
         graderConfig(config, []);
         assert.equal(config.pool, want);
