@@ -251,7 +251,9 @@ describe("the reporter's onInit", () => {
       }
       assert.equal(project.config.env.VITE_X, "1");
       // Test files in processes of their own, never threads of the reporter's.
-      for (const [pool, want] of [["threads", "forks"], ["vmThreads", "vmForks"], ["forks", "forks"], ["vmForks", "vmForks"]]) {
+      /** @type {[string, string][]} */
+      const pools = [["threads", "forks"], ["vmThreads", "vmForks"], ["forks", "forks"], ["vmForks", "vmForks"]];
+      for (const [pool, want] of pools) {
         /** @type {{ pool?: string }} */
         const config = { pool };
         graderConfig(config, []);
