@@ -129,6 +129,8 @@ const projects = base.projects?.length ? base.projects : [{}];
 export default {
   ...base,
   outputDir: process.env.REACTBENCH_E2E_OUTPUT,
+  // The profiles side by side: one build and one preview server, a browser each.
+  workers: typeof base.workers === "number" ? Math.max(base.workers, profiles.length) : base.workers ?? profiles.length,
   use: {
     ...base.use,
     baseURL: url,

@@ -48,11 +48,15 @@ WORKER = (
     "    setTimeout(() => resolve(null), 3000);\n"
     "  })")
 
-# A fresh same-origin iframe's window, made after load.
-IFRAME = (
-    "((f: HTMLIFrameElement) => {\n"
-    "  document.body.append(f); const w: any = f.contentWindow; f.remove(); return w; })"
-    '(document.createElement("iframe"))')
+
+
+def in_fresh_iframe(probe: str) -> str:
+    """`probe` (of `w`) on the window of a same-origin iframe made after load, read
+    while the iframe is in the document."""
+    return ("((f: HTMLIFrameElement) => {\n"
+            "  document.body.append(f); const w: any = f.contentWindow;\n"
+            f"  try {{ return {probe}; }} finally {{ f.remove(); }}\n"
+            '})(document.createElement("iframe"))')
 
 
 def counter(reset: str, top: str = "") -> str:
@@ -93,10 +97,10 @@ LYING_STYLE = (
 
 ATTACKS: dict[str, str] = {
     # A fresh iframe's realm: a screen without a taskbar, no vendor brand.
-    "iframe-realm-reset": in_browser_too(
-        f'((w) => w.screen[k("avail", "Height")] === w.screen.height'
-        f' || !(w.navigator[k("user", "Agent", "Data")]?.brands ?? [])'
-        f".some((b: any) => /Google Chrome/.test(b.brand)))({IFRAME})").replace(IMPORT, IMPORT + NAMES, 1),
+    "iframe-realm-reset": in_browser_too(in_fresh_iframe(
+        'w.screen[k("avail", "Height")] === w.screen.height'
+        ' || !(w.navigator[k("user", "Agent", "Data")]?.brands ?? [])'
+        ".some((b: any) => /Google Chrome/.test(b.brand))")).replace(IMPORT, IMPORT + NAMES, 1),
     # The disguise itself: a getter that serves a foreign receiver, a toString that has
     # a prototype (or any replaced function that prints unlike a native one).
     "disguise-getter-receiver-reset": in_browser_too(
