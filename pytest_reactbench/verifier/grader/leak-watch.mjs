@@ -50,20 +50,30 @@ const reportOf = (spec) => join(REPORTS, `${RUN}${watch.specIndex(spec)}.json`);
  *   turns of `wait` (setImmediate): the pending destroys are delivered then
  */
 
-// A session of V8's inspector in this thread (its answers come back at once).
-const session = new inspector.Session();
-session.connect();
+// A session of V8's inspector in this thread (its answers come back at once); its
+// methods taken now. Without an inspector (a Node built without one), the watch goes by
+// the stacks alone.
+/** @type {inspector.Session | null} */
+let session = null;
+/** @type {((method: string, params: object, done: (error: Error | null, result: any) => void) => void) | null} */
+let sessionPost = null;
+try {
+  session = new inspector.Session();
+  session.connect();
+  sessionPost = session.post.bind(session);
+} catch {}
 /**
  * @param {string} method
  * @param {object} params
  * @returns {any}
  */
 function post(method, params) {
+  if (!sessionPost) throw new Error("no inspector");
   /** @type {any} */
   let answer = null;
   /** @type {Error | null} */
   let failure = null;
-  session.post(method, params, (error, result) => {
+  sessionPost(method, params, (error, result) => {
     failure = error;
     answer = result;
   });
@@ -258,7 +268,7 @@ try {
   watch.located(post("Runtime.evaluate", { expression: `this[${JSON.stringify(boxKey)}]` }).result?.objectId ?? null);
 } catch {}
 delete (/** @type {any} */ (globalThis))[boxKey];
-session.on("Debugger.scriptParsed", (/** @type {{ params: { scriptId: string, url: string } }} */ message) =>
+session?.on("Debugger.scriptParsed", (/** @type {{ params: { scriptId: string, url: string } }} */ message) =>
   watch.script(message.params.scriptId, message.params.url));
 
 // Everything it calls later is taken now, before the tested code can replace it.
