@@ -8,6 +8,12 @@ host`, printed lines before. So a host that could not be resolved, anywhere in t
 build's output, and a missing command, on exit code 127, are named in the error's
 first line, with the output line that said so and the step that printed it.
 
+A step's last lines may be a package manager's progress alone (yarn berry prints a
+line per package it fetches, after the one that failed): the first lines that say an
+error (`npm error`, `ERR_PNPM_...`, yarn's `error` and its `YN0035`-style codes, git's
+`fatal:`), each with a few indented lines after it, are kept too and shown before the last ones
+when those no longer show them.
+
 Backends feed it as they go: `step(where)` when a step starts, `add(text)` with its
 output, and `failure(where, exit_code, what)` for the BakeError's text. The local
 backend's `_step`, which has a step's whole output at once, calls `step_failure`.
@@ -22,6 +28,16 @@ from dataclasses import dataclass
 
 #: Lines of the failed step's output the error keeps.
 TAIL = 15
+#: Lines of the step's first errors the error keeps besides (each error line and up to
+#: `ERROR_CONTEXT` indented lines after it, its details).
+ERROR_LINES = 8
+ERROR_CONTEXT = 3
+#: A line that says an error: npm's, pnpm's, yarn 1's, yarn berry's (an exception, a
+#: failed build, a checksum mismatch, a lockfile it would modify, a remote that failed to
+#: provide a package), git's.
+_ERROR = re.compile(
+    r"\bnpm (?:ERR!|error)\b|\bERR_PNPM_[A-Z0-9_]+|^\s*error\b|\bYN0(?:001|009|018|028|035)\b"
+    r"|^(?:fatal|error): ")
 
 _HOST = re.compile(
     r"Could not resolve host:? '?(?P<curl>[^\s'\";]+)"               # curl
@@ -86,6 +102,9 @@ class BuildLog:
         self.hosts: list[Finding] = []
         #: The last line of the current step that says a command was not found.
         self.missing: Finding | None = None
+        #: The current step's first error lines, each with its indented details.
+        self.errors: list[str] = []
+        self._context = 0
         self._partial = ""
 
     def step(self, where: str) -> None:
@@ -94,6 +113,8 @@ class BuildLog:
         self.where = where
         self.tail.clear()
         self.missing = None
+        self.errors = []
+        self._context = 0
 
     def add(self, text: str) -> None:
         """Output of the current step (whole lines or pieces of them)."""
@@ -111,6 +132,15 @@ class BuildLog:
         if not line.strip() or _ENGINE.match(line):
             return
         self.tail.append(line)
+        if len(self.errors) < ERROR_LINES:
+            if _ERROR.search(line):
+                self.errors.append(line)
+                self._context = ERROR_CONTEXT
+            elif self._context and line[:1].isspace():  # its details (a stack trace)
+                self.errors.append(line)
+                self._context -= 1
+            else:
+                self._context = 0
         host = host_finding(line, self.where)
         if host is not None and all(host.what != known.what for known in self.hosts):
             self.hosts.append(host)
@@ -133,9 +163,12 @@ class BuildLog:
                 f"{c.what}: {c.line!r}" + ("" if c.where in ("", where) else f" (printed by {c.where})")
                 for c in causes)
         body = list(self.tail)
-        earlier = [c.line for c in causes if c.line not in (line.strip() for line in body)]
-        if earlier:
-            body = [*earlier, "...", *body]
+        shown = {line.strip() for line in body}
+        earlier = [c.line for c in causes if c.line not in shown]
+        errors = [line for line in self.errors
+                  if line.strip() not in shown and line.strip() not in earlier]
+        if earlier or errors:
+            body = [*earlier, *errors, "...", *body]
         return first + ("\n  " + "\n  ".join(body) if body else "")
 
 
