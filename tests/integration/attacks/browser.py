@@ -139,8 +139,7 @@ CONTROLS: dict[str, str] = {
     # A Reset styled as an app's would be (a coloured background, an icon and its
     # label): a user sees it, and so must the grader.
     "styled-reset": counter(reset_button(
-        '{ background: "#1d4ed8", color: "white", border: "none", borderRadius: 6, padding: "6px 12px",'
-        ' display: "inline-flex", alignItems: "center", gap: 6 }',
+        '{ background: "#1d4ed8", color: "white", border: "none", borderRadius: 6 }',
         '<svg aria-hidden="true" width="14" height="14" viewBox="0 0 14 14">'
         '<path d="M7 1a6 6 0 1 0 6 6" stroke="white" strokeWidth="2" fill="none" /></svg>Reset')),
 }
