@@ -99,20 +99,45 @@ export function lockDown() {
 let writable = null;
 
 /**
- * Every folder the room's user can write, by design rather than by a list: asked of
- * the kernel as that user (find's -writable is access(2) for the room's uid: modes,
- * ownership and read-only mounts alike), once, before any room command has run, so
- * that no process of the room can steer the answer. Only the topmost of each file
- * system is kept (a sweep of a folder reaches what is below it); /app, /tmp and
- * /dev/shm always.
- * @param {string} [probe]  where to look from (`/`)
+ * The mount points of this process's view that are not read-only (/proc and /sys
+ * aside): where anything can be written at all.
+ * @param {string} [info]  /proc/self/mountinfo
  * @returns {string[]}
  */
-export function writableByRoom(probe = "/") {
-  if (writable && probe === "/") return writable;
+export function writableMounts(info) {
+  try {
+    info ??= fs.readFileSync("/proc/self/mountinfo", "utf8");
+  } catch {
+    return ["/"];
+  }
+  /** @type {Set<string>} */
+  const points = new Set();
+  for (const line of info.split("\n")) {
+    // "id parent dev root point options [optional...] - type source super-options"
+    const [own = "", fs_ = ""] = line.split(" - ");
+    const fields = own.split(" ");
+    if (fields.length < 6) continue;
+    const point = /** @type {string} */ (fields[4]).replace(/\\([0-7]{3})/g, (_, octal) => String.fromCharCode(parseInt(octal, 8)));
+    const readOnly = [fields[5], fs_.split(" ")[2]].some((options) => (options ?? "").split(",").includes("ro"));
+    if (!readOnly && !/^\/(proc|sys)(\/|$)/.test(point)) points.add(point);
+  }
+  return points.size ? [...points].sort() : ["/"];
+}
+
+/**
+ * Every folder the room's user can write, by design rather than by a list: asked of
+ * the kernel as that user (find's -writable is access(2) for the room's uid: modes,
+ * ownership and read-only mounts alike) on every mount that is not read-only, once,
+ * before any room command has run, so that no process of the room can steer the
+ * answer. Only the topmost of each file system is kept (a sweep of a folder reaches
+ * what is below it); /app, /tmp and /dev/shm always.
+ * @returns {string[]}
+ */
+export function writableByRoom() {
+  if (writable) return writable;
   const started = performance.now();
   const found = run("setpriv", [`--reuid=${ROOM_UID}`, `--regid=${ROOM_GID}`, "--clear-groups", "--",
-    "find", probe, "(", "-path", "/proc", "-o", "-path", "/sys", ")", "-prune", "-o",
+    "find", ...writableMounts(), "-xdev", "(", "-path", "/proc", "-o", "-path", "/sys", ")", "-prune", "-o",
     "-type", "d", "-writable", "-print0"], { cwd: "/" });
   const dirs = new Set([APP, "/tmp", "/dev/shm", ...found.stdout.split("\0").filter((dir) => dir.startsWith("/"))]);
   /** @param {string} dir */
@@ -123,15 +148,12 @@ export function writableByRoom(probe = "/") {
       return -1;
     }
   };
-  const tops = [...dirs].filter((dir) => {
+  writable = [...dirs].filter((dir) => {
     const parent = path.dirname(dir);
     return parent === dir || !dirs.has(parent) || device(parent) !== device(dir);
   }).sort();
-  if (probe === "/") {
-    writable = tops;
-    console.log("[verifier]", `the room can write in ${tops.join(", ")} (asked in ${Math.round(performance.now() - started)} ms)`);
-  }
-  return tops;
+  console.log("[verifier]", `the room can write in ${writable.join(", ")} (asked in ${Math.round(performance.now() - started)} ms)`);
+  return writable;
 }
 
 /**

@@ -8,6 +8,8 @@ import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
+import { writableMounts } from "../../../pytest_reactbench/verifier/grader/test-room.mjs";
+
 const GRADER = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../pytest_reactbench/verifier/grader");
 const usable = process.getuid?.() === 0 && spawnSync("bwrap", ["--version"]).status === 0;
 
@@ -48,4 +50,19 @@ test("sweepRoom empties every place the room can write, and only of the room's f
   assert.equal(before.length, 5 * 4, before);
   assert.deepEqual(after, []);
   assert.equal(rootFile, true);
+});
+
+test("the mounts asked: every one not read-only, by itself or its file system, /proc and /sys aside", () => {
+  const info = [
+    "22 27 0:21 / /proc rw,relatime - proc proc rw",
+    "23 27 0:22 / /sys ro,relatime - sysfs sysfs ro",
+    "27 1 0:30 / / rw,relatime - overlay overlay rw,lowerdir=/a",
+    "28 27 8:1 / /usr ro,relatime - ext4 /dev/vda ro",
+    "29 27 8:1 / /etc rw,relatime - ext4 /dev/vda ro",
+    "30 27 0:40 / /var/tmp rw,nosuid - tmpfs tmpfs rw",
+    "31 27 0:41 / /my\\040app rw - tmpfs tmpfs rw",
+    "32 22 0:42 / /proc/keys rw - tmpfs tmpfs rw",
+  ].join("\n");
+  assert.deepEqual(writableMounts(info), ["/", "/my app", "/var/tmp"]);
+  assert.deepEqual(writableMounts(""), ["/"]);
 });
