@@ -151,10 +151,12 @@ export function sizeLimit(file, tree) {
   }
   const { floor, base_factor: factor, ceiling } = DATA_BYTES;
   const limit = Math.min(ceiling, Math.max(floor, factor * largest));
+  const kind = `the base's largest ${ext || "extensionless"} file`;
   return {
     limit,
-    why: limit === ceiling ? "the ceiling of any data file"
-      : `${factor} times the base's largest ${ext || "extensionless"} file, ${floor} bytes at least`,
+    why: limit === ceiling ? "the most any data file may have"
+      : limit === floor ? `the least a data file may have; ${factor} times ${kind} is less`
+        : `${factor} times ${kind}`,
   };
 }
 

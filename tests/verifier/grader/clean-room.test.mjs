@@ -9,6 +9,7 @@ import { after, before, describe, test } from "node:test";
 import {
   isUtf8, judge, pathRefusal, refusal, shadowed, walk,
 } from "../../../pytest_reactbench/verifier/grader/clean-room.mjs";
+import { sizeLimit } from "../../../pytest_reactbench/verifier/grader/config.mjs";
 
 const config = { sources: ["src"], test_like_allowed: /** @type {string[]} */ ([]) };
 const SPEC = "test files, test setup and mocks belong to the verifier";
@@ -71,6 +72,17 @@ describe("pathRefusal", () => {
     }
     assert.match(/** @type {string} */ (pathRefusal("src/vendor/chart.min.js", config)), /generated bundle/);
     assert.match(/** @type {string} */ (pathRefusal("src/__generated__/api.ts", config)), /generated bundle/);
+  });
+});
+
+describe("sizeLimit", () => {
+  test("code: its cap; data: twice the base's largest of its extension, within the floor and the ceiling", () => {
+    const tree = new Map([["src/a.json", { size: 5 << 20 }], ["src/b.JSON", { size: 7 << 20 }],
+      ["assets/video.webp", { size: 100 << 20 }], ["src/big.ts", { size: 1 << 20 }]]);
+    assert.deepEqual(sizeLimit("src/x.ts", tree), { limit: 262144, why: "a code file's cap" });
+    assert.equal(sizeLimit("src/x.json", tree).limit, 14 << 20);  // any case of the extension
+    assert.equal(sizeLimit("src/x.css", tree).limit, 2 << 20);
+    assert.deepEqual(sizeLimit("src/x.webp", tree), { limit: 32 << 20, why: "the most any data file may have" });
   });
 });
 
@@ -161,9 +173,8 @@ describe("refusal and judge on a tree", () => {
     assert.equal(judged("src/folder.ts"), "not a regular file");
     assert.equal(judged("src/notes.txt"), "not a source file type");
     assert.equal(judged("src/big.json"),
-      "larger than 2097152 bytes (2 times the base's largest .json file, 2097152 bytes at least)");
-    assert.equal(judged("src/icons/huge.svg"),
-      "larger than 6291456 bytes (2 times the base's largest .svg file, 2097152 bytes at least)");
+      "larger than 2097152 bytes (the least a data file may have; 2 times the base's largest .json file is less)");
+    assert.equal(judged("src/icons/huge.svg"), "larger than 6291456 bytes (2 times the base's largest .svg file)");
     assert.equal(judged("src/table.ts"), "larger than 262144 bytes (a code file's cap)");
     assert.equal(judged("src/dist/bundle.ts"), "in a folder React Doctor does not scan");
   });
