@@ -19,7 +19,9 @@ SCAN_SKIPPED_DIRS = frozenset(RULES["scan_skipped_dirs"])
 CONFIG_NAME = re.compile(RULES["config_name"], re.I)
 LINTABLE = re.compile(RULES["lintable"])
 GENERATED = re.compile(RULES["generated"])
+DECLARATION = re.compile(RULES["declaration"])
 _MINIFIED: dict[str, int] = RULES["minified"]
+_CONTEXT: dict[str, str] = RULES["test_context"]
 
 
 def test_like(path: str) -> str | None:
@@ -39,6 +41,21 @@ def test_like(path: str) -> str | None:
         if f"/{segment}/" in (filename if segment.startswith(".") else scoped):
             return f"a folder {segment}/"
     return None
+
+
+def test_context(path: str) -> str | None:
+    """Why React Doctor's report takes this file for a test or a story (the findings of
+    its test-noise rules, a leaking effect among them, dropped) by its own rule beside
+    its plugin's: test and story suffixes, and test folders anywhere in the path (below
+    the last source root once a fixtures/ folder is in it); None for production code."""
+    if re.search(_CONTEXT["suffix"], path):
+        return "its name"
+    scoped = path
+    if fixture := re.search(_CONTEXT["fixture_project"], path):
+        cut = max(path.rfind(f"/{root}/") for root in RULES["source_root_segments"])
+        scoped = path[cut:] if cut >= 0 else path[fixture.end() - 1:]
+    folder = re.search(_CONTEXT["directory"], scoped)
+    return f"a folder {folder.group().lstrip('/')}" if folder else None
 
 
 def analysed(path: str) -> bool:

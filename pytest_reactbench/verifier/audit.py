@@ -18,7 +18,7 @@ import re
 import tarfile
 from dataclasses import dataclass
 
-from pytest_reactbench.verifier.admission import test_like
+from pytest_reactbench.verifier.admission import DECLARATION, test_context, test_like
 from pytest_reactbench.verifier.artifacts import Transfer
 
 #: (class, globs matched against the file name or the path under the artifact root)
@@ -100,8 +100,13 @@ def _classify(path: str) -> str | None:
         return "test file"
     # The app's own top-level folders (an e2e/ beside src/) are not the scanner's
     # concern; below a source folder they are.
-    if len(folders) > 1 and (why := test_like(path)) is not None and why.startswith("a folder"):
+    if len(folders) > 1 and any((why := rule(path)) is not None and why.startswith("a folder")
+                                for rule in (test_like, test_context)):
         return "test-like folder"
+    # Types only, yet a module that imports `./x.d` runs `x.d.ts`, which React Doctor
+    # reads with its rules off.
+    if DECLARATION.search(name):
+        return "type declaration"
     if any(ord(ch) < 0x20 or ch == "\x7f" or "\udc80" <= ch <= "\udcff" for ch in path):
         return "unhandleable name"
     return None

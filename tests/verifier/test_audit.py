@@ -53,6 +53,8 @@ def test_each_class_is_found() -> None:
         "src/Ticker.stories.tsx": b"export default () => null",
         "src/stories/Ticker.tsx": b"export default () => null",
         "src/fixtures/data.ts": b"export const x = 1",
+        "src/test/components/Ticker.tsx": b"export default () => null",
+        "src/ticker.d.ts": b"export default () => null",
         "src/vite.config.ts": b"export default {}",
         "src/new\nline.tsx": b"export const x = 1",
         "src/bad\udcffname.tsx": b"export const x = 1",
@@ -77,6 +79,10 @@ def test_each_class_is_found() -> None:
         "src/Ticker.stories.tsx": "test-like name",
         "src/stories/Ticker.tsx": "test-like folder",
         "src/fixtures/data.ts": "test-like folder",
+        # React Doctor's plugin reads it as production code (below components/); its
+        # report drops its effects' findings (test/ anywhere in the path).
+        "src/test/components/Ticker.tsx": "test-like folder",
+        "src/ticker.d.ts": "type declaration",
         "src/vite.config.ts": "build or test config",
         "src/new\\nline.tsx": "unhandleable name",
         "src/bad\\xffname.tsx": "unhandleable name",
