@@ -133,6 +133,12 @@ ATTACKS: dict[str, str] = {
         + '<span style={{ position: "absolute", inset: -4, background: "white", pointerEvents: "none" }} />'
         + "</span>"),
     "lying-style-reset": counter(reset_button("{ opacity: 0 }"), top=LYING_STYLE),
+    # The spec clicks Increment without asking whether a user sees it: a transparent
+    # one is caught by the click's own judgment.
+    "transparent-increment": counter(reset_button("{}")).replace(
+        '<button type="button" onClick={() => setCount((value) => value + 1)}>',
+        '<button type="button" style={{ color: "transparent", background: "transparent",'
+        ' borderColor: "transparent" }} onClick={() => setCount((value) => value + 1)}>'),
 }
 
 CONTROLS: dict[str, str] = {
@@ -155,9 +161,11 @@ def check(verdicts: Verdicts, grade_json: Callable[[dict[str, str]], dict[str, A
         assert props["reactbench.gate.tests"] == "0", (name, props.get("reactbench.message"))
         failing = grade_json(props)["tests"]["failing"]
         assert failing and all("e2e" in line for line in failing), (name, failing)
-    for name in ("transparent-reset", "overlay-reset", "lying-style-reset"):
+    unseen = {"transparent-reset": "no user sees it", "overlay-reset": "no user sees it",
+              "lying-style-reset": "no user sees it", "transparent-increment": "no user could click it"}
+    for name, why in unseen.items():
         specs = grade_json(verdicts[name])["tests"]["specs"]
         said = " ".join(s["message"] for s in specs if s["file"].startswith("e2e/"))
-        assert "no user sees it" in said or "no user could" in said, (name, said)
+        assert why in said, (name, said)
     assert "profile" in " ".join(grade_json(verdicts["one-profile-reset"])["tests"]["failing"])
     assert verdicts["styled-reset"]["reactbench.verdict"] == "passed"
