@@ -157,16 +157,45 @@ export function writableByRoom() {
 }
 
 /**
+ * The System V IPC objects (shared memory, semaphores, message queues) of `uid`, from
+ * the kernel's tables (/proc/sysvipc), as ipcrm's arguments: they are no files, and
+ * where the room has no IPC namespace of its own (docker) they outlive its processes.
+ * @param {Record<"shm" | "sem" | "msg", string>} tables  each table's text
+ * @param {number} [uid]
+ * @returns {string[]}
+ */
+export function ipcOf(tables, uid = ROOM_UID) {
+  /** @type {string[]} */
+  const args = [];
+  for (const [kind, flag, id] of /** @type {const} */ ([["shm", "-m", "shmid"], ["sem", "-s", "semid"], ["msg", "-q", "msqid"]])) {
+    const [header = "", ...rows] = tables[kind].split("\n");
+    const columns = header.trim().split(/\s+/);
+    for (const row of rows) {
+      const values = row.trim().split(/\s+/);
+      const of = (/** @type {string} */ name) => values[columns.indexOf(name)];
+      if (values.length < columns.length) continue;
+      if (of("uid") === String(uid) || of("cuid") === String(uid)) args.push(flag, /** @type {string} */ (of(id)));
+    }
+  }
+  return args;
+}
+
+/**
  * Whatever the room left that a later room or the grader could trip on: its
- * processes, and its files wherever it can write (writableByRoom: /app, /tmp,
- * /dev/shm, and any other place the image leaves open, /var/tmp and /run/lock on
- * docker). Root's files stay.
+ * processes, its files wherever it can write (writableByRoom: /app, /tmp, /dev/shm,
+ * and any other place the image leaves open, /var/tmp and /run/lock on docker), and
+ * its System V IPC objects. Root's stay.
  */
 export function sweepRoom() {
   killRoom();
   run("find", [...writableByRoom(), "-mindepth", "1", "-xdev", "-user", String(ROOM_UID),
     "-prune", "-exec", "rm", "-rf", "{}", "+"], { cwd: "/" });
   fs.rmSync(ROOM, { recursive: true, force: true });
+  try {
+    const read = (/** @type {string} */ kind) => fs.readFileSync(`/proc/sysvipc/${kind}`, "utf8");
+    const ipc = ipcOf({ shm: read("shm"), sem: read("sem"), msg: read("msg") });
+    if (ipc.length) run("ipcrm", ipc, { cwd: "/" });
+  } catch {}  // no System V IPC here
 }
 
 /** A new room: swept, with its own home, /tmp, reports and the pnpm of pnpmExec. */

@@ -8,7 +8,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { writableMounts } from "../../../pytest_reactbench/verifier/grader/test-room.mjs";
+import { ipcOf, writableMounts } from "../../../pytest_reactbench/verifier/grader/test-room.mjs";
 
 const GRADER = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../pytest_reactbench/verifier/grader");
 const usable = process.getuid?.() === 0 && spawnSync("bwrap", ["--version"]).status === 0;
@@ -28,21 +28,26 @@ const find = (...args) => [...new Set(spawnSync("find", args, { encoding: "utf8"
 const places = ["/tmp/app", "/tmp", "/var/tmp", "/run/lock", "/dev/shm"];
 for (const dir of places) asRoom(\`echo x > \${dir}/left && mkdir -p \${dir}/tree/deep && echo y > \${dir}/tree/deep/f\`);
 fs.writeFileSync("/var/tmp/root-file", "r");
+// System V IPC: a segment, a semaphore and a queue of the room's, and one of root's.
+asRoom("ipcmk -M 4096 && ipcmk -S 1 && ipcmk -Q");
+spawnSync("ipcmk", ["-M", "4096"]);
+const ipc = () => ["shm", "sem", "msg"].map((kind) => fs.readFileSync("/proc/sysvipc/" + kind, "utf8").trim().split("\\n").length - 1);
 const before = find(...places, "-user", String(ROOM_UID));
+const ipcBefore = ipc();
 sweepRoom();
 console.log(JSON.stringify({ found: writableByRoom(), before, after: find(...places, "-user", String(ROOM_UID)),
-  rootFile: fs.existsSync("/var/tmp/root-file") }));
+  rootFile: fs.existsSync("/var/tmp/root-file"), ipcBefore, ipcAfter: ipc() }));
 `;
 
 test("sweepRoom empties every place the room can write, and only of the room's files", { skip: !usable && "needs root and bubblewrap" }, () => {
   const open = ["/tmp", "/var/tmp", "/run/lock", "/dev/shm"].flatMap((dir) => ["--perms", "1777", "--tmpfs", dir]);
   const sandbox = spawnSync("bwrap", ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", ...open,
-    "--unshare-pid", "--die-with-parent", "--", process.execPath, "--input-type=module", "-e", SCRIPT], {
+    "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--", process.execPath, "--input-type=module", "-e", SCRIPT], {
     encoding: "utf8", env: { ...process.env, REACTBENCH_APP: "/tmp/app", REACTBENCH_STATE: "/tmp/state",
       REACTBENCH_LOGS: "/tmp/logs", REACTBENCH_TESTS: "/tmp/tests" }, timeout: 60_000,
   });
   assert.equal(sandbox.status, 0, sandbox.stderr);
-  const { found, before, after, rootFile } = JSON.parse(sandbox.stdout.trim().split("\n").at(-1) ?? "{}");
+  const { found, before, after, rootFile, ipcBefore, ipcAfter } = JSON.parse(sandbox.stdout.trim().split("\n").at(-1) ?? "{}");
   // Found by the probe, not named by the grader: /var/tmp and /run/lock among them.
   // /tmp/app is in /tmp, on its file system: the sweep of /tmp reaches it.
   assert.deepEqual(found, ["/dev/shm", "/run/lock", "/tmp", "/var/tmp"]);
@@ -50,6 +55,8 @@ test("sweepRoom empties every place the room can write, and only of the room's f
   assert.equal(before.length, 5 * 4, before);
   assert.deepEqual(after, []);
   assert.equal(rootFile, true);
+  // Its System V IPC objects too; root's segment stays.
+  assert.deepEqual([ipcBefore, ipcAfter], [[2, 1, 1], [1, 0, 0]]);
 });
 
 test("the mounts asked: every one not read-only, by itself or its file system, /proc and /sys aside", () => {
@@ -65,4 +72,16 @@ test("the mounts asked: every one not read-only, by itself or its file system, /
   ].join("\n");
   assert.deepEqual(writableMounts(info), ["/", "/my app", "/var/tmp"]);
   assert.deepEqual(writableMounts(""), ["/"]);
+});
+
+test("the room's System V IPC objects, by owner or creator, from the kernel's tables", () => {
+  const tables = {
+    shm: "       key      shmid perms                  size  cpid  lpid nattch   uid   gid  cuid  cgid      atime\n" +
+      "         0          7   600                  4096    10     0      0 65534 65534 65534 65534          0\n" +
+      "         0          8   600                  4096    10     0      0     0     0     0     0          0\n",
+    sem: "       key      semid perms      nsems   uid   gid  cuid  cgid      otime      ctime\n" +
+      "1234567890          3   666          1     0     0 65534 65534          0 1700000000\n",
+    msg: "       key      msqid perms      cbytes       qnum lspid lrpid   uid   gid  cuid  cgid\n",
+  };
+  assert.deepEqual(ipcOf(tables), ["-m", "7", "-s", "3"]);
 });
