@@ -103,8 +103,8 @@ def _classify(path: str) -> str | None:
     if len(folders) > 1 and any((why := rule(path)) is not None and why.startswith("a folder")
                                 for rule in (test_like, test_context)):
         return "test-like folder"
-    # Types only, yet a module that imports `./x.d` runs `x.d.ts`, which React Doctor
-    # reads with its rules off.
+    # Types only, yet a module that imports `./x.d` runs `x.d.ts`, on which React Doctor
+    # skips some of its rules (its security scans among them).
     if DECLARATION.search(name):
         return "type declaration"
     if any(ord(ch) < 0x20 or ch == "\x7f" or "\udc80" <= ch <= "\udcff" for ch in path):

@@ -78,7 +78,8 @@ export const MAX_SOURCE_BYTES = ADMISSION.max_source_bytes;
 /** @type {{ floor: number, base_factor: number, ceiling: number }} */
 export const DATA_BYTES = ADMISSION.data_bytes;
 // Type declarations (`.d.ts`, `.d.mts`, `.d.cts`): admitted, and read by the scan as the
-// module they would be if imported (React Doctor reads them with its rules off).
+// module they would be if imported (React Doctor skips some of its rules on them, its
+// security scans and no-barrel-import among them, and does not lint a `.d.cts`).
 export const DECLARATION = new RegExp(ADMISSION.declaration);
 // React Doctor never looks in these folders.
 /** @type {Set<string>} */
