@@ -21,6 +21,7 @@ from pytest_reactbench.results.load import junit_testcases
 from tests.agents.model_server import INPUT_TOKENS, ModelServer, Script
 from tests.helpers import write_task
 from tests.results.test_report import _browser, _text
+from tests.results.test_trajectory import harbor, harbor_reads  # noqa: F401 (harbor: a fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "tasks" / "counter-reset"
@@ -91,7 +92,8 @@ def public_style_task(root: Path) -> Path:
 
 @pytest.mark.parametrize("cli", list(CLI_ENV))
 def test_cli_solves_a_shipped_task_and_fails_a_wrong_answer(
-        cli: str, suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        cli: str, suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        harbor: Path) -> None:  # noqa: F811 (the fixture imported above)
     right = (SHIPPED / "solution" / "solve.sh").read_text()
     counter = right.split("<<'TSX'\n", 1)[1].rsplit("TSX\n", 1)[0]
     script = Script(answers={"Add a **Reset** button": {"src/Counter.tsx": counter},
@@ -132,6 +134,12 @@ def test_cli_solves_a_shipped_task_and_fails_a_wrong_answer(
     tools = [e for e in events if e["event"] == "tool"]
     assert any(wrote in json.dumps(e) for e in tools), tools
     assert any(e["event"] == "message" and e["text"].strip() for e in events), events
+    # Its trajectory in ATIF, as Harbor's own models read it: the instruction, then the call.
+    trajectory = record / "agent" / "trajectory.json"
+    steps = json.loads(trajectory.read_text())["steps"]
+    assert steps[0]["source"] == "user" and "Reset" in steps[0]["message"]
+    assert any(wrote in json.dumps([s.get("tool_calls"), s.get("observation")]) for s in steps), steps
+    assert harbor_reads(harbor, [("trajectory", trajectory)]) == {str(trajectory): len(steps)}
     page = record.parent / "trials" / f"counter-reset__{name}__1.html"
     profile = suite.path / "chromium" / "profile"
     profile.mkdir(parents=True)
