@@ -44,6 +44,15 @@ class ToolCall:
     tokens: str = ""
 
 
+@dataclass(frozen=True)
+class Retry:
+    """A try of the trial that ended in an error and was started again."""
+
+    record: Path
+    failure: str
+    message: str
+
+
 @dataclass
 class Evidence:
     record: Path | None
@@ -56,6 +65,8 @@ class Evidence:
     tokens: dict[str, int] = field(default_factory=dict)
     #: Files of the record worth a link, relative to the record.
     files: list[str] = field(default_factory=list)
+    #: The tries this trial is the retry of, first first.
+    retries: list[Retry] = field(default_factory=list)
 
 
 def _read(path: Path, limit: int = MAX_SHOWN) -> str:
@@ -169,6 +180,26 @@ def _from_trajectory(path: Path) -> list[ToolCall]:
     return calls
 
 
+def _retries(record: Path) -> list[Retry]:
+    """The tries before this one (each manifest's `retry_of`), with how each ended."""
+    found: list[Retry] = []
+    seen = {record}
+    while len(found) < 50:
+        try:
+            before = TrialManifest.read(record).retry_of
+        except ResultsError:
+            break
+        if not before or Path(before) in seen:
+            break
+        record = Path(before)
+        seen.add(record)
+        status = _json(record / "status.json")
+        status = status if isinstance(status, dict) else {}
+        found.append(Retry(record, str(status.get("failure") or status.get("status") or "?"),
+                           str(status.get("message") or status.get("reason") or "")))
+    return found[::-1]
+
+
 def gather(result: TrialResult) -> Evidence:
     """The evidence of one trial, from its record when the record is at hand."""
     record = Path(result.record) if result.record else None
@@ -191,4 +222,4 @@ def gather(result: TrialResult) -> Evidence:
     return Evidence(record=record, instruction=instruction, diff=_read(record / "diff.patch"),
                     agent_log_tail=tail, tool_calls=calls,
                     cost_usd=cost, tokens=tokens,
-                    files=files)
+                    files=files, retries=_retries(record))

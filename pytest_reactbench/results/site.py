@@ -149,6 +149,7 @@ ol.steps > li { border-left: 3px solid #90a4ae; margin: 6px 0; padding: 2px 10px
 ol.steps > li.failed { border-color: #c62828; } ol.steps > li.said { border-color: #1565c0; }
 .step-head .meta { color: #555; font-size: 0.9em; margin-left: 8px; }
 .arg-name { color: #555; margin-right: 6px; }
+th[data-key] { cursor: pointer; }
 pre.code { background: #f6f8fa; margin: 2px 0; } ol.steps pre { max-height: 24em; overflow: auto; }
 """
 
@@ -303,16 +304,39 @@ def _transcript(calls: Sequence[ToolCall]) -> str:
             f"<ol class=steps>{''.join(items)}</ol></section>")
 
 
-def _trial_page(result: TrialResult, evidence: Evidence, slug: str, site: _Site) -> str:
+def _retries(evidence: Evidence) -> str:
+    """The tries that ended in an error before this one, each with its error."""
+    if not evidence.retries:
+        return ""
+    items = "".join(f"<li><code>{_e(r.record.name)}</code>: <b>{_e(r.failure)}</b>"
+                    + (f"<pre class=message>{_e(r.message[:2000])}</pre>" if r.message else "") + "</li>"
+                    for r in evidence.retries)
+    return (f"<section id=retries><h2>Retries before this result ({len(evidence.retries)})</h2>"
+            f"<ol>{items}</ol></section>")
+
+
+def _title(result: TrialResult) -> str:
+    return f"{result.task} · {result.agent} #{result.attempt}"
+
+
+def _trial_page(result: TrialResult, evidence: Evidence, slug: str, site: _Site,
+                around: tuple[tuple[str, TrialResult] | None, tuple[str, TrialResult] | None] = (None, None)
+                ) -> str:
     colour = COLOURS[result.verdict.value]
-    title = f"{result.task} · {result.agent} #{result.attempt}"
-    body = [f'<p><a href="../report.html">← the run</a></p><h1>{_e(title)}</h1>',
+    title = _title(result)
+    nav = ['<a href="../report.html">← the run</a>']
+    for rel, label, neighbour in (("prev", "previous", around[0]), ("next", "next", around[1])):
+        if neighbour is not None:
+            nav.append(f'<a id={rel} rel={rel} href="{quote(neighbour[0])}.html">{label}: '
+                       f"{_e(_title(neighbour[1]))} ({_e(neighbour[1].verdict.value)})</a>")
+    body = [f'<p id=trial-nav>{" · ".join(nav)}</p><h1>{_e(title)}</h1>',
             f'<p><span class="badge" id=verdict style="background:{colour}">{_e(result.verdict.value)}</span>'
             f"{_e(result.failure)}</p>",
             _reason(result, evidence)]
     # What happened first: the verdict and why, then what the agent did; the rest below.
     if evidence.tool_calls:
         body.append(_transcript(evidence.tool_calls))
+    body.append(_retries(evidence))
     if evidence.instruction:
         body.append(f"<section id=instruction><h2>Instruction</h2><pre>{_e(evidence.instruction)}</pre>"
                     "</section>")
@@ -438,6 +462,76 @@ def _collection_errors(runs: Sequence[RunInfo]) -> str:
             f"({len(errors)})</h2><ul>{items}</ul></section>")
 
 
+#: The trial list's filters and sort, also read from the page's address
+#: (`report.html#verdict=failed&agent=codex&sort=seconds-desc`).
+LIST_SCRIPT = """
+(() => {
+  const list = document.getElementById("trials"), rows = [...list.tBodies[0].rows];
+  const filters = [...document.querySelectorAll("#trial-filters select")];
+  let sort = "", order = 1;
+  const apply = () => {
+    const wanted = Object.fromEntries(filters.map(f => [f.name, f.value]));
+    const off = row => filters.some(f => wanted[f.name] && row.dataset[f.name] !== wanted[f.name]);
+    for (const row of rows) row.hidden = off(row);
+    if (sort) {
+      const key = row => row.dataset[sort] ?? "", numeric = rows.every(r => !isNaN(key(r)));
+      const by = (a, b) => numeric ? (+key(a) || 0) - (+key(b) || 0) : key(a).localeCompare(key(b));
+      rows.sort((a, b) => order * by(a, b));
+      rows.forEach(row => list.tBodies[0].appendChild(row));
+    }
+    const state = filters.filter(f => f.value).map(f => `${f.name}=${encodeURIComponent(f.value)}`);
+    if (sort) state.push(`sort=${sort}-${order > 0 ? "asc" : "desc"}`);
+    try { history.replaceState(null, "", state.length ? "#" + state.join("&") : location.pathname); } catch {}
+    document.getElementById("trials-shown").textContent = rows.filter(r => !r.hidden).length;
+  };
+  const given = new URLSearchParams(location.hash.slice(1));
+  for (const f of filters) { f.value = given.get(f.name) || ""; f.addEventListener("change", apply); }
+  [sort, order] = (given.get("sort") || "").split("-").concat("asc");
+  order = order === "desc" ? -1 : 1;
+  for (const th of list.tHead.rows[0].cells) th.addEventListener("click", () => {
+    order = sort === th.dataset.key ? -order : 1; sort = th.dataset.key; apply();
+  });
+  apply();
+})();
+"""
+
+
+def _trial_list(ordered: Sequence[TrialResult], pages: dict[int, str], evidence: dict[int, Evidence]) -> str:
+    """Every trial in one table a reader filters (verdict, failure class, agent) and
+    sorts (a click on a column's head), each linking to its page's reason and transcript."""
+    columns = (("task", "task"), ("agent", "agent"), ("attempt", "#"), ("verdict", "verdict"),
+               ("failure", "failure class"), ("reward", "reward"), ("seconds", "seconds"), ("cost", "cost"))
+    rows = []
+    for o in ordered:
+        seconds = sum(o.durations.values())
+        known = evidence.get(id(o))
+        cost = o.agent_run.cost_usd
+        cost = cost if cost is not None or known is None else known.cost_usd
+        values = {"task": o.task, "agent": o.agent, "attempt": str(o.attempt), "verdict": o.verdict.value,
+                  "failure": o.failure, "reward": "" if o.grading.reward is None else f"{o.grading.reward:g}",
+                  "seconds": f"{seconds:.1f}", "cost": "" if cost is None else f"{cost:.4f}"}
+        data = " ".join(f'data-{k}="{_e(v)}"' for k, v in values.items())
+        page = pages[id(o)]
+        cells = "".join(f"<td>{_e(values[k])}</td>" for k, _ in columns[:3])
+        cells += (f'<td><a href="{page}#reason">{_e(o.verdict.value)}</a></td>'
+                  f"<td>{_e(o.failure)}</td><td>{_e(values['reward'])}</td><td>{values['seconds']}</td>"
+                  f"<td>{_e(values['cost'])}</td>"
+                  + (f'<td><a href="{page}#transcript">transcript</a></td>' if known and known.tool_calls
+                     else "<td></td>"))
+        rows.append(f"<tr {data}>{cells}</tr>")
+    selects = []
+    for key, label in (("verdict", "verdict"), ("failure", "failure class"), ("agent", "agent")):
+        options = sorted({o.verdict.value if key == "verdict" else getattr(o, key) for o in ordered} - {""})
+        selects.append(f'<label>{label} <select name="{key}"><option value="">all</option>'
+                       + "".join(f'<option value="{_e(v)}">{_e(v)}</option>' for v in options)
+                       + "</select></label>")
+    head = "".join(f'<th data-key="{k}">{_e(label)}</th>' for k, label in columns) + "<th></th>"
+    return (f"<h2>All trials (<span id=trials-shown>{len(ordered)}</span> shown)</h2>"
+            f"<p id=trial-filters>{' '.join(selects)} (a column's head sorts by it)</p>"
+            f"<table id=trials><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+            f"<script>{LIST_SCRIPT}</script>")
+
+
 def write_site(outcomes: Sequence[TrialResult], out: Path, *, title: str = "ReactBench results",
                runs: Sequence[RunInfo] = ()) -> Path:
     """report.html and the trial pages under `out`; returns report.html's path."""
@@ -446,11 +540,19 @@ def write_site(outcomes: Sequence[TrialResult], out: Path, *, title: str = "Reac
     board = Board(outcomes)
     taken: set[str] = set()
     pages: dict[int, str] = {}
-    for o in outcomes:
-        slug = _slug(o, taken)
+    slugs = {id(o): _slug(o, taken) for o in outcomes}
+    # A trial page's previous and next: the run's trials by task, agent and attempt.
+    ordered = sorted(outcomes, key=lambda o: (o.task, o.agent, o.attempt))
+    evidence: dict[int, Evidence] = {}
+    for at, o in enumerate(ordered):
+        slug = slugs[id(o)]
         if (site.trials / slug).is_dir():
             shutil.rmtree(site.trials / slug)  # copies of an earlier report of the same name
-        (site.trials / f"{slug}.html").write_text(_trial_page(o, gather(o), slug, site))
+        around = tuple((slugs[id(n)], n) if n is not None else None for n in
+                       (ordered[at - 1] if at else None, ordered[at + 1] if at + 1 < len(ordered) else None))
+        evidence[id(o)] = gather(o)
+        (site.trials / f"{slug}.html").write_text(
+            _trial_page(o, evidence[id(o)], slug, site, (around[0], around[1])))
         pages[id(o)] = f"trials/{quote(slug)}.html"
     for stale in site.trials.iterdir():
         # Pages of an earlier report in this folder (a resumed run's superseded trials).
@@ -491,6 +593,7 @@ def write_site(outcomes: Sequence[TrialResult], out: Path, *, title: str = "Reac
 <h2>Trials</h2>
 <p>{legend} Each attempt links to its page: the verdict and why, the diff, the agent's log and tool calls.</p>
 <table id="matrix"><tr><th>task</th>{head}</tr>{''.join(body)}</table>
+{_trial_list(ordered, pages, evidence)}
 <p>Scores average the valid attempts (passed or failed) of each task, then weigh tasks
 equally; errors are counted apart. An agent that misses a task, or whose trials end
 in an error more than one time in ten, is unranked.</p>""")

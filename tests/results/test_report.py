@@ -137,8 +137,10 @@ def test_report_says_why_and_travels_as_a_folder(suite: pytest.Pytester, tmp_pat
     for page in pages:
         for href in _hrefs(page):
             assert not re.match(r"[a-z]+:|/", href), f"{page}: {href} is not relative"
-            assert (page.parent / href).resolve().is_file(), f"{page}: {href} leads nowhere"
-            assert (page.parent / href).resolve().is_relative_to(site)
+            target, _, anchor = href.partition("#")  # (an anchor of the page: #reason, #transcript)
+            assert (page.parent / target).resolve().is_file(), f"{page}: {href} leads nowhere"
+            assert (page.parent / target).resolve().is_relative_to(site)
+            assert not anchor or f"id={anchor}" in (page.parent / target).read_text(), f"{page}: {href}"
 
     index = _text(_browser(site / "report.html", profile, "--dump-dom"))
     # The run header.

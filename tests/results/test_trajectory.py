@@ -394,3 +394,53 @@ def test_a_cli_trial_page_opens_on_its_verdict_reason_and_transcript(tmp_path: P
     assert first in text, text[:2000]
     assert "file_path /app/src/Counter.tsx" in text and "#5 Edit" in text
     assert "<button onClick={() => setCount(0)} disabled={count === 0}>Reset</button>" in text
+
+
+def test_the_run_page_filters_and_sorts_its_trials_and_a_trial_page_leads_on(tmp_path: Path) -> None:
+    from pytest_reactbench.results import Grading, Provenance
+    from pytest_reactbench.results.site import write_site
+
+    # alpha/oracle passed on its second try: the first ended in an error.
+    first, second = tmp_path / "records" / "alpha__oracle__1", tmp_path / "records" / "alpha__oracle__1.1"
+    for record, retry_of in ((first, None), (second, str(first))):
+        record.mkdir(parents=True)
+        (record / "manifest.json").write_text(json.dumps({"task": "alpha", "agent": "oracle",
+                                                          "retry_of": retry_of}))
+    (first / "status.json").write_text(json.dumps({"status": "complete", "verdict": "error",
+                                                   "failure": "AgentAPIError",
+                                                   "message": "the model API failed: HTTP 500"}))
+
+    def trial(task: str, agent: str, verdict: Verdict, failure: str = "", seconds: float = 1.0,
+              record: Path | None = None) -> TrialResult:
+        reward = {Verdict.PASSED: 1.0, Verdict.FAILED: 0.0}.get(verdict)
+        return TrialResult(task=task, agent=agent, attempt=1, verdict=verdict, failure=failure,
+                           retries=1 if record else 0, durations={"agent": seconds},
+                           grading=Grading(reward=reward), provenance=Provenance(record=str(record or "")))
+
+    outcomes = [trial("alpha", "oracle", Verdict.PASSED, seconds=3, record=second),
+                trial("alpha", "nop", Verdict.FAILED, "tests", seconds=2),
+                trial("beta", "oracle", Verdict.ERROR, "SandboxError", seconds=9),
+                trial("beta", "nop", Verdict.FAILED, "tests+react_doctor", seconds=5)]
+    index = write_site(outcomes, tmp_path / "site")
+    page = (tmp_path / "site" / "trials" / "alpha__oracle__1.1.html").read_text()
+    # Previous and next by task, agent and attempt.
+    links = dict(re.findall(r'<a id=(prev|next) rel=\w+ href="([^"]+)"', page))
+    assert links == {"prev": "alpha__nop__1.html", "next": "beta__nop__1.html"}
+    assert all((index.parent / "trials" / href).is_file() for href in links.values())
+    text = page_text((index.parent / "trials" / "alpha__oracle__1.1.html").as_uri(), tmp_path / "c")
+    retried = "Retries before this result (1) alpha__oracle__1 : AgentAPIError the model API failed: HTTP 500"
+    assert retried in text, text[:3000]
+
+    def shown(query: str) -> list[str]:
+        """The trial list's rows a browser shows at `report.html#query`, in order."""
+        dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                              f"--user-data-dir={tmp_path / 'c'}", "--virtual-time-budget=5000", "--dump-dom",
+                              f"{index.as_uri()}#{query}"], capture_output=True, text=True, timeout=120)
+        table = dom.stdout.split('<table id="trials">', 1)[1].split("</table>", 1)[0]
+        rows = re.finditer(r'<tr data-task="([^"]+)" data-agent="([^"]+)"([^>]*)>', table)
+        return [f"{m[1]}/{m[2]}" for m in rows if "hidden" not in m[3]]
+
+    assert shown("verdict=failed") == ["alpha/nop", "beta/nop"]
+    assert shown("failure=SandboxError") == ["beta/oracle"]
+    assert shown("agent=oracle&sort=seconds-desc") == ["beta/oracle", "alpha/oracle"]
+    assert shown("sort=seconds-asc") == ["alpha/nop", "alpha/oracle", "beta/nop", "beta/oracle"]
