@@ -279,9 +279,62 @@ export function drawsSomething({ width, height, channels, data }) {
 }
 
 /**
+ * The node painted on top at (x, y), pointer-events or not, and whether it is the
+ * element of `locator` or inside it: asked of the browser, with nothing written to
+ * the page (a mark it could watch for would tell it that it is graded). The element is
+ * found among the hit node and its ancestors as the one with the locator's box and
+ * inner HTML, both read by the browser (the protocol) and by Playwright's selector
+ * engine, out of the page's reach.
+ * @param {any} locator
+ * @param {any} cdp
+ * @param {{ x: number, y: number, width: number, height: number }} box  Playwright's
+ * @param {number} x
+ * @param {number} y
+ * @returns {Promise<string | null>}  the covering node's tag (null: none covers it)
+ */
+async function coveredBy(locator, cdp, box, x, y) {
+  const { root } = await cdp.send("DOM.getDocument", { depth: -1, pierce: true });
+  /** @type {Map<number, any>} */
+  const parents = new Map();
+  /** @type {Map<number, any>} */
+  const nodes = new Map();
+  /** @param {any} node @param {any} parent */
+  const walk = (node, parent) => {
+    nodes.set(node.backendNodeId, node);
+    if (parent) parents.set(node.backendNodeId, parent);
+    for (const child of [...(node.children ?? []), ...(node.shadowRoots ?? []), ...(node.contentDocument ? [node.contentDocument] : [])]) {
+      walk(child, node);
+    }
+  };
+  walk(root, null);
+  const hit = await cdp.send("DOM.getNodeForLocation", {
+    x: Math.floor(x), y: Math.floor(y), includeUserAgentShadowDOM: false, ignorePointerEventsNone: true,
+  });
+  const inner = await locator.innerHTML({ timeout: 1000 }).catch(() => null);
+  let node = nodes.get(hit.backendNodeId);
+  const top = node;
+  for (; node; node = parents.get(node.backendNodeId)) {
+    if (node.nodeType !== 1) continue;
+    const model = await cdp.send("DOM.getBoxModel", { backendNodeId: node.backendNodeId }).catch(() => null);
+    const quad = model?.model?.border;
+    if (!quad) continue;
+    const xs = [quad[0], quad[2], quad[4], quad[6]];
+    const ys = [quad[1], quad[3], quad[5], quad[7]];
+    const near = (/** @type {number} */ a, /** @type {number} */ b) => Math.abs(a - b) < 1;
+    if (!near(Math.min(...xs), box.x) || !near(Math.min(...ys), box.y) ||
+        !near(Math.max(...xs) - Math.min(...xs), box.width) || !near(Math.max(...ys) - Math.min(...ys), box.height)) continue;
+    if (inner === null) return null;
+    const { outerHTML } = await cdp.send("DOM.getOuterHTML", { backendNodeId: node.backendNodeId });
+    const close = `</${String(node.localName || node.nodeName).toLowerCase()}>`;
+    if (outerHTML.endsWith(`${inner}${close}`) || (!inner && !outerHTML.endsWith(close))) return null;
+  }
+  return String(top?.localName || top?.nodeName || "unknown").toLowerCase();
+}
+
+/**
  * Why no user sees or can use the element of `locator` now (null: one does), asked
- * of the browser, never of the page: the node painted on top at the centre of the
- * element's visible box, and the pixels of that box.
+ * of the browser, never of the page: the pixels of the element's visible box, then
+ * the node painted on top at its centre.
  * @param {any} locator
  * @param {number} timeout
  * @returns {Promise<string | null>}
@@ -298,32 +351,14 @@ export async function whyUnseen(locator, timeout) {
   const bottom = viewport ? Math.min(box.y + box.height, viewport.height) : box.y + box.height;
   if (right - left < 1 || bottom - top < 1) return "it is outside the viewport";
   const clip = { x: left, y: top, width: right - left, height: bottom - top };
-
-  // Inside a frame, the page's hit test would name the frame: the pixels judge alone.
-  if (!/contentFrame\(\)|frameLocator\(/.test(String(locator))) {
-    const cdp = await session(page, undefined);
-    await cdp.send("DOM.getDocument", { depth: 0 });
-    const hit = await cdp.send("DOM.getNodeForLocation", {
-      x: Math.floor(left + (right - left) / 2), y: Math.floor(top + (bottom - top) / 2),
-      includeUserAgentShadowDOM: false, ignorePointerEventsNone: true,
-    });
-    const { nodeIds: [nodeId] } = await cdp.send("DOM.pushNodesByBackendIdsToFrontend", { backendNodeIds: [hit.backendNodeId] });
-    const { node } = await cdp.send("DOM.describeNode", { nodeId });
-    const mark = `data-reactbench-${Math.random().toString(36).slice(2, 10)}`;
-    let inside = 0;
-    try {
-      await cdp.send("DOM.setAttributeValue", { nodeId, name: mark, value: "" });
-      const marked = `[${mark}]`;
-      inside = await locator.and(page.locator(marked)).or(locator.locator(marked)).count();
-    } catch {}
-    await cdp.send("DOM.removeAttribute", { nodeId, name: mark }).catch(() => {});
-    if (!inside) return `it is under another element at its centre (<${String(node.localName || node.nodeName).toLowerCase()}>)`;
-  }
-
   const shot = await page.screenshot({ clip, scale: "css", caret: "hide", timeout });
   const image = decodePng(shot);
   if (image && !drawsSomething(image)) return "its box draws nothing on the screen (one colour, no text, no border)";
-  return null;
+  // Inside a frame, the page's hit test would name the frame: the pixels judge alone.
+  if (/contentFrame\(\)|frameLocator\(/.test(String(locator))) return null;
+  const cover = await coveredBy(locator, await session(page, undefined), box, left + (right - left) / 2,
+    top + (bottom - top) / 2);
+  return cover === null ? null : `it is under another element at its centre (<${cover}>)`;
 }
 
 /**

@@ -124,13 +124,15 @@ ATTACKS: dict[str, str] = {
     # A value one of the two profiles has: the same page must pass under both.
     "one-profile-reset": in_browser_too("window.devicePixelRatio === 1"),
     # A Reset no user can see or use, which Playwright's toBeVisible() and click() take:
-    # transparent all over; under an opaque overlay that lets pointer events through;
+    # transparent all over; under an opaque panel that lets pointer events through (its
+    # pixels draw something: the hit test finds it);
     # invisible, with getComputedStyle replaced so that any check in the page lies.
     "transparent-reset": counter(reset_button(
         '{ color: "transparent", background: "transparent", borderColor: "transparent" }')),
     "overlay-reset": counter(
         '<span style={{ position: "relative", display: "inline-block" }}>' + reset_button("{}")
-        + '<span style={{ position: "absolute", inset: -4, background: "white", pointerEvents: "none" }} />'
+        + '<span style={{ position: "absolute", inset: 0, background: "#ddd", border: "2px solid #555",'
+        ' pointerEvents: "none" }} />'
         + "</span>"),
     "lying-style-reset": counter(reset_button("{ opacity: 0 }"), top=LYING_STYLE),
     # The spec clicks Increment without asking whether a user sees it: a transparent
