@@ -146,10 +146,13 @@ class ModelToolAgent(ToolAgent):
                  for n, (d, p, r) in TOOL_SCHEMAS.items()]
         messages: list[dict[str, Any]] = [{"role": "user", "content": instruction}]
         for _ in range(MAX_TURNS):
+            started = time.monotonic()
             reply = _checked(client.messages.create(model=self.model, max_tokens=MAX_TOKENS, system=SYSTEM,
                                                     tools=specs, messages=messages,
                                                     timeout=self._deadline_left(tools)), sdk.types.Message)
             self._add(reply.usage.input_tokens, reply.usage.output_tokens)
+            tools.model_replied(reply.usage.input_tokens, reply.usage.output_tokens, model=self.model,
+                                seconds=time.monotonic() - started)
             messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True)
                                                                for b in reply.content]})
             tools.said("\n".join(b.text for b in reply.content if b.type == "text"))
@@ -169,6 +172,7 @@ class ModelToolAgent(ToolAgent):
         messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
                                           {"role": "user", "content": instruction}]
         for _ in range(MAX_TURNS):
+            started = time.monotonic()
             reply = _checked(client.chat.completions.create(model=self.model, tools=specs, messages=messages,
                                                             timeout=self._deadline_left(tools)),
                              sdk.types.chat.ChatCompletion)
@@ -176,6 +180,10 @@ class ModelToolAgent(ToolAgent):
                 raise MalformedReply("the model API's completion has no choices")
             if reply.usage is not None:
                 self._add(reply.usage.prompt_tokens, reply.usage.completion_tokens)
+            used = reply.usage
+            tools.model_replied(used.prompt_tokens if used else None,
+                                used.completion_tokens if used else None,
+                                model=self.model, seconds=time.monotonic() - started)
             message = reply.choices[0].message
             messages.append(message.model_dump(exclude_none=True))
             tools.said(message.content or "")

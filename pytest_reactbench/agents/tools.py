@@ -95,6 +95,17 @@ class Tools:
         if text.strip():
             self._event("message", role="assistant", text=text[:MAX_SHOWN_OUTPUT])
 
+    def model_replied(self, input_tokens: int | None = None, output_tokens: int | None = None, *,
+                      seconds: float | None = None, model: str | None = None,
+                      cached_tokens: int | None = None, cost_usd: float | None = None) -> None:
+        """Records one call of the agent's model, with its tokens, cost and time where
+        known (they count toward the trial's totals): the trial's trajectory makes it a
+        step holding what the model said and the tool calls that follow it."""
+        known = {"model": model, "input_tokens": input_tokens, "output_tokens": output_tokens,
+                 "cached_tokens": cached_tokens, "cost_usd": cost_usd,
+                 "seconds": None if seconds is None else round(seconds, 3)}
+        self._event("model", **{k: v for k, v in known.items() if v is not None})
+
     def _read(self, path: str) -> str:
         result = self.sandbox.exec(["cat", "--", path], cwd="/", timeout=self._remaining())
         if result.exit_code != 0:

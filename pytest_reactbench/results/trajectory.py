@@ -358,18 +358,43 @@ def _codex_item(draft: _Draft, item: Mapping[str, Any]) -> None:
 
 
 def _from_events(events: list[dict[str, Any]], log: str) -> _Draft | None:
-    """The record's own events: `message` and `tool` events (the tools API, a CLI's
-    transcript read by its preset), else one step for a command agent's command."""
+    """The record's own events: a step per `model` call the agent reported, holding the
+    `message` and `tool` events that follow it; without them a step per `message` and
+    `tool` event (the tools API, a CLI's transcript read by its preset); else one step
+    for a command agent's command."""
     draft = _Draft("events")
     calls = 0
     tokens: dict[str, float] = {}
+    #: The step of the model call the agent reported last (`Tools.model_replied`): what
+    #: the model said and the tool calls that follow are that step's.
+    reply: dict[str, Any] | None = None
     for event in events:
         kind = event.get("event")
         when = event.get("t") if isinstance(event.get("t"), int | float) else None
         for key in ("input_tokens", "output_tokens", "cost_usd"):
             if isinstance(event.get(key), int | float) and not isinstance(event.get(key), bool):
                 tokens[key] = tokens.get(key, 0) + event[key]
-        if kind == "message" and event.get("text"):
+        if kind == "model":
+            reply = draft.add(source="agent", message="", llm_call_count=1)
+            metrics = {"prompt_tokens": _int(event.get("input_tokens")),
+                       "completion_tokens": _int(event.get("output_tokens")),
+                       "cached_tokens": _int(event.get("cached_tokens")),
+                       "cost_usd": event.get("cost_usd") if isinstance(event.get("cost_usd"), int | float)
+                       else None}
+            if any(v is not None for v in metrics.values()):
+                reply["metrics"] = {k: v for k, v in metrics.items() if v is not None}
+            if event.get("model"):
+                reply["model_name"] = str(event["model"])
+            took = event.get("seconds") if isinstance(event.get("seconds"), int | float) else None
+            if took is not None:
+                reply["extra"] = {"seconds": took}
+            if when is not None:
+                reply["timestamp"] = _iso(when - (took or 0))
+        elif kind == "message" and event.get("text"):
+            if reply is not None and not reply["message"] and "tool_calls" not in reply:
+                reply["message"] = str(event["text"])
+                continue
+            reply = None
             step = draft.add(source="agent", message=str(event["text"]))
             if when is not None:
                 step["timestamp"] = _iso(when)
@@ -390,6 +415,10 @@ def _from_events(events: list[dict[str, Any]], log: str) -> _Draft | None:
                 result["extra"] = extra
             tool = {"tool_call_id": call_id, "function_name": str(event.get("tool") or "?"),
                     "arguments": args if isinstance(args, dict) else {}}
+            if reply is not None:
+                reply.setdefault("tool_calls", []).append(tool)
+                reply.setdefault("observation", {"results": []})["results"].append(result)
+                continue
             step = draft.add(source="agent", message="", tool_calls=[tool],
                              observation={"results": [result]})
             if when is not None:

@@ -176,17 +176,20 @@ def test_claude_code_and_codex_streams_become_atif_trajectories(tmp_path: Path, 
 
 
 class Writer(ToolAgent):
-    """Works through the tools API: a listing, a failing command, a refused edit, a file."""
+    """Works through the tools API, two model calls reported: a listing, a failing
+    command, a refused edit, a file."""
 
     name = "writer"
 
     def solve(self, instruction: str, tools: Tools) -> None:
+        tools.model_replied(1200, 40, seconds=0.5, model="scripted")
         tools.said("Looking around first.")
         tools.view(".")
         tools.bash("ls /nowhere")
         with contextlib.suppress(ToolError):
             tools.str_replace("base.txt", "absent", "x")
         tools.create("out.txt", "hello\n")
+        tools.model_replied(1500, 20, seconds=0.25, model="scripted")
         tools.said("Wrote out.txt.")
         tools.submit()
 
@@ -237,16 +240,25 @@ def test_a_tools_api_trial_and_a_command_trial_write_their_trajectories(run: Run
     user, *steps = trajectory["steps"]
     assert user == {"step_id": 1, "timestamp": user["timestamp"], "source": "user",
                     "message": "Write hello to /app/out.txt\n"}
-    assert [s["message"] or s["tool_calls"][0]["function_name"] for s in steps] == \
-        ["Looking around first.", "view", "bash", "str_replace", "create", "Wrote out.txt.", "submit"]
-    calls = {s["tool_calls"][0]["function_name"]: s for s in steps if s.get("tool_calls")}
-    assert calls["bash"]["tool_calls"][0]["arguments"] == {"command": "ls /nowhere"}
-    bash = calls["bash"]["observation"]["results"][0]
+    # A step per model call: what it said, the tool calls it made, its tokens and time.
+    assert [(s["message"], [c["function_name"] for c in s["tool_calls"]], s["metrics"], s["extra"])
+            for s in steps] == [
+        ("Looking around first.", ["view", "bash", "str_replace", "create"],
+         {"prompt_tokens": 1200, "completion_tokens": 40}, {"seconds": 0.5}),
+        ("Wrote out.txt.", ["submit"], {"prompt_tokens": 1500, "completion_tokens": 20}, {"seconds": 0.25})]
+    assert {s["model_name"] for s in steps} == {"scripted"} and {s["llm_call_count"] for s in steps} == {1}
+    # Each call's observation answers it: its output, exit code, or what the agent was told.
+    calls = steps[0]["tool_calls"]
+    answers = {r["source_call_id"]: r for r in steps[0]["observation"]["results"]}
+    bash = answers[calls[1]["tool_call_id"]]
+    assert calls[1]["arguments"] == {"command": "ls /nowhere"}
     assert bash["extra"]["exit_code"] == 2 and "No such file or directory" in bash["content"]
-    refused = calls["str_replace"]["observation"]["results"][0]
+    refused = answers[calls[2]["tool_call_id"]]
     assert refused["content"] == "error: old_str does not occur in /app/base.txt"
-    assert calls["create"]["tool_calls"][0]["arguments"] == {"path": "/app/out.txt", "file_text": "hello\n"}
+    assert calls[3]["arguments"] == {"path": "/app/out.txt", "file_text": "hello\n"}
     assert all(s["timestamp"].endswith("Z") for s in trajectory["steps"])
+    assert trajectory["final_metrics"] == {"total_prompt_tokens": 2700, "total_completion_tokens": 60,
+                                           "total_steps": 3}
 
     trajectory = json.loads(echo.read_text())
     (step,) = trajectory["steps"][1:]
@@ -256,7 +268,7 @@ def test_a_tools_api_trial_and_a_command_trial_write_their_trajectories(run: Run
     assert result["content"].startswith("working\nls: cannot access '/missing'")
     assert result["extra"] == {"exit_code": 3, "ending": "exited-nonzero"}
     read = harbor_reads(harbor, [("trajectory", writer), ("trajectory", echo)])
-    assert read == {str(writer): 8, str(echo): 2}
+    assert read == {str(writer): 3, str(echo): 2}
 
 
 def _free_port() -> int:
@@ -339,10 +351,10 @@ def test_an_exported_run_opens_in_harbors_viewer(run: Run, harbor: Path, tmp_pat
         trial = _get(f"{base}/api/jobs/run-harbor/trials/{trials['unlucky'].name}")
         assert "refused to start the agent's sandbox" in trial["exception_info"]["exception_message"]
         steps = _get(f"{base}/api/jobs/run-harbor/trials/{trials['writer'].name}/trajectory")["steps"]
-        assert len(steps) == 8
+        assert len(steps) == 3
         # The trial's page, as a browser shows it: its reward and its steps.
         text = page_text(f"{base}/jobs/run-harbor/trials/{trials['writer'].name}", tmp_path / "chromium")
-        assert "reward 1.00" in text and "Trajectory 8 steps" in text, text[:3000]
+        assert "reward 1.00" in text and "Trajectory 3 steps" in text, text[:3000]
         assert 'command: "ls /nowhere"' in text and "Wrote out.txt." in text, text[:3000]
 
 
