@@ -148,9 +148,12 @@ def _from_trajectory(path: Path) -> list[ToolCall]:
     start = min(times) if times else None
     for step in steps:
         when = _when(step.get("timestamp"))
+        at = None if when is None or start is None else when - start
+        if step.get("source") == "system" and str(step.get("message") or "").strip():
+            # What the harness or the CLI said between the agent's steps (a model API retry).
+            calls.append(ToolCall("system", {}, None, None, None, str(step["message"]), at=at))
         if step.get("source") != "agent":
             continue
-        at = None if when is None or start is None else when - start
         tokens = _tokens(step.get("metrics"))
         seen = step.get("observation")
         observation: dict[str, Any] = seen if isinstance(seen, dict) else {}

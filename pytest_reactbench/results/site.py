@@ -291,7 +291,7 @@ def _transcript(calls: Sequence[ToolCall]) -> str:
                 c.error or ("" if c.result_bytes is None else f"{c.result_bytes} bytes")]
         head = (f"<div class=step-head><b>#{n}</b> {_e(c.tool)}"
                 f"<span class=meta>{_e(' · '.join(m for m in meta if m))}</span></div>")
-        if c.tool in ("assistant", "thinking", "output"):
+        if c.tool in ("assistant", "thinking", "output", "system"):
             body = f"<pre class=said>{_e(c.output[:4000])}</pre>"
         else:
             body = "".join(f"<div><span class=arg-name>{_e(name)}</span>{_argument(value)}</div>"
@@ -299,7 +299,7 @@ def _transcript(calls: Sequence[ToolCall]) -> str:
             body += f"<pre class=output>{_e(c.output[:2000])}</pre>" if c.output.strip() else ""
         kind = "failed" if c.error else "said" if c.tool == "assistant" else "call"
         items.append(f'<li id="step-{n}" class="{kind}">{head}{body}</li>')
-    calls_made = sum(c.tool not in ("assistant", "thinking", "output") for c in calls)
+    calls_made = sum(c.tool not in ("assistant", "thinking", "output", "system") for c in calls)
     return (f"<section id=transcript><h2>Transcript ({calls_made} tool call(s))</h2>"
             f"<ol class=steps>{''.join(items)}</ol></section>")
 
