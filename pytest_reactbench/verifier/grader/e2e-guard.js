@@ -278,13 +278,45 @@ export function drawsSomething({ width, height, channels, data }) {
   return differing >= Math.max(3, Math.min(20, total * 0.005));
 }
 
+// Run on the hit node in a world of the guard's own (the page's JavaScript has no
+// reach there): the hit node or the ancestor of it, across shadow roots, that has the
+// element's box and inner HTML is the element; else the hit node's tag.
+const FIND_ELEMENT = `function (box, inner) {
+  const near = (a, b) => Math.abs(a - b) < 1;
+  const top = this.nodeType === 1 ? this : this.parentElement;
+  for (let n = top; n; n = n.parentElement || (n.parentNode && n.parentNode.host) || null) {
+    const r = n.getBoundingClientRect();
+    if (near(r.x, box.x) && near(r.y, box.y) && near(r.width, box.width) && near(r.height, box.height)
+        && (inner === null || n.innerHTML === inner)) return null;
+  }
+  return top ? top.localName : "unknown";
+}`;
+
+/** @type {WeakMap<object, { loader: string, context: Promise<number> }>} */
+const worlds = new WeakMap();
+
+/**
+ * The guard's own world in the page's main frame (one per document).
+ * @param {any} cdp
+ * @returns {Promise<number>}  its execution context
+ */
+async function isolatedWorld(cdp) {
+  const { frameTree: { frame } } = await cdp.send("Page.getFrameTree");
+  const known = worlds.get(cdp);
+  if (known?.loader === frame.loaderId) return known.context;
+  const context = cdp.send("Page.createIsolatedWorld", { frameId: frame.id, worldName: "" })
+    .then((/** @type {any} */ created) => created.executionContextId);
+  worlds.set(cdp, { loader: frame.loaderId, context });
+  return context;
+}
+
 /**
  * The node painted on top at (x, y), pointer-events or not, and whether it is the
  * element of `locator` or inside it: asked of the browser, with nothing written to
  * the page (a mark it could watch for would tell it that it is graded). The element is
  * found among the hit node and its ancestors as the one with the locator's box and
- * inner HTML, both read by the browser (the protocol) and by Playwright's selector
- * engine, out of the page's reach.
+ * inner HTML (Playwright's, read by its selector engine out of the page's reach), in
+ * a world of the guard's own.
  * @param {any} locator
  * @param {any} cdp
  * @param {{ x: number, y: number, width: number, height: number }} box  Playwright's
@@ -293,42 +325,22 @@ export function drawsSomething({ width, height, channels, data }) {
  * @returns {Promise<string | null>}  the covering node's tag (null: none covers it)
  */
 async function coveredBy(locator, cdp, box, x, y) {
-  const { root } = await cdp.send("DOM.getDocument", { depth: -1, pierce: true });
-  /** @type {Map<number, any>} */
-  const parents = new Map();
-  /** @type {Map<number, any>} */
-  const nodes = new Map();
-  /** @param {any} node @param {any} parent */
-  const walk = (node, parent) => {
-    nodes.set(node.backendNodeId, node);
-    if (parent) parents.set(node.backendNodeId, parent);
-    for (const child of [...(node.children ?? []), ...(node.shadowRoots ?? []), ...(node.contentDocument ? [node.contentDocument] : [])]) {
-      walk(child, node);
-    }
-  };
-  walk(root, null);
+  const inner = await locator.innerHTML({ timeout: 1000 }).catch(() => null);
   const hit = await cdp.send("DOM.getNodeForLocation", {
     x: Math.floor(x), y: Math.floor(y), includeUserAgentShadowDOM: false, ignorePointerEventsNone: true,
   });
-  const inner = await locator.innerHTML({ timeout: 1000 }).catch(() => null);
-  let node = nodes.get(hit.backendNodeId);
-  const top = node;
-  for (; node; node = parents.get(node.backendNodeId)) {
-    if (node.nodeType !== 1) continue;
-    const model = await cdp.send("DOM.getBoxModel", { backendNodeId: node.backendNodeId }).catch(() => null);
-    const quad = model?.model?.border;
-    if (!quad) continue;
-    const xs = [quad[0], quad[2], quad[4], quad[6]];
-    const ys = [quad[1], quad[3], quad[5], quad[7]];
-    const near = (/** @type {number} */ a, /** @type {number} */ b) => Math.abs(a - b) < 1;
-    if (!near(Math.min(...xs), box.x) || !near(Math.min(...ys), box.y) ||
-        !near(Math.max(...xs) - Math.min(...xs), box.width) || !near(Math.max(...ys) - Math.min(...ys), box.height)) continue;
-    if (inner === null) return null;
-    const { outerHTML } = await cdp.send("DOM.getOuterHTML", { backendNodeId: node.backendNodeId });
-    const close = `</${String(node.localName || node.nodeName).toLowerCase()}>`;
-    if (outerHTML.endsWith(`${inner}${close}`) || (!inner && !outerHTML.endsWith(close))) return null;
+  const { object } = await cdp.send("DOM.resolveNode", {
+    backendNodeId: hit.backendNodeId, executionContextId: await isolatedWorld(cdp),
+  });
+  try {
+    const { result } = await cdp.send("Runtime.callFunctionOn", {
+      objectId: object.objectId, functionDeclaration: FIND_ELEMENT,
+      arguments: [{ value: box }, { value: inner }], returnByValue: true,
+    });
+    return result.value ?? null;
+  } finally {
+    cdp.send("Runtime.releaseObject", { objectId: object.objectId }).catch(() => {});
   }
-  return String(top?.localName || top?.nodeName || "unknown").toLowerCase();
 }
 
 /**
@@ -351,7 +363,8 @@ export async function whyUnseen(locator, timeout) {
   const bottom = viewport ? Math.min(box.y + box.height, viewport.height) : box.y + box.height;
   if (right - left < 1 || bottom - top < 1) return "it is outside the viewport";
   const clip = { x: left, y: top, width: right - left, height: bottom - top };
-  const shot = await page.screenshot({ clip, scale: "css", caret: "hide", timeout });
+  // caret "initial": hiding it would add a style element the page could see.
+  const shot = await page.screenshot({ clip, scale: "css", caret: "initial", timeout });
   const image = decodePng(shot);
   if (image && !drawsSomething(image)) return "its box draws nothing on the screen (one colour, no text, no border)";
   // Inside a frame, the page's hit test would name the frame: the pixels judge alone.
