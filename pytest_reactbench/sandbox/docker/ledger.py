@@ -4,6 +4,12 @@ lock, so that xdist workers wait for room instead of asking the engine for more 
 it has. The two sandboxes of one trial (agent and verifier) are one group: they never
 work at once, so the group holds the larger of their limits, and the second one is
 admitted at once (waiting for it could deadlock two trials that each hold their first).
+
+Room is given in the order it was asked for: a sandbox that waits is queued in the
+ledger, and no later one is admitted before it, though the later one would fit. Else a
+task that asks for the whole engine (`cpus` = its CPU count) waits for as long as
+smaller trials of other workers or runs keep coming, each admitted into the room the
+last one left.
 """
 
 from __future__ import annotations
@@ -70,10 +76,10 @@ class Ledger:
     @contextlib.contextmanager
     def _open(self) -> Iterator[dict[str, Any]]:
         with locked_json(self.path, self._lock) as data:
-            holders = data.setdefault("holders", {})
-            for key, entry in list(holders.items()):
-                if entry.get("host") == _HOST and not pid_alive(int(entry.get("pid", 0))):
-                    del holders[key]
+            for entries in (data.setdefault("holders", {}), data.setdefault("waiting", {})):
+                for key, entry in list(entries.items()):
+                    if entry.get("host") == _HOST and not pid_alive(int(entry.get("pid", 0))):
+                        del entries[key]
             yield data
 
     @staticmethod
@@ -107,7 +113,10 @@ class Ledger:
                                        "pid": os.getpid(), "host": _HOST}
         return holder
 
-    def try_reserve(self, holder: str, group: str, cpus: float, memory_mb: int) -> bool:
+    def try_reserve(self, holder: str, group: str, cpus: float, memory_mb: int,
+                    queued: float | None = None) -> bool:
+        """Take room for `holder` if there is room and no sandbox asked for room before
+        it (`queued`: when it was queued, None for not yet) is waiting still."""
         if not self.capacity.fits(cpus, memory_mb):
             raise SandboxError(
                 f"a sandbox asks for {cpus:g} CPU(s) and {memory_mb} MiB; the engine has "
@@ -117,12 +126,29 @@ class Ledger:
             joining = any(e["group"] == group for e in holders.values())
             entry = {"group": group, "cpus": cpus, "memory_mb": memory_mb, "pid": os.getpid(), "host": _HOST}
             if not joining:
+                earlier = [w for key, w in data["waiting"].items()
+                           if key != holder and (queued is None or float(w["since"]) < queued)]
+                if earlier:
+                    return False
                 held = self._held(holders)
                 if not Room(self.capacity.cpus - held.cpus,
                             self.capacity.memory_mb - held.memory_mb).fits(cpus, memory_mb):
                     return False
             holders[holder] = entry
+            data["waiting"].pop(holder, None)
             return True
+
+    def _queue(self, holder: str, group: str, cpus: float, memory_mb: int) -> float:
+        """`holder` waits for room: no later request is admitted before it."""
+        with self._open() as data:
+            since = max([time.time(), *(float(w["since"]) + 1e-6 for w in data["waiting"].values())])
+            data["waiting"][holder] = {"group": group, "cpus": cpus, "memory_mb": memory_mb, "since": since,
+                                       "pid": os.getpid(), "host": _HOST}
+        return since
+
+    def _unqueue(self, holder: str) -> None:
+        with self._open() as data:
+            data["waiting"].pop(holder, None)
 
     def reserve(self, group: str, cpus: float, memory_mb: int,
                 notice: Callable[[str], None] | None = None) -> tuple[str, float]:
@@ -131,11 +157,20 @@ class Ledger:
         holder = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         started = time.monotonic()
         noticed = False
-        while not self.try_reserve(holder, group, cpus, memory_mb):
-            if notice and not noticed and time.monotonic() - started > ROOM_WAIT_NOTICE_SECONDS:
-                noticed = True
-                notice(f"waiting for room ({cpus:g} CPU(s), {memory_mb} MiB) on the engine")
-            time.sleep(ROOM_POLL_SECONDS)
+        queued: float | None = None
+        try:
+            while not self.try_reserve(holder, group, cpus, memory_mb, queued):
+                if queued is None:
+                    queued = self._queue(holder, group, cpus, memory_mb)
+                    continue  # queued: look again at once, as the first in line may be this one
+                if notice and not noticed and time.monotonic() - started > ROOM_WAIT_NOTICE_SECONDS:
+                    noticed = True
+                    notice(f"waiting for room ({cpus:g} CPU(s), {memory_mb} MiB) on the engine")
+                time.sleep(ROOM_POLL_SECONDS)
+        except BaseException:
+            if queued is not None:
+                self._unqueue(holder)
+            raise
         return holder, time.monotonic() - started
 
     def release(self, holder: str) -> None:
