@@ -353,10 +353,18 @@ async function coveredBy(locator, cdp, box, x, y) {
  */
 export async function whyUnseen(locator, timeout) {
   const page = locator.page();
-  await locator.scrollIntoViewIfNeeded({ timeout }).catch(() => {});
-  const box = await locator.boundingBox({ timeout });
-  if (!box) return "it has no box";
   const viewport = page.viewportSize();
+  let box = await locator.boundingBox({ timeout });
+  if (!box) return "it has no box";
+  const inView = (/** @type {{ x: number, y: number, width: number, height: number }} */ b) => !viewport ||
+    (b.x >= 0 && b.y >= 0 && b.x + b.width <= viewport.width && b.y + b.height <= viewport.height);
+  // As a user would, scrolled to it when it is not in view (Playwright's scroll waits
+  // for the element to be stable: not done when there is no need).
+  if (!inView(box)) {
+    await locator.scrollIntoViewIfNeeded({ timeout }).catch(() => {});
+    box = await locator.boundingBox({ timeout });
+    if (!box) return "it has no box";
+  }
   const left = Math.max(box.x, 0);
   const top = Math.max(box.y, 0);
   const right = viewport ? Math.min(box.x + box.width, viewport.width) : box.x + box.width;
