@@ -532,9 +532,47 @@ def _trial_list(ordered: Sequence[TrialResult], pages: dict[int, str], evidence:
             f"<script>{LIST_SCRIPT}</script>")
 
 
+def _cell(rows: Sequence[TrialResult], pages: dict[int, str], mean: float | None) -> str:
+    """A task's cell for one agent (or one side of a comparison): its verdict's colour,
+    the mean reward, and each attempt linking to its page, with the gates and the time."""
+    if not rows:
+        return "<td></td>"
+    verdict = cell_verdict(list(rows))
+    parts = []
+    for o in sorted(rows, key=lambda r: r.attempt):
+        why = ", ".join(f"{g.value} {'✓' if v else '✗' if v is False else '-'}"
+                        for g, v in o.grading.gates.items()) or o.failure
+        parts.append(f'<div class=t><a href="{pages[id(o)]}">#{o.attempt} {_e(o.verdict.value)}</a>'
+                     f"<br><small>{_e(why)} · {sum(o.durations.values()):.1f} s</small></div>")
+    shown = "" if mean is None else f"{mean:.2f}"
+    return (f'<td class="{verdict}" style="background:{COLOURS[verdict]}" '
+            f'data-verdict="{verdict}"><b>{shown}</b>{"".join(parts)}</td>')
+
+
+@dataclass
+class WrittenRun:
+    """A run's pages as written: report.html, and each trial's page (by the trial's id())
+    as an href relative to the run's folder; the board they show."""
+
+    index: Path
+    pages: dict[int, str]
+    board: Board
+
+    def cell(self, task: str, agent: str, prefix: str = "") -> str:
+        pages = {key: prefix + href for key, href in self.pages.items()}
+        return _cell(self.board.cells.get((task, agent), []), pages,
+                     self.board.scores[agent].per_task.get(task) if agent in self.board.scores else None)
+
+
 def write_site(outcomes: Sequence[TrialResult], out: Path, *, title: str = "ReactBench results",
                runs: Sequence[RunInfo] = ()) -> Path:
     """report.html and the trial pages under `out`; returns report.html's path."""
+    return write_run(outcomes, out, title=title, runs=runs).index
+
+
+def write_run(outcomes: Sequence[TrialResult], out: Path, *, title: str = "ReactBench results",
+              runs: Sequence[RunInfo] = ()) -> WrittenRun:
+    """report.html and the trial pages under `out`, and where each trial's page is."""
     site = _Site(out)
     site.trials.mkdir(parents=True, exist_ok=True)
     board = Board(outcomes)
@@ -558,27 +596,10 @@ def write_site(outcomes: Sequence[TrialResult], out: Path, *, title: str = "Reac
         # Pages of an earlier report in this folder (a resumed run's superseded trials).
         if stale.name.removesuffix(".html") not in taken:
             shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
+    written = WrittenRun(site.out / "report.html", pages, board)
     head = "".join(f"<th>{_e(a)}</th>" for a in board.agents)
-    body = []
-    for task in board.tasks:
-        tds = []
-        for agent in board.agents:
-            rows = board.cells.get((task, agent), [])
-            if not rows:
-                tds.append("<td></td>")
-                continue
-            verdict = cell_verdict(rows)
-            parts = []
-            for o in sorted(rows, key=lambda r: r.attempt):
-                why = ", ".join(f"{g.value} {'✓' if v else '✗' if v is False else '-'}"
-                                for g, v in o.grading.gates.items()) or o.failure
-                parts.append(f'<div class=t><a href="{pages[id(o)]}">#{o.attempt} {_e(o.verdict.value)}</a>'
-                             f"<br><small>{_e(why)} · {sum(o.durations.values()):.1f} s</small></div>")
-            mean = board.scores[agent].per_task.get(task)
-            shown = "" if mean is None else f"{mean:.2f}"
-            tds.append(f'<td class="{verdict}" style="background:{COLOURS[verdict]}" '
-                       f'data-verdict="{verdict}"><b>{shown}</b>{"".join(parts)}</td>')
-        body.append(f"<tr><th>{_e(task)}</th>{''.join(tds)}</tr>")
+    body = [f"<tr><th>{_e(task)}</th>" + "".join(written.cell(task, agent) for agent in board.agents)
+            + "</tr>" for task in board.tasks]
     leaderboard = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>"
                           for row in board.rows())
     columns = "".join(f"<th>{_e(c)}</th>" for c in BOARD_COLUMNS)
@@ -597,7 +618,6 @@ def write_site(outcomes: Sequence[TrialResult], out: Path, *, title: str = "Reac
 <p>Scores average the valid attempts (passed or failed) of each task, then weigh tasks
 equally; errors are counted apart. An agent that misses a task, or whose trials end
 in an error more than one time in ten, is unranked.</p>""")
-    index = site.out / "report.html"
-    index.write_text(page)
-    return index
+    written.index.write_text(page)
+    return written
 
