@@ -29,6 +29,13 @@ from pytest_reactbench.results.trial_result import TrialResult, Verdict
 ALPHA = 0.05
 #: The exit code of a comparison that found no regression but items without a verdict.
 INCONCLUSIVE_EXIT = 3
+#: What each exit code of a comparison means.
+EXIT_MEANINGS = {
+    0: "no regression",
+    1: "a regression (or a baseline item missing from the new run, without --allow-missing)",
+    INCONCLUSIVE_EXIT: "inconclusive (no regression, but items of the new run ended in errors: "
+                       "run them again)",
+}
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,12 @@ class TaskChange:
     @property
     def new_mean(self) -> float:
         return self.new[1] / self.new[0]
+
+    @property
+    def counts(self) -> str:
+        """Passes over valid attempts on each side, and the test's p where there is one."""
+        p = f", p={self.p_value:.3f}" if self.p_value is not None else ""
+        return f"{self.base[1]}/{self.base[0]} -> {self.new[1]}/{self.new[0]}{p}"
 
     @property
     def kind(self) -> str:
@@ -81,6 +94,11 @@ class Comparison:
     unmendable: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
+    def flips(self) -> list[TaskChange]:
+        """The items both runs scored whose result moved (within noise or not)."""
+        return [c for c in self.changes if c.kind != "same"]
+
+    @property
     def regressions(self) -> list[TaskChange]:
         return [c for c in self.changes if c.regression]
 
@@ -102,15 +120,17 @@ class Comparison:
     def exit_code(self) -> int:
         return 1 if self.failed else INCONCLUSIVE_EXIT if self.inconclusive else 0
 
+    @property
+    def word(self) -> str:
+        """The verdict's first word, the exit code's: FAIL (1), INCONCLUSIVE (3) or ok (0)."""
+        return "FAIL" if self.failed else "INCONCLUSIVE" if self.inconclusive else "ok"
+
     def summary(self, allow_missing: str = "--allow-missing") -> str:
         """The verdict and each change; `allow_missing` names the option that accepts
         missing items where the summary is read (the plugin's is --reactbench-allow-missing)."""
         lines = []
-        flips = [c for c in self.changes if c.kind != "same"]
-        for change in flips:
-            p = f", p={change.p_value:.3f}" if change.p_value is not None else ""
-            lines.append(f"  {change.task} [{change.agent}]: {change.kind} "
-                         f"({change.base[1]}/{change.base[0]} -> {change.new[1]}/{change.new[0]}{p})")
+        for change in self.flips:
+            lines.append(f"  {change.task} [{change.agent}]: {change.kind} ({change.counts})")
         # The means are over the items both runs scored, and the line says so.
         head = (f"baseline {_pct(self.suite_base)} -> now {_pct(self.suite_new)} over the "
                 f"{len(self.changes)} item(s) scored in both"
@@ -130,9 +150,7 @@ class Comparison:
                         f"({allow_missing} to accept)")
             lines += [f"  {task} [{agent}]: missing (scored in the baseline, not now)"
                       for task, agent in self.missing]
-        # The first word is the exit code's: FAIL (1), INCONCLUSIVE (3) or ok (0).
-        word = "FAIL" if self.failed else "INCONCLUSIVE" if self.inconclusive else "ok"
-        return "\n".join([f"reactbench compare: {word}: {verdict}; {head}", *lines])
+        return "\n".join([f"reactbench compare: {self.word}: {verdict}; {head}", *lines])
 
 
 def _pct(value: float | None) -> str:
