@@ -7,6 +7,7 @@
     reactbench export --harbor RUN... --out DIR    runs as Harbor job folders (`harbor view DIR`)
     reactbench compare BASE NEW                    the regression gate (exit 1 on a regression)
     reactbench compare --base A... --new B...      the same, each side the shards of one run
+    reactbench compare BASE NEW --html DIR         and a page of the two side by side, flips first
     reactbench replay RECORD                       run one recorded trial again
     reactbench mine --repo R --base A --head B     a task from a change of a repository's history
     reactbench mine --repo R --range A..B          a task from each change of a range, in parallel
@@ -33,12 +34,12 @@ from pytest_reactbench.plugin.extensions import command_hook, registered
 from pytest_reactbench.plugin.items import check_dockerfiles
 from pytest_reactbench.plugin.options import add_sandbox_options, resolve_command, sandbox_options
 from pytest_reactbench.results import BaseImage
-from pytest_reactbench.results.compare import ALPHA, compare
+from pytest_reactbench.results.compare import ALPHA, EXIT_MEANINGS, compare
 from pytest_reactbench.results.harbor_export import export_harbor
 from pytest_reactbench.results.load import ResultsError, load_outcomes, load_run, missing_shards
 from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.render import markdown
-from pytest_reactbench.results.site import RunInfo, junit_run_info, write_site
+from pytest_reactbench.results.site import RunInfo, junit_run_info, write_comparison, write_site
 from pytest_reactbench.sandbox.bake import BakingBackend
 from pytest_reactbench.sandbox.base import Backend, ImageRecipe, Progress, SandboxError, heartbeat
 from pytest_reactbench.sandbox.dockerfile import DockerfileError
@@ -47,6 +48,9 @@ from pytest_reactbench.sandbox.recipes import recipe_dir
 from pytest_reactbench.tasks import TaskError, load_task
 from pytest_reactbench.tasks.load import parse_json
 from pytest_reactbench.tasks.models import TestsConfig
+
+REPORT_TITLE = "ReactBench results"
+COMPARE_TITLE = "ReactBench: baseline and candidate"
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -199,35 +203,49 @@ def _prune(name: str, backend: Backend, days: float, progress: Progress) -> int:
     return 0
 
 
-def _report(args: argparse.Namespace) -> int:
+def _run_infos(paths: list[str]) -> list[RunInfo]:
+    """What each run folder's manifest (or a JUnit file alone) says of its run."""
     runs = []
+    for raw in paths:
+        folder = Path(raw)
+        if folder.is_file():
+            # A JUnit file alone: what it says of its run (incomplete, say).
+            info = junit_run_info(folder, load_outcomes(folder))
+            runs += [info] if info is not None else []
+            continue
+        for manifest in ([folder / "manifest.json"] if (folder / "manifest.json").is_file()
+                         else sorted(folder.glob("*/manifest.json")) if folder.is_dir() else []):
+            info = RunInfo.read(manifest.parent)
+            if info is not None:
+                runs.append(info)
+    return runs
+
+
+def _report(args: argparse.Namespace) -> int:
+    if args.baseline:
+        # Two runs (of one agent, most often) are two sides, not the shards of one.
+        if not args.out:
+            print("reactbench report: --baseline writes a folder of its own: give --out DIR", file=sys.stderr)
+            return 2
+        return _side_by_side("report", args.baseline, args.runs, out=Path(args.out),
+                             title=args.title or COMPARE_TITLE)
     try:
         # The runs (or the shards of one run) as one leaderboard.
         outcomes = load_run([Path(raw) for raw in args.runs], merge_runs=args.merge_runs)
-        for raw in args.runs:
-            folder = Path(raw)
-            if folder.is_file():
-                # A JUnit file alone: what it says of its run (incomplete, say).
-                info = junit_run_info(folder, load_outcomes(folder))
-                runs += [info] if info is not None else []
-                continue
-            for manifest in ([folder / "manifest.json"] if (folder / "manifest.json").is_file()
-                             else sorted(folder.glob("*/manifest.json")) if folder.is_dir() else []):
-                info = RunInfo.read(manifest.parent)
-                if info is not None:
-                    runs.append(info)
+        runs = _run_infos(args.runs)
     except ResultsError as exc:
         print(f"reactbench report: {exc}", file=sys.stderr)
         return 2
+    title = args.title or REPORT_TITLE
     out = Path(args.out) if args.out else Path(args.runs[0] if Path(args.runs[0]).is_dir() else ".")
     out.mkdir(parents=True, exist_ok=True)
     incomplete = [f"run {r.run_id}: {r.incomplete}" for r in runs if r.incomplete]
     if partial := missing_shards(outcomes):
         print(f"reactbench report: warning: {partial}", file=sys.stderr)
         incomplete.append(partial)
-    text = markdown(outcomes, args.title, incomplete=incomplete)
+    text = markdown(outcomes, title, incomplete=incomplete)
     (out / "report.md").write_text(text)
-    index = write_site(outcomes, out, title=args.title, runs=runs)
+    index = write_site(outcomes, out, title=title, runs=runs)
     print(text)
     print(f"wrote {out / 'report.md'} and {index} (with a page per trial under {out / 'trials'})")
     return 0
@@ -253,19 +271,38 @@ def _compare(args: argparse.Namespace) -> int:
         print("reactbench compare: give a baseline and a new run (BASE NEW, or --base ... --new ...)",
               file=sys.stderr)
         return 2
+    return _side_by_side("compare", base, new, out=Path(args.html) if args.html else None, title=args.title,
+                         alpha=args.alpha, allow_missing=args.allow_missing)
+
+
+def _side_by_side(command: str, base: list[str], new: list[str], *, out: Path | None, title: str,
+                  alpha: float = ALPHA, allow_missing: bool = False) -> int:
+    """The regression gate between a baseline and a new run (each the shards of one
+    run), and with `out` the page that shows them side by side; the gate's exit code."""
+    inside = [p for p in (*base, *new) if out is not None and out.resolve().is_relative_to(Path(p).resolve())]
+    if inside:
+        # The pages copy the records they link: copies inside a run would be read as its trials.
+        print(f"reactbench {command}: {out} is inside {inside[0]}: write the pages outside the runs",
+              file=sys.stderr)
+        return 2
     try:
         sides = {"baseline": load_run([Path(p) for p in base]), "new run": load_run([Path(p) for p in new])}
+        runs = (_run_infos(base), _run_infos(new)) if out is not None else ([], [])
     except ResultsError as exc:
-        print(f"reactbench compare: {exc}", file=sys.stderr)
+        print(f"reactbench {command}: {exc}", file=sys.stderr)
         return 2
     for side, outcomes in sides.items():
         if partial := missing_shards(outcomes):
-            print(f"reactbench compare: warning: the {side}'s {partial}", file=sys.stderr)
-    comparison = compare(sides["baseline"], sides["new run"], alpha=args.alpha,
-                         allow_missing=args.allow_missing)
+            print(f"reactbench {command}: warning: the {side}'s {partial}", file=sys.stderr)
+    comparison = compare(sides["baseline"], sides["new run"], alpha=alpha, allow_missing=allow_missing)
     print(comparison.summary())
     if comparison.only_new:
         print("  only in the new run: " + ", ".join(f"{t} [{a}]" for t, a in comparison.only_new))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        index = write_comparison(comparison, sides["baseline"], sides["new run"], out, title=title, runs=runs)
+        print(f"wrote {index} (each run's report and trial pages under {out / 'baseline'} and "
+              f"{out / 'candidate'})")
     return comparison.exit_code
 
 
@@ -386,10 +423,15 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("runs", nargs="+", metavar="RUN", help="run record directories or JUnit XML files")
     report.add_argument("--out", help="the folder of report.md, report.html and the trial pages, "
                         "self-contained (default: the first run)")
-    report.add_argument("--title", default="ReactBench results")
+    report.add_argument("--title", help=f"the page's title (default {REPORT_TITLE!r}; with --baseline "
+                        f"{COMPARE_TITLE!r})")
     report.add_argument("--merge-runs", action="store_true",
                         help="rank different runs of one backend on one leaderboard (by default "
                         "only one run, or the shards of one, is reported)")
+    report.add_argument("--baseline", nargs="+", metavar="BASE",
+                        help="a baseline run (or its shards): compare.html shows it beside RUN, the "
+                        "candidate (flips first, then every task side by side), each run's report and "
+                        "trial pages under baseline/ and candidate/; exits as `reactbench compare` does")
     report.set_defaults(run=_report)
     exporting = commands.add_parser(
         "export", help="runs as Harbor job folders, for Harbor's viewer (`harbor view DIR`)")
@@ -400,9 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     exporting.set_defaults(run=_export)
     comparing = commands.add_parser(
         "compare", help="flips and regressions between two runs",
-        epilog="exit codes: 0 no regression; 1 a regression (or a baseline item missing from the new "
-               "run, without --allow-missing); 3 inconclusive (no regression, but items of the new run "
-               "ended in errors: run them again); 2 the runs could not be read or compared")
+        epilog="exit codes: " + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_MEANINGS.items())
+               + "; 2 the runs could not be read or compared")
     comparing.add_argument("base_run", nargs="?", metavar="BASE",
                            help="the baseline: a JUnit XML file or run record directory")
     comparing.add_argument("new_run", nargs="?", metavar="NEW", help="the new run, the same kinds")
@@ -413,6 +454,11 @@ def main(argv: list[str] | None = None) -> int:
     comparing.add_argument("--alpha", type=float, default=ALPHA, help="significance level (0.05)")
     comparing.add_argument("--allow-missing", action="store_true",
                            help="a baseline item missing from the new run is not a regression")
+    comparing.add_argument("--html", metavar="DIR",
+                           help="also write DIR/compare.html: the verdict, the flips (each linking the trial "
+                           "pages of both runs), then every task side by side; each run's report and "
+                           "trial pages under DIR/baseline and DIR/candidate")
+    comparing.add_argument("--title", default=COMPARE_TITLE, help="the page's title, with --html")
     comparing.set_defaults(run=_compare)
     replay = commands.add_parser("replay", help="run a recorded trial again (same task, agent, options)")
     replay.add_argument("record", help="a trial's record directory")

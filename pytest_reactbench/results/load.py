@@ -148,19 +148,24 @@ def load_run(paths: Sequence[Path], merge_runs: bool = False) -> list[TrialResul
     (task, agent, attempt) found in two of them is an error naming both: shards of one
     run never overlap, and counting it twice would weigh it twice. Different runs are
     refused (`check_one_run`)."""
-    seen: dict[tuple[str, str, int], Path] = {}
+    seen: dict[tuple[str, str, int], tuple[Path, str]] = {}
     outcomes: list[TrialResult] = []
     for path in paths:
-        if path in seen.values():
+        if any(path == where for where, _ in seen.values()):
             raise ResultsError(f"{path} is given twice")
         found = load_outcomes(path)
         for outcome in found:
             key = (outcome.task, outcome.agent, outcome.attempt)
             if key in seen:
+                where, run = seen[key]
+                two = run and outcome.provenance.run and run != outcome.provenance.run
                 raise ResultsError(
-                    f"{outcome.task} [{outcome.agent}] attempt {outcome.attempt} is in both {seen[key]} "
-                    f"and {path}: the shards of one run must not overlap")
-        seen.update({(o.task, o.agent, o.attempt): path for o in found})
+                    f"{outcome.task} [{outcome.agent}] attempt {outcome.attempt} is in both {where} "
+                    f"and {path}: the shards of one run must not overlap"
+                    + (f" (these are two runs, {run} and {outcome.provenance.run}: to review one beside "
+                       f"the other, `reactbench compare --base {where} --new {path} --html DIR`)"
+                       if two else ""))
+        seen.update({(o.task, o.agent, o.attempt): (path, o.provenance.run) for o in found})
         outcomes += found
     check_one_run(outcomes, merge_runs)
     return outcomes
