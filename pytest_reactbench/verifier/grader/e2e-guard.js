@@ -15,7 +15,8 @@
 //   screen draws anything at all (pixels of a screenshot). A control no user can see
 //   or use fails there, whatever the page's own functions say.
 //
-// Written into the app by specs.mjs (installE2eGuard), with USER_BROWSER defined first.
+// Written into the app beside our Playwright config by specs.mjs (writeE2eConfig), with
+// USER_BROWSER (user-browser.js) defined first.
 import { expect as baseExpect, test as baseTest } from "@playwright/test";
 import zlib from "node:zlib";
 
