@@ -650,9 +650,14 @@ def _flips(comparison: Comparison, base: Board) -> list[tuple[str, str, str, str
     return sorted(flips, key=lambda f: (FLIP_ORDER.index(f[2]), f[0], f[1]))
 
 
-def _side_header(label: str, outcomes: Sequence[TrialResult], runs: Sequence[RunInfo]) -> str:
+def _side_link(label: str, outcomes: Sequence[TrialResult], runs: Sequence[RunInfo]) -> str:
+    """The side's run (or runs: its shards), linking the side's own report."""
     ids = [r.run_id for r in runs] or sorted({o.provenance.run for o in outcomes if o.provenance.run})
-    entries = [("run", f'<a href="{quote(label)}/report.html">{_e(", ".join(ids) or label)}</a>')]
+    return f'<a href="{quote(label)}/report.html">{_e(", ".join(ids) or label)}</a>'
+
+
+def _side_header(label: str, outcomes: Sequence[TrialResult], runs: Sequence[RunInfo]) -> str:
+    entries = [("run", _side_link(label, outcomes, runs))]
     for run in runs:
         entries += [("date", _e(run.started)), ("command", f"<code>{_e(run.command)}</code>")]
         if run.incomplete:
@@ -688,6 +693,8 @@ def write_comparison(comparison: Comparison, base: Sequence[TrialResult], new: S
     colour = {0: "passed", 1: "failed"}.get(comparison.exit_code, "error")
     legend = " ".join(f'<span class=key style="background:{c}">{v}</span>' for v, c in COLOURS.items())
     page = _page(title, f"""<h1>{_e(title)}</h1>
+<p id=sides>The baseline, {_side_link("baseline", base, runs[0])}, beside the candidate,
+{_side_link("candidate", new, runs[1])} (each run's details below).</p>
 <section id=verdict class="reason {colour}"><p><b>{_e(comparison.word)}</b>: exit
 {comparison.exit_code}, {_e(EXIT_MEANINGS[comparison.exit_code])}.</p>
 <pre id=summary>{_e(comparison.summary())}</pre></section>

@@ -14,7 +14,7 @@ import pytest
 from pytest_reactbench.cli import main
 from pytest_reactbench.results.manifest import RunManifest, TrialManifest
 from pytest_reactbench.results.records import RunRecords
-from pytest_reactbench.results.trial_result import Gate, Grading, TrialResult, Verdict
+from pytest_reactbench.results.trial_result import Gate, Grading, Provenance, TrialResult, Verdict
 from tests.results.test_trajectory import page_text
 
 AGENT = "claude-code"
@@ -31,7 +31,8 @@ def _run(root: Path, run_id: str, verdicts: dict[str, Verdict]) -> Path:
         record.write_text("diff.patch", f"--- a/src/{task}.tsx\n+++ b/src/{task}.tsx\n+// {run_id}\n")
         passed = verdict is Verdict.PASSED
         record.finish(TrialResult(
-            task=task, agent=AGENT, verdict=verdict, run=run_id, backend="local", record=str(record.path),
+            task=task, agent=AGENT, verdict=verdict,
+            provenance=Provenance(run=run_id, backend="local", record=str(record.path)),
             failure={Verdict.FAILED: "tests", Verdict.ERROR: "AgentAPIError"}.get(verdict, ""),
             message={Verdict.FAILED: "failed gate tests",
                      Verdict.ERROR: "the model API failed: HTTP 529 overloaded"}.get(verdict, ""),
@@ -66,6 +67,7 @@ def test_a_baseline_beside_a_candidate_shows_the_flips_with_both_trials(
     page = (out / "compare.html").read_text()
     text = page_text((out / "compare.html").as_uri(), tmp_path / "chromium")
 
+    assert text.index("The baseline, run-base , beside the candidate, run-new") < text.index("FAIL : exit 1")
     verdict = text.index("FAIL : exit 1, a regression")
     flips, every = text.index("Flips (3)"), text.index("Every task, baseline beside candidate (4)")
     assert verdict < flips < every, text[:2000]
@@ -100,8 +102,8 @@ def test_a_baseline_beside_a_candidate_shows_the_flips_with_both_trials(
     assert "Reward 1" in baseline and "+// run-base" in baseline, baseline[:2000]
     assert "the model API failed: HTTP 529 overloaded" in trial(f"candidate/trials/delta__{AGENT}__1.html")
     # The runs named, each linking its own report.
-    assert re.search(r'<a href="baseline/report.html">run-base</a>', page)
-    assert re.search(r'<a href="candidate/report.html">run-new</a>', page)
+    assert page.count('<a href="baseline/report.html">run-base</a>') == 2
+    assert page.count('<a href="candidate/report.html">run-new</a>') == 2
     assert (out / "baseline" / "report.html").is_file() and (out / "candidate" / "report.html").is_file()
 
 
