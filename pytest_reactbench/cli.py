@@ -4,6 +4,7 @@
     reactbench images --prune [DAYS]               remove baked images no run used for DAYS
     reactbench validate TASK_DIR... [--sandbox X]  check tasks before committing them
     reactbench report RUN... [--out DIR]           Markdown and HTML leaderboard (shards: one run)
+    reactbench report RUN --baseline BASE --out D  a baseline beside a candidate (as compare --html)
     reactbench export --harbor RUN... --out DIR    runs as Harbor job folders (`harbor view DIR`)
     reactbench compare BASE NEW                    the regression gate (exit 1 on a regression)
     reactbench compare --base A... --new B...      the same, each side the shards of one run
@@ -429,9 +430,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="rank different runs of one backend on one leaderboard (by default "
                         "only one run, or the shards of one, is reported)")
     report.add_argument("--baseline", nargs="+", metavar="BASE",
-                        help="a baseline run (or its shards): compare.html shows it beside RUN, the "
-                        "candidate (flips first, then every task side by side), each run's report and "
-                        "trial pages under baseline/ and candidate/; exits as `reactbench compare` does")
+                        help="a baseline run (or its shards): --out DIR/compare.html shows it beside RUN, "
+                        "the candidate (flips first, then every task side by side), each run's report and "
+                        "trial pages under DIR/baseline and DIR/candidate; it exits as `reactbench compare` "
+                        "does")
     report.set_defaults(run=_report)
     exporting = commands.add_parser(
         "export", help="runs as Harbor job folders, for Harbor's viewer (`harbor view DIR`)")

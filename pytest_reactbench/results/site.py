@@ -687,7 +687,9 @@ def write_comparison(comparison: Comparison, base: Sequence[TrialResult], new: S
     flipped = {(task, agent): (kind, detail) for task, agent, kind, detail in flips}
     flipped |= {(c.task, c.agent): ("same", c.counts) for c in comparison.changes if c.kind == "same"}
     every = sorted(set(written_base.board.cells) | set(written_new.board.cells))
-    rows = "".join(row(task, agent, *flipped.get((task, agent), ("same", ""))) for task, agent in every)
+    # What neither run scored (errors on both sides, not attempted) is no flip and not the same.
+    rows = "".join(row(task, agent, *flipped.get((task, agent), ("no score in either run", "")))
+                   for task, agent in every)
     flip_table = (f"<table id=flip-list>{head}{''.join(row(*f) for f in flips)}</table>" if flips
                   else "<p>None: every item both runs scored ended the same.</p>")
     colour = {0: "passed", 1: "failed"}.get(comparison.exit_code, "error")
