@@ -172,9 +172,17 @@ def _slug(result: TrialResult, taken: set[str]) -> str:
 
 
 class _Site:
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, up: tuple[str, str] | None = None) -> None:
         self.out = out.resolve()
         self.trials = self.out / "trials"
+        #: A page this site is part of (its href from the site's folder, and its name).
+        self.up = up
+
+    def up_link(self, depth: int) -> list[str]:
+        """The link to the page this site is part of, from a page `depth` folders down."""
+        if self.up is None:
+            return []
+        return [f'<a id=up href="{"../" * depth}{self.up[0]}">↑ {_e(self.up[1])}</a>']
 
     def link(self, target: Path, slug: str, name: str) -> str:
         """A relative href to a record file from a trial page, copying the file into
@@ -325,7 +333,7 @@ def _trial_page(result: TrialResult, evidence: Evidence, slug: str, site: _Site,
                 ) -> str:
     colour = COLOURS[result.verdict.value]
     title = _title(result)
-    nav = ['<a href="../report.html">← the run</a>']
+    nav = [*site.up_link(1), '<a href="../report.html">← the run</a>']
     for rel, label, neighbour in (("prev", "previous", around[0]), ("next", "next", around[1])):
         if neighbour is not None:
             nav.append(f'<a id={rel} rel={rel} href="{quote(neighbour[0])}.html">{label}: '
@@ -572,9 +580,10 @@ def write_site(outcomes: Sequence[TrialResult], out: Path, *, title: str = "Reac
 
 
 def write_run(outcomes: Sequence[TrialResult], out: Path, *, title: str = "ReactBench results",
-              runs: Sequence[RunInfo] = ()) -> WrittenRun:
-    """report.html and the trial pages under `out`, and where each trial's page is."""
-    site = _Site(out)
+              runs: Sequence[RunInfo] = (), up: tuple[str, str] | None = None) -> WrittenRun:
+    """report.html and the trial pages under `out`, and where each trial's page is; every
+    page links `up` (an href from `out`, and its name) where the run is part of one."""
+    site = _Site(out, up)
     site.trials.mkdir(parents=True, exist_ok=True)
     board = Board(outcomes)
     taken: set[str] = set()
@@ -605,7 +614,7 @@ def write_run(outcomes: Sequence[TrialResult], out: Path, *, title: str = "React
                           for row in board.rows())
     columns = "".join(f"<th>{_e(c)}</th>" for c in BOARD_COLUMNS)
     legend = " ".join(f'<span class=key style="background:{c}">{v}</span>' for v, c in COLOURS.items())
-    page = _page(title, f"""<h1>{_e(title)}</h1>
+    page = _page(title, f"""{"".join(f"<p>{link}</p>" for link in site.up_link(0))}<h1>{_e(title)}</h1>
 {_header(outcomes, runs)}
 {_collection_errors(runs)}
 <h2>Leaderboard</h2>
@@ -673,8 +682,9 @@ def write_comparison(comparison: Comparison, base: Sequence[TrialResult], new: S
     """compare.html under `out`: the comparison's verdict, the flips (each linking the
     trial pages of both runs), then every task side by side; each run's own report and
     trial pages under baseline/ and candidate/. Returns compare.html's path."""
-    written_base = write_run(base, out / "baseline", title=f"{title}: the baseline", runs=runs[0])
-    written_new = write_run(new, out / "candidate", title=f"{title}: the candidate", runs=runs[1])
+    up = ("../compare.html", "the comparison")
+    written_base = write_run(base, out / "baseline", title=f"{title}: the baseline", runs=runs[0], up=up)
+    written_new = write_run(new, out / "candidate", title=f"{title}: the candidate", runs=runs[1], up=up)
 
     def row(task: str, agent: str, kind: str, detail: str) -> str:
         return (f'<tr data-kind="{_e(kind)}"><th>{_e(task)}</th><td>{_e(agent)}</td>'

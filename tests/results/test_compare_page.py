@@ -101,6 +101,11 @@ def test_a_baseline_beside_a_candidate_shows_the_flips_with_both_trials(
     baseline = trial(f"baseline/trials/alpha__{AGENT}__1.html")
     assert "Reward 1" in baseline and "+// run-base" in baseline, baseline[:2000]
     assert "the model API failed: HTTP 529 overloaded" in trial(f"candidate/trials/delta__{AGENT}__1.html")
+    # Each page of a side leads back to the comparison.
+    assert "↑ the comparison · ← the run · next: beta" in candidate, candidate[:200]
+    back = '<a id=up href="../../compare.html">'
+    assert back in (out / f"baseline/trials/alpha__{AGENT}__1.html").read_text()
+    assert '<a id=up href="../compare.html">' in (out / "candidate" / "report.html").read_text()
     # The runs named, each linking its own report.
     assert page.count('<a href="baseline/report.html">run-base</a>') == 2
     assert page.count('<a href="candidate/report.html">run-new</a>') == 2
