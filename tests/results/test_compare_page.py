@@ -15,6 +15,7 @@ from pytest_reactbench.cli import main
 from pytest_reactbench.results.manifest import RunManifest, TrialManifest
 from pytest_reactbench.results.records import RunRecords
 from pytest_reactbench.results.trial_result import Gate, Grading, Provenance, TrialResult, Verdict
+from tests.results.test_shards import _junit
 from tests.results.test_trajectory import page_text
 
 AGENT = "claude-code"
@@ -128,3 +129,30 @@ def test_report_with_a_baseline_writes_the_same_page_and_keeps_the_runs_clean(
     assert "write the pages outside the runs" in capsys.readouterr().err
     assert main(["report", str(new), "--baseline", str(base)]) == 2
     assert not (new / "review").exists()
+
+
+def test_junit_files_with_several_attempts_a_side(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def attempts(task: str, verdicts: list[Verdict], run: str) -> list[TrialResult]:
+        return [TrialResult(task=task, agent=AGENT, attempt=n, verdict=v,
+                            provenance=Provenance(run=run, backend="docker"),
+                            grading=Grading(reward=float(v is Verdict.PASSED)))
+                for n, v in enumerate(verdicts, 1)]
+
+    passed, failed = Verdict.PASSED, Verdict.FAILED
+    base = _junit(tmp_path / "base.xml", [*attempts("alpha", [passed] * 3, "b"),
+                                          *attempts("beta", [passed, passed, failed], "b")])
+    new = _junit(tmp_path / "new.xml", [*attempts("alpha", [failed] * 3, "n"),
+                                        *attempts("beta", [passed, failed, failed], "n")])
+    out = tmp_path / "review"
+    assert main(["compare", str(base), str(new), "--html", str(out)]) == 1
+    capsys.readouterr()
+    text = page_text((out / "compare.html").as_uri(), tmp_path / "chromium")
+    # Three attempts a side: every pass became a fail is beyond noise (p = 1/20), one
+    # fewer pass is within it; the regression first.
+    flips = text[text.index("Flips (2)"):text.index("Every task")]
+    assert flips.index(f"alpha {AGENT} worse 3/3 -> 0/3, p=0.050") < flips.index(
+        f"beta {AGENT} worse (within noise) 2/3 -> 1/3, p="), flips
+    links = _links((out / "compare.html").read_text(), "flip-list", "alpha")
+    assert links == [f"{side}/trials/alpha__{AGENT}__{n}.html" for side in ("baseline", "candidate")
+                     for n in (1, 2, 3)]
+    assert all((out / link).is_file() for link in links)
