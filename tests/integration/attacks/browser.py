@@ -4,8 +4,8 @@ Each attack shows the Reset under the unit specs (jsdom) and, in the browser, on
 where the grader's browser would betray itself: in a realm the disguise never
 reached (a fresh iframe, a Worker), through the disguise's own functions, by a UTC
 time zone, by no media devices, by a value one profile has. The others show a Reset
-that no user can see or use, which Playwright's own checks accept. Names the audit
-would list are built at run time.
+(or an Increment) that no user can see or use, which Playwright's own checks accept.
+Names the audit would list are built at run time.
 """
 
 from __future__ import annotations
@@ -157,14 +157,18 @@ Verdicts = dict[str, dict[str, str]]
 
 def check(verdicts: Verdicts, grade_json: Callable[[dict[str, str]], dict[str, Any]]) -> None:
     """Each attack fails the tests gate on the e2e spec alone (the unit specs saw the
-    Reset); an invisible Reset fails with the browser's word for why."""
+    Reset); an invisible control fails with the browser's word for why; a page for one
+    profile fails under the other."""
     for name in ATTACKS:
         props = verdicts[name]
         assert props["reactbench.gate.tests"] == "0", (name, props.get("reactbench.message"))
         failing = grade_json(props)["tests"]["failing"]
         assert failing and all("e2e" in line for line in failing), (name, failing)
-    unseen = {"transparent-reset": "no user sees it", "overlay-reset": "no user sees it",
-              "lying-style-reset": "no user sees it", "transparent-increment": "no user could click it"}
+    # Pixels find what draws nothing, the hit test what is covered, on assertions and clicks.
+    unseen = {"transparent-reset": "no user sees it: its box draws nothing",
+              "overlay-reset": "no user sees it: it is under another element at its centre (<span>)",
+              "lying-style-reset": "no user sees it: its box draws nothing",
+              "transparent-increment": "no user could click it: its box draws nothing"}
     for name, why in unseen.items():
         specs = grade_json(verdicts[name])["tests"]["specs"]
         said = " ".join(s["message"] for s in specs if s["file"].startswith("e2e/"))
