@@ -43,7 +43,8 @@ const reportOf = (spec) => join(REPORTS, `${RUN}${watch.specIndex(spec)}.json`);
  * @property {(spec: string) => number} specIndex  a spec file's number, for its report's name
  * @property {(objectId: string | null) => void} located  the inspector's handle on the box
  * @property {(scriptId: string, url: string) => void} script  a script the inspector parsed
- * @property {(target: string, impl: object) => void} target
+ * @property {(target: string, impl: object) => void} target  a target whose listeners it watches
+ * @property {(impl: unknown) => string | null} nameOf  a watched target's name
  * @property {(spec: string, ok: boolean) => string} report  the report's JSON
  * @property {(start: () => void) => boolean} probe  whether the hook saw a timer `start` made
  * @property {(wait: (then: () => void) => void) => Promise<void>} settle  resolves after two
@@ -174,7 +175,8 @@ const watch = vm.runInContext(`
   }
   const timers = new Map();  // async id -> { files, callback, what }, until its destroy
   const listeners = [];  // { target, type, entry, files }
-  const targets = new Map();
+  const targets = new Map();  // name -> jsdom's implementation object
+  const names = new Map();  // and back
   let probing = false, probed = false;
   const tests = new Map();  // spec -> tests reported after
   const specs = new Map();  // spec -> its number
@@ -207,6 +209,10 @@ const watch = vm.runInContext(`
     },
     target(name, impl) {
       targets.set(name, impl);
+      names.set(impl, name);
+    },
+    nameOf(impl) {
+      return names.get(impl) ?? null;
     },
     added(target, type, entries, from) {
       const files = stackFiles();
@@ -255,7 +261,7 @@ const watch = vm.runInContext(`
         const callback = entry.callback?.objectReference ?? entry.callback;
         if (live) leak("listener", files, callback, "a \\"" + type + "\\" listener on the " + target);
       }
-      return JSON.stringify({ spec, tests: tests.get(spec), watching: ok && targets.size === 2, leaks: leaks.slice(0, MAX_LEAKS) });
+      return JSON.stringify({ spec, tests: tests.get(spec), watching: ok && targets.has("window") && targets.has("document"), leaks: leaks.slice(0, MAX_LEAKS) });
     },
   })`, vm.createContext({ SELF: fileURLToPath(import.meta.url), POST: post, FAKE_TIMERS: fakeTimers }),
   { filename: "reactbench-leak-watch" });
@@ -291,12 +297,18 @@ function implOf(wrapper) {
 const page = /** @type {any} */ (globalThis);
 const windowImpl = implOf(page.jsdom?.window ?? page.window);
 const documentImpl = implOf(page.document);
-if (windowImpl) watch.target("window", windowImpl);
-if (documentImpl) watch.target("document", documentImpl);
+// What outlives every test of the file: the window, the document and its two elements.
+for (const [name, impl] of /** @type {[string, object | undefined][]} */ ([
+  ["window", windowImpl], ["document", documentImpl],
+  ["document's <html>", implOf(page.document?.documentElement)], ["document's <body>", implOf(page.document?.body)],
+])) {
+  if (!impl) continue;
+  watch.target(name, impl);
+}
 
 // The one addEventListener of jsdom's implementation (EventTargetImpl's), which every
-// page-world way of adding a listener ends in: an entry it adds to the window's or the
-// document's list is noted with the stack that added it.
+// page-world way of adding a listener ends in: an entry it adds to the list of a watched
+// target is noted with the stack that added it.
 /** @type {{ addEventListener: Function } | null} */
 let implProto = null;
 /** @type {Function | null} */
@@ -307,7 +319,7 @@ for (let proto = windowImpl && Object.getPrototypeOf(windowImpl); proto; proto =
   const call = Function.prototype.call.bind(add);
   /** @this {{ _eventListeners?: Record<string, object[]> }} */
   wrapped = function addEventListener(/** @type {string} */ type, /** @type {unknown[]} */ ...rest) {
-    const target = this === windowImpl ? "window" : this === documentImpl ? "document" : null;
+    const target = watch.nameOf(this);
     if (!target) return call(this, type, ...rest);
     // jsdom only appends to a list as it adds.
     const from = this._eventListeners?.[type]?.length ?? 0;

@@ -163,10 +163,11 @@ const STAND_IN = {
       removeEventListener(type, callback) { target.removeEventListener(type, callback); },
     });
     globalThis.window = wrapper(new EventTargetImpl());
-    globalThis.document = wrapper(new EventTargetImpl());`,
+    globalThis.document = { ...wrapper(new EventTargetImpl()), body: wrapper(new EventTargetImpl()) };`,
   // What the submission changed.
   "src/Alias.mjs": `export default () => { const every = globalThis["set" + "Interval"]; every(() => {}, 1000); };`,
   "src/Listener.mjs": `export default () => window.addEventListener.bind(window)("resize", () => {});`,
+  "src/Body.mjs": `export default () => document.body.addEventListener("click", () => {});`,
   "src/Built.mjs": `export default () => [].map.constructor("setInterval(function () {}, 1000)")();`,
   "src/Bound.mjs": `const tick = () => {};
     export default () => queueMicrotask(setTimeout.bind(null, tick, 60000));`,
@@ -228,17 +229,19 @@ function watchRun(names) {
 
 describe("the leak watch", () => {
   test("sees each leak however it was started, by the file that made it or the code it runs", () => {
-    const report = watchRun(["Alias", "Listener", "Built", "Bound", "Clean"]);
+    const report = watchRun(["Alias", "Listener", "Body", "Built", "Bound", "Clean"]);
     assert.equal(report.watching, true);
     assert.equal(report.tests, 1);
     const seen = report.leaks.map((l) => `${l.kind} ${l.files.filter((f) => f.startsWith("src/")).join(",")}`).sort();
     assert.deepEqual(seen, [
+      "listener src/Body.mjs",
       "listener src/Listener.mjs",
       "timer src/Alias.mjs",
       "timer src/Bound.mjs",
       "timer src/Built.mjs",
     ]);
     assert.match(report.leaks.find((l) => l.files.includes("src/Alias.mjs"))?.what ?? "", /an interval of 1000 ms/);
+    assert.match(report.leaks.find((l) => l.files.includes("src/Body.mjs"))?.what ?? "", /"click" listener on the document's <body>/);
   });
 
   test("code that reconfigures the page's Error and Map does not blind it", () => {
