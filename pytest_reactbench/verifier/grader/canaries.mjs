@@ -95,6 +95,7 @@ export function withRunReporter(cmd) {
 // No file of the image belongs to it.
 export const SEAL_GID = 65533;
 const KEY_FILE = "run-key";
+const KEY_FOLDER = "seal";
 
 // The grader's Vitest setup files (files of the grader's folder), in the order they run:
 // after the task's own setup files, in every test worker. The reporter adds them
@@ -111,12 +112,7 @@ export const VITEST_SETUP_FILES = ["leak-watch.mjs", "vitest-guard.mjs"];
  */
 export function installReporter(room = ROOM) {
   roomTool(REPORTER_FILE);
-  const key = crypto.randomBytes(32);
-  const keyFile = path.join(room, KEY_FILE);
-  fs.rmSync(keyFile, { force: true });
-  fs.writeFileSync(keyFile, key, { mode: 0o400 });
-  fs.chownSync(keyFile, 0, SEAL_GID);
-  fs.chmodSync(keyFile, 0o040);
+  const { key, keyFile } = writeKey(room);
   return {
     key,
     env: {
@@ -124,6 +120,29 @@ export function installReporter(room = ROOM) {
       REACTBENCH_RUN_KEY: keyFile,
     },
   };
+}
+
+/**
+ * A new key for the reporter, readable by SEAL_GID alone, in a folder of its own that
+ * only SEAL_GID may change, so that the reporter removes the key once it has read it.
+ * Vitest's main process keeps SEAL_GID as its saved group after it drops it (only a
+ * privileged process could clear that): code that runs in it later, a thread of it
+ * included, could take the group back, and finds no key.
+ * @param {string} room
+ * @returns {{ key: Buffer, keyFile: string }}
+ */
+export function writeKey(room) {
+  const key = crypto.randomBytes(32);
+  const folder = path.join(room, KEY_FOLDER);
+  fs.rmSync(folder, { recursive: true, force: true });
+  fs.mkdirSync(folder, { mode: 0o700 });
+  const keyFile = path.join(folder, KEY_FILE);
+  fs.writeFileSync(keyFile, key, { mode: 0o400 });
+  fs.chownSync(keyFile, 0, SEAL_GID);
+  fs.chmodSync(keyFile, 0o040);
+  fs.chownSync(folder, 0, SEAL_GID);
+  fs.chmodSync(folder, 0o070);
+  return { key, keyFile };
 }
 
 /**

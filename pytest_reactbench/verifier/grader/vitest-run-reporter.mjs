@@ -32,6 +32,12 @@ function readKey() {
   try {
     if (keyFile) key = fs.readFileSync(keyFile);
   } catch {}
+  // Gone once read: this process keeps the key's group as its saved group (only a
+  // privileged process could clear it), and code that runs in it later (a thread of it)
+  // could take the group back.
+  try {
+    if (keyFile) fs.rmSync(keyFile);
+  } catch {}
   // The room's own group from now on, before any worker is started.
   try {
     if (process.getegid && process.setegid && process.getgid && process.getegid() !== process.getgid()) {

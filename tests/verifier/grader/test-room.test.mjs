@@ -8,7 +8,9 @@ import path from "node:path";
 import { describe, test } from "node:test";
 
 import { APP, LOGS, ROOM, ROOM_REPORTS } from "../../../pytest_reactbench/verifier/grader/config.mjs";
-import { SEAL_GID } from "../../../pytest_reactbench/verifier/grader/canaries.mjs";
+import { SEAL_GID, writeKey } from "../../../pytest_reactbench/verifier/grader/canaries.mjs";
+
+const REPORTER_SOURCE = path.resolve(import.meta.dirname, "../../../pytest_reactbench/verifier/grader/vitest-run-reporter.mjs");
 import {
   inRoom, killRoom, pnpmExec, processesOf, roomEnv, roomPrefix, stepBudget, testPlan,
 } from "../../../pytest_reactbench/verifier/grader/test-room.mjs";
@@ -137,10 +139,10 @@ describe("a sealed unit command", () => {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "grader-seal-"));
       try {
         fs.chmodSync(dir, 0o755);
-        const key = path.join(dir, "run-key");
-        fs.writeFileSync(key, "k".repeat(32));
-        fs.chownSync(key, 0, SEAL_GID);
-        fs.chmodSync(key, 0o040);
+        // Where the grader puts the key, as it puts it there.
+        const { key: secret, keyFile: key } = writeKey(dir);
+        const env = { REACTBENCH_RUN_KEY: key };
+        assert.ok(key.startsWith(dir) && fs.readFileSync(key).equals(secret));
         const wrapper = path.join(dir, "bin", "pnpm");
         /** @param {string} file @param {string} text */
         const executable = (file, text) => {
@@ -149,25 +151,31 @@ describe("a sealed unit command", () => {
         };
         executable(wrapper, pnpmExec("/bin/false"));
         const app = path.join(dir, "app");
-        // What Vitest's main process does (the reporter), then a worker of its.
-        const main = path.join(app, "main.cjs");
+        // Vitest's main process loads the grader's reporter, then starts a worker, which
+        // tries to take the key's group back, then the key and the main process.
+        const main = path.join(app, "main.mjs");
         executable(path.join(app, "node_modules", ".bin", "runner"), `#!/bin/sh\nexec node ${main} "$@"\n`);
         fs.writeFileSync(main, `
-const fs = require("fs"), cp = require("child_process");
-const read = (f) => { try { fs.readFileSync(f); return "read"; } catch (e) { return e.code; } };
-const key = read(${JSON.stringify(key)});
-process.setegid(process.getgid());
+import cp from "node:child_process";
+await import(${JSON.stringify(REPORTER_SOURCE)});
 const worker = cp.spawnSync(process.execPath, ["-e", \`
   const fs = require("fs");
   const read = (f) => { try { fs.readFileSync(f); return "read"; } catch (e) { return e.code; } };
-  console.log(JSON.stringify([read(${JSON.stringify(key)}), read("/proc/\${process.pid}/mem"), read("/proc/\${process.pid}/environ")]));
+  let regained = "no";
+  try { process.setegid(${SEAL_GID}); regained = "yes"; } catch {}
+  console.log(JSON.stringify([regained, read(${JSON.stringify(key)}), read("/proc/\${process.pid}/mem"),
+    read("/proc/\${process.pid}/environ")]));
 \`], { encoding: "utf8" });
-console.log(JSON.stringify({ key, worker: JSON.parse(worker.stdout) }));
+console.log(JSON.stringify({ worker: JSON.parse(worker.stdout) }));
 `);
         const [command = "", ...args] = roomPrefix(true);
-        const result = spawnSync(command, [...args, "bash", "-p", "-c", `${wrapper} exec runner`], { cwd: app, encoding: "utf8" });
+        const result = spawnSync(command, [...args, "bash", "-p", "-c", `${wrapper} exec runner`],
+          { cwd: app, encoding: "utf8", env: { ...process.env, ...env, REACTBENCH_REPORTS: dir } });
         assert.equal(result.status, 0, result.stderr);
-        assert.deepEqual(JSON.parse(result.stdout), { key: "read", worker: ["EACCES", "EACCES", "EACCES"] });
+        // A worker is a new program: the kernel gave it the dropped group as its saved one,
+        // so it cannot take the key's back. And the key is gone: the reporter removed it.
+        assert.deepEqual(JSON.parse(result.stdout), { worker: ["no", "EACCES", "EACCES", "EACCES"] });
+        assert.equal(fs.existsSync(key), false);
       } finally {
         fs.rmSync(dir, { recursive: true, force: true });
       }
