@@ -33,6 +33,7 @@ import { readReport, testKey } from "./reports.mjs";
  * @typedef {object} VitestRun
  * @property {number} unhandled  errors outside any test
  * @property {string} [reason]  Vitest's: passed, failed or interrupted
+ * @property {boolean} [sealed]  Vitest's main process started with SEAL_GID and dropped it
  * @property {import("./reports.mjs").VitestFile[]} [testResults]  the task tree at the run's end
  */
 
@@ -94,8 +95,6 @@ export function withRunReporter(cmd) {
 // its effective (and saved) group, which the reporter drops before any worker starts.
 // No file of the image belongs to it.
 export const SEAL_GID = 65533;
-const KEY_FILE = "run-key";
-const KEY_FOLDER = "seal";
 
 // The grader's Vitest setup files (files of the grader's folder), in the order they run:
 // after the task's own setup files, in every test worker. The reporter adds them
@@ -103,46 +102,24 @@ const KEY_FOLDER = "seal";
 /** @type {string[]} */
 export const VITEST_SETUP_FILES = ["leak-watch.mjs", "vitest-guard.mjs"];
 
-/**
- * The reporter and the grader's setup files, where the room's commands load them from,
- * and a new key for the reporter to sign its report with (a file of SEAL_GID's); the
- * key, and the environment that names those files to the reporter.
- * @param {string} [room]
- * @returns {{ key: Buffer, env: Record<string, string> }}
- */
-export function installReporter(room = ROOM) {
-  roomTool(REPORTER_FILE);
-  const { key, keyFile } = writeKey(room);
-  return {
-    key,
-    env: {
-      REACTBENCH_VITEST_SETUP: VITEST_SETUP_FILES.map((name) => roomTool(name)).join(":"),
-      REACTBENCH_RUN_KEY: keyFile,
-    },
-  };
-}
+/** The descriptor on which the room's command gets the reporter's key (runInRoom). */
+export const KEY_FD = 9;
 
 /**
- * A new key for the reporter, readable by SEAL_GID alone, in a folder of its own that
- * only SEAL_GID may change, so that the reporter removes the key once it has read it.
- * Vitest's main process keeps SEAL_GID as its saved group after it drops it (only a
- * privileged process could clear that): code that runs in it later, a thread of it
- * included, could take the group back, and finds no key.
- * @param {string} room
- * @returns {{ key: Buffer, keyFile: string }}
+ * The reporter and the grader's setup files, where the room's commands load them from;
+ * a new key for the reporter to sign its report with (the room's command gets it on
+ * KEY_FD), and the environment that names those to the reporter.
+ * @returns {{ key: Buffer, env: Record<string, string> }}
  */
-export function writeKey(room) {
-  const key = crypto.randomBytes(32);
-  const folder = path.join(room, KEY_FOLDER);
-  fs.rmSync(folder, { recursive: true, force: true });
-  fs.mkdirSync(folder, { mode: 0o700 });
-  const keyFile = path.join(folder, KEY_FILE);
-  fs.writeFileSync(keyFile, key, { mode: 0o400 });
-  fs.chownSync(keyFile, 0, SEAL_GID);
-  fs.chmodSync(keyFile, 0o040);
-  fs.chownSync(folder, 0, SEAL_GID);
-  fs.chmodSync(folder, 0o070);
-  return { key, keyFile };
+export function installReporter() {
+  roomTool(REPORTER_FILE);
+  return {
+    key: crypto.randomBytes(32),
+    env: {
+      REACTBENCH_VITEST_SETUP: VITEST_SETUP_FILES.map((name) => roomTool(name)).join(":"),
+      REACTBENCH_RUN_KEY_FD: String(KEY_FD),
+    },
+  };
 }
 
 /**

@@ -11,7 +11,7 @@ import {
   APP, LOGS, ROOM, ROOM_GID, ROOM_REPORTS, ROOM_UID, STATE, TESTS, VERIFIER_DIR, compileCache,
 } from "./config.mjs";
 import {
-  SEAL_GID, canariesExplainExit, installReporter, judgeCanaries, plantCanaries, readRunReport,
+  KEY_FD, SEAL_GID, canariesExplainExit, installReporter, judgeCanaries, plantCanaries, readRunReport,
 } from "./canaries.mjs";
 import { SubmissionFailure } from "./errors.mjs";
 import { collectLeaks } from "./leaks.mjs";
@@ -320,14 +320,26 @@ const MAX_ROOM_OUTPUT = 256 * 1024 * 1024;
  * A command in the room, killed past its budget. Asynchronous, so that a scan
  * running beside it is seen to finish when it does.
  * @param {string} cmd
- * @param {{ cwd: string, budget: number, env?: Record<string, string>, sealed?: boolean }} options
- *   budget: seconds; sealed: see roomPrefix
+ * @param {{ cwd: string, budget: number, env?: Record<string, string>, sealed?: boolean,
+ *   key?: Buffer | null }} options  budget: seconds; sealed: see roomPrefix; key: the
+ *   reporter's, handed over on KEY_FD
  * @returns {Promise<RoomResult>}
  */
-export function runInRoom(cmd, { cwd, budget, env = {}, sealed = false }) {
+export function runInRoom(cmd, { cwd, budget, env = {}, sealed = false, key = null }) {
   const started = performance.now();
   const [command, ...args] = [...roomPrefix(sealed), "bash", ...(sealed ? ["-p"] : []), "-c", inRoom(cmd)];
-  const child = spawn(command, args, { cwd, env: roomEnv(env), stdio: ["ignore", "pipe", "pipe"] });
+  // The reporter's key on a pipe of its own (KEY_FD): written whole, then closed.
+  /** @type {("ignore" | "pipe")[]} */
+  const stdio = ["ignore", "pipe", "pipe"];
+  if (key) stdio.push(...Array(KEY_FD - 3).fill("ignore"), "pipe");
+  const spawned = spawn(command, args, { cwd, env: roomEnv(env), stdio });
+  const child = /** @type {import("node:child_process").ChildProcessWithoutNullStreams} */ (
+    /** @type {unknown} */ (spawned));
+  if (key) {
+    const pipe = /** @type {import("node:stream").Writable} */ (/** @type {unknown[]} */ (spawned.stdio)[KEY_FD]);
+    pipe.on("error", () => {});  // a command that never reads it
+    pipe.end(key);
+  }
   /** @type {Buffer[]} */
   const chunks = [];
   let size = 0;
@@ -563,7 +575,8 @@ export async function testGate(config, setPhase) {
           REACTBENCH_E2E_USER_AGENT: userAgent(),
         };
       }
-      const result = await runInRoom(cmd, { cwd: plan.cwd, budget: remaining(), env, sealed: reporter !== null });
+      const result = await runInRoom(cmd, { cwd: plan.cwd, budget: remaining(), env, sealed: reporter !== null,
+        key: reporter?.key ?? null });
       output += result.output;
       console.log(result.output.split("\n").slice(-40).join("\n"));
       /** @type {import("./reports.mjs").TestResults} */
@@ -578,6 +591,10 @@ export async function testGate(config, setPhase) {
         report("vitest.json", step.name);
         const { run: got, problem, forged } = readRunReport(reporter.key);
         signedRun = got;
+        if (got?.sealed === false) {
+          console.log("the unit command reached Vitest through a shell that drops the group that seals its "
+            + "main process (sh, or bash without -p): its report is signed all the same");
+        }
         if (problem && forged) tampered.push(`test results tampered: ${problem}`);
         else if (problem) spoiled.push(`${problem}: the ${step.name} tests did not run`);
         vitestResults(signedRun, ran, said);

@@ -4,14 +4,13 @@
 // path, its file, its first error), the errors outside any test, and how the run ended.
 // Vitest 3 and later call onTestRunEnd; earlier ones onFinished.
 //
-// The report is signed (HMAC-SHA256) with a key only this process can read: the room's
-// command starts with an effective group of its own (SEAL_GID, also its saved group),
-// which alone may read the key file; the reporter reads it when it is loaded, before any
-// worker exists, and drops to the room's group. The workers are started after that
-// with the room's ids alone: they can neither read the key file nor this process's
-// memory, descriptors or environment (the kernel lets a process read another's only
-// when all their ids match). A report forged or rewritten by any other process of the
-// room does not verify, and the grader judges no other.
+// The report is signed (HMAC-SHA256) with a key only this process reads: the grader
+// hands it over a pipe the reporter drains when it is loaded, before any worker exists
+// (readKey). The room's command also starts with an effective group of its own
+// (SEAL_GID), which the reporter drops: a change of credentials, after which the kernel
+// lets no worker (started with the room's ids alone) read or write this process's
+// memory. A report forged or rewritten by any other process of the room does not
+// verify, and the grader judges no other.
 //
 // Before any worker starts (onInit), it sets what every worker sees: the grader's setup
 // files (REACTBENCH_VITEST_SETUP, colon-separated absolute paths), run after the
@@ -24,29 +23,38 @@ import path from "node:path";
 
 const file = path.join(process.env.REACTBENCH_REPORTS ?? ".", "vitest-run.json");
 
-/** @returns {Buffer | null} the key, read once (null: none to read) */
+/**
+ * The key, read once from the pipe the grader hands the room's command
+ * (REACTBENCH_RUN_KEY_FD): a descriptor every process of the chain inherits and none
+ * but this one reads, whatever shells the command passes through; this process drains
+ * and closes it before any worker exists, and a worker finds it empty. Whether this
+ * process started with the group that seals it is said in the report: dropping that
+ * group changes its credentials, after which the kernel lets no worker read or write
+ * its memory; a shell on the way (sh, or bash without -p) drops it first.
+ * @returns {{ key: Buffer | null, sealed: boolean }}
+ */
 function readKey() {
-  const keyFile = process.env.REACTBENCH_RUN_KEY;
   /** @type {Buffer | null} */
   let key = null;
-  try {
-    if (keyFile) key = fs.readFileSync(keyFile);
-  } catch {}
-  // Gone once read: this process keeps the key's group as its saved group (only a
-  // privileged process could clear it), and code that runs in it later (a thread of it)
-  // could take the group back.
-  try {
-    if (keyFile) fs.rmSync(keyFile);
-  } catch {}
-  // The room's own group from now on, before any worker is started.
+  const fd = Number(process.env.REACTBENCH_RUN_KEY_FD);
+  if (Number.isInteger(fd) && fd > 2) {
+    try {
+      key = fs.readFileSync(fd);
+    } catch {}
+    try {
+      fs.closeSync(fd);
+    } catch {}
+  }
+  let sealed = false;
   try {
     if (process.getegid && process.setegid && process.getgid && process.getegid() !== process.getgid()) {
       process.setegid(process.getgid());
+      sealed = true;
     }
   } catch {}
-  return key && key.length >= 32 ? key : null;
+  return { key: key && key.length >= 32 ? key : null, sealed };
 }
-const KEY = readKey();
+const { key: KEY, sealed: SEALED } = readKey();
 
 /** The grader's setup files, in order. */
 export const graderSetupFiles = () =>
@@ -159,7 +167,8 @@ export function signed(report, key) {
  * @param {string} [reason]
  */
 function write(files, errors, reason) {
-  const report = { unhandled: errors?.length ?? 0, ...(reason ? { reason } : {}), testResults: treeReport(files) };
+  const report = { unhandled: errors?.length ?? 0, ...(reason ? { reason } : {}), sealed: SEALED,
+    testResults: treeReport(files) };
   fs.writeFileSync(file, JSON.stringify(signed(report, KEY)));
 }
 

@@ -2,18 +2,19 @@
 // environment and command its processes get, and the pnpm it runs.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, test } from "node:test";
 
 import { APP, LOGS, ROOM, ROOM_REPORTS } from "../../../pytest_reactbench/verifier/grader/config.mjs";
-import { SEAL_GID, writeKey } from "../../../pytest_reactbench/verifier/grader/canaries.mjs";
+import { KEY_FD, SEAL_GID, readRunReport } from "../../../pytest_reactbench/verifier/grader/canaries.mjs";
+import {
+  inRoom, killRoom, pnpmExec, processesOf, roomEnv, runInRoom, stepBudget, testPlan,
+} from "../../../pytest_reactbench/verifier/grader/test-room.mjs";
 
 const REPORTER_SOURCE = path.resolve(import.meta.dirname, "../../../pytest_reactbench/verifier/grader/vitest-run-reporter.mjs");
-import {
-  inRoom, killRoom, pnpmExec, processesOf, roomEnv, roomPrefix, stepBudget, testPlan,
-} from "../../../pytest_reactbench/verifier/grader/test-room.mjs";
 
 /**
  * @import { Config, TestConfig } from "../../../pytest_reactbench/verifier/grader/config.mjs"
@@ -134,15 +135,15 @@ describe("pnpmExec", () => {
 describe("a sealed unit command", () => {
   const asRoot = process.getuid?.() === 0;
 
-  test("keeps its group through the room's shells; a worker started after the drop reads neither the key nor the main process",
-    { skip: !asRoot && "needs root" }, () => {
+  test("the reporter gets its key through any shell, signs with it, and a worker reads neither the key nor the main process",
+    { skip: !asRoot && "needs root" }, async () => {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "grader-seal-"));
       try {
         fs.chmodSync(dir, 0o755);
-        // Where the grader puts the key, as it puts it there.
-        const { key: secret, keyFile: key } = writeKey(dir);
-        const env = { REACTBENCH_RUN_KEY: key };
-        assert.ok(key.startsWith(dir) && fs.readFileSync(key).equals(secret));
+        const reports = path.join(dir, "reports");
+        fs.mkdirSync(reports, { mode: 0o777 });
+        fs.mkdirSync(path.join(dir, "kept"));
+        fs.chmodSync(reports, 0o777);
         const wrapper = path.join(dir, "bin", "pnpm");
         /** @param {string} file @param {string} text */
         const executable = (file, text) => {
@@ -151,31 +152,43 @@ describe("a sealed unit command", () => {
         };
         executable(wrapper, pnpmExec("/bin/false"));
         const app = path.join(dir, "app");
-        // Vitest's main process loads the grader's reporter, then starts a worker, which
-        // tries to take the key's group back, then the key and the main process.
+        // Vitest's main process: it loads the grader's reporter, starts a worker (which
+        // tries the key's descriptor, its group and the main process), then reports.
         const main = path.join(app, "main.mjs");
         executable(path.join(app, "node_modules", ".bin", "runner"), `#!/bin/sh\nexec node ${main} "$@"\n`);
         fs.writeFileSync(main, `
 import cp from "node:child_process";
-await import(${JSON.stringify(REPORTER_SOURCE)});
+const { default: Reporter } = await import(${JSON.stringify(REPORTER_SOURCE)});
 const worker = cp.spawnSync(process.execPath, ["-e", \`
   const fs = require("fs");
-  const read = (f) => { try { fs.readFileSync(f); return "read"; } catch (e) { return e.code; } };
+  const read = (f) => { try { return fs.readFileSync(f).length ? "read" : "empty"; } catch (e) { return e.code; } };
   let regained = "no";
   try { process.setegid(${SEAL_GID}); regained = "yes"; } catch {}
-  console.log(JSON.stringify([regained, read(${JSON.stringify(key)}), read("/proc/\${process.pid}/mem"),
+  console.log(JSON.stringify([read(${KEY_FD}), regained, read("/proc/\${process.pid}/mem"),
     read("/proc/\${process.pid}/environ")]));
 \`], { encoding: "utf8" });
-console.log(JSON.stringify({ worker: JSON.parse(worker.stdout) }));
+new Reporter().onTestRunEnd([], [], "passed");
+console.log(worker.stdout.trim());
 `);
-        const [command = "", ...args] = roomPrefix(true);
-        const result = spawnSync(command, [...args, "bash", "-p", "-c", `${wrapper} exec runner`],
-          { cwd: app, encoding: "utf8", env: { ...process.env, ...env, REACTBENCH_REPORTS: dir } });
-        assert.equal(result.status, 0, result.stderr);
-        // A worker is a new program: the kernel gave it the dropped group as its saved one,
-        // so it cannot take the key's back. And the key is gone: the reporter removed it.
-        assert.deepEqual(JSON.parse(result.stdout), { worker: ["no", "EACCES", "EACCES", "EACCES"] });
-        assert.equal(fs.existsSync(key), false);
+        /** @param {string} cmd */
+        const chain = async (cmd) => {
+          const key = crypto.randomBytes(32);
+          const run = await runInRoom(cmd, { cwd: app, budget: 60, sealed: true, key,
+            env: { REACTBENCH_RUN_KEY_FD: String(KEY_FD), REACTBENCH_REPORTS: reports } });
+          assert.equal(run.code, 0, run.output);
+          const signed = readRunReport(key, reports, path.join(dir, "kept"));
+          assert.equal(signed.problem, null);
+          return { worker: JSON.parse(run.output.trim().split("\n").at(-1) ?? ""), sealed: signed.run?.sealed };
+        };
+        // Through the room's pnpm: the group reaches Vitest, which is sealed once it
+        // drops it. A worker is a new program, whose saved group is the dropped one.
+        const through = await chain(`${wrapper} exec runner`);
+        assert.notEqual(through.worker[0], "read");  // the descriptor is closed (or another's)
+        assert.deepEqual({ ...through, worker: through.worker.slice(1) },
+          { worker: ["no", "EACCES", "EACCES"], sealed: true });
+        // Through sh, which drops the group: the key still comes, and the report says it
+        // was not sealed.
+        assert.deepEqual((await chain("sh -c 'PATH=node_modules/.bin:$PATH runner'")).sealed, false);
       } finally {
         fs.rmSync(dir, { recursive: true, force: true });
       }
