@@ -347,7 +347,7 @@ async function coveredBy(locator, cdp, box, x, y) {
 /**
  * Why no user sees or can use the element of `locator` now (null: one does), asked
  * of the browser, never of the page: the pixels of the element's visible box, then
- * the node painted on top at its centre.
+ * the node painted on top at its centre (or at the centre of one of its quarters).
  * @param {any} locator
  * @param {number} timeout
  * @returns {Promise<string | null>}
@@ -378,9 +378,17 @@ export async function whyUnseen(locator, timeout) {
   if (image && !drawsSomething(image)) return "its box draws nothing on the screen (one colour, no text, no border)";
   // Inside a frame, the page's hit test would name the frame: the pixels judge alone.
   if (/contentFrame\(\)|frameLocator\(/.test(String(locator))) return null;
-  const cover = await coveredBy(locator, await session(page, undefined), box, left + (right - left) / 2,
-    top + (bottom - top) / 2);
-  return cover === null ? null : `it is under another element at its centre (<${cover}>)`;
+  // Seen at its centre, or else at the centre of a quarter of it (a large element a
+  // toast or a dialog partly covers is still seen).
+  const cdp = await session(page, undefined);
+  const [width, height] = [right - left, bottom - top];
+  let cover = null;
+  for (const [fx, fy] of [[0.5, 0.5], [0.25, 0.25], [0.75, 0.25], [0.25, 0.75], [0.75, 0.75]]) {
+    const found = await coveredBy(locator, cdp, box, left + width * fx, top + height * fy);
+    if (found === null) return null;
+    cover ??= found;
+  }
+  return `it is under another element at its centre (<${cover}>)`;
 }
 
 /**
