@@ -605,7 +605,10 @@ export async function testGate(config, setPhase) {
       playwrightResults(e2eReport, ran, said);
       // Each e2e test passes under both browser profiles, or fails.
       if (step.name === "e2e") for (const [key, status] of profileGaps(e2eReport)) ran.set(key, status);
-      tampered.push(...judgeCanaries(canaries, ran, said));
+      const forged = judgeCanaries(canaries, ran, said);
+      tampered.push(...forged);
+      // Read after the room is gone, where the room never reads: the planted tests named.
+      if (canaries.length) output += plantedNote(canaries, forged.length === 0);
       if (step.name === "unit") collectLeaks(canaries.length > 0, ran);
       const explained = canaries.length > 0 &&
         canariesExplainExit(result.code, canaries, signedRun, ran);
@@ -624,6 +627,23 @@ export async function testGate(config, setPhase) {
   }
   return testVerdict(config, plan, { phases, results, messages, spoiled, tampered },
     { uid: ROOM_UID, pid_namespace: Boolean(pidNamespace) });
+}
+
+/**
+ * What the test log says of the planted tests after a step's output: which they were,
+ * so that the failures planted on purpose are not read as the submission's.
+ * @param {import("./canaries.mjs").Canary[]} canaries
+ * @param {boolean} asPlanted  every one was reported as planted
+ * @returns {string}
+ */
+export function plantedNote(canaries, asPlanted) {
+  const failing = canaries.filter((c) => c.must === "fail");
+  const names = (/** @type {import("./canaries.mjs").Canary[]} */ list) =>
+    list.map((c) => `  ${c.file} > ${c.titles.join(" > ")}`).join("\n");
+  return `\n[grader] ${canaries.length} test(s) above were planted by the grader to check the report, ` +
+    `${failing.length} of them made to fail on purpose` +
+    (asPlanted ? "; each was reported as planted" : "; not every one was reported as planted (see the failing list)") +
+    `. Planted to fail:\n${names(failing)}\nPlanted to pass:\n${names(canaries.filter((c) => c.must === "pass"))}\n`;
 }
 
 /**

@@ -11,7 +11,7 @@ import { describe, test } from "node:test";
 import { APP, LOGS, ROOM, ROOM_REPORTS } from "../../../pytest_reactbench/verifier/grader/config.mjs";
 import { KEY_FD, SEAL_GID, readRunReport } from "../../../pytest_reactbench/verifier/grader/canaries.mjs";
 import {
-  inRoom, killRoom, pnpmExec, processesOf, roomEnv, runInRoom, stepBudget, testPlan,
+  inRoom, killRoom, plantedNote, pnpmExec, processesOf, roomEnv, runInRoom, stepBudget, testPlan,
 } from "../../../pytest_reactbench/verifier/grader/test-room.mjs";
 
 const REPORTER_SOURCE = path.resolve(import.meta.dirname, "../../../pytest_reactbench/verifier/grader/vitest-run-reporter.mjs");
@@ -220,5 +220,17 @@ describe("ending the room", () => {
     } finally {
       for (let i = 0; i < 20 && processesOf(uid).length; i++) killRoom(uid);
     }
+  });
+});
+
+describe("the test log", () => {
+  test("names the planted tests, so that their planted failures are not read as the submission's", () => {
+    const note = plantedNote([
+      { file: "src/a.spec.tsx", titles: ["Counter", "resets the count at zero"], must: "fail" },
+      { file: "src/a.spec.tsx", titles: ["Counter", "counts the button"], must: "pass" },
+    ], true);
+    assert.match(note, /2 test\(s\) above were planted by the grader to check the report, 1 of them made to fail on purpose; each was reported as planted/);
+    assert.match(note, /Planted to fail:\n {2}src\/a\.spec\.tsx > Counter > resets the count at zero\nPlanted to pass:\n {2}src\/a\.spec\.tsx > Counter > counts the button/);
+    assert.match(plantedNote([], false), /not every one was reported as planted/);
   });
 });
