@@ -608,7 +608,11 @@ export async function testGate(config, setPhase) {
       const forged = judgeCanaries(canaries, ran, said);
       tampered.push(...forged);
       // Read after the room is gone, where the room never reads: the planted tests named.
-      if (canaries.length) output += plantedNote(canaries, forged.length === 0);
+      if (canaries.length) {
+        const note = plantedNote(canaries, forged.length === 0);
+        output += note;
+        console.log(note.trim());
+      }
       if (step.name === "unit") collectLeaks(canaries.length > 0, ran);
       const explained = canaries.length > 0 &&
         canariesExplainExit(result.code, canaries, signedRun, ran);
