@@ -611,7 +611,8 @@ export async function testGate(config, setPhase) {
       if (canaries.length) {
         const note = plantedNote(canaries, forged.length === 0);
         output += note;
-        console.log(note.trim());
+        // Its first line here (the failure screen shows this log's tail); the names in test.log.
+        console.log(`${note.trim().split("\n")[0]} Their names are in test.log.`);
       }
       if (step.name === "unit") collectLeaks(canaries.length > 0, ran);
       const explained = canaries.length > 0 &&
