@@ -48,8 +48,11 @@ def suite_leftovers(basetemp: Path, engine: bool) -> list[str]:
 
         client = docker.from_env()
         label = {"label": "reactbench.owner"}
-        found += [f"container {c.name}" for c in client.containers.list(all=True, filters=label)
-                  if dead(c.labels.get("reactbench.owner", ""))]
+        # One listing, no inspection of each: a container another process removes
+        # meanwhile (a concurrent session on the engine) is no error.
+        found += [f"container {c['Names'][0].lstrip('/')}"
+                  for c in client.api.containers(all=True, filters=label)
+                  if dead((c.get("Labels") or {}).get("reactbench.owner", ""))]
         found += [f"network {n.name}" for n in client.networks.list(filters=label)
                   if dead((n.attrs.get("Labels") or {}).get("reactbench.owner", ""))]
     found += [f"sandbox dir {p}" for p in basetemp.glob("**/local/sandboxes/*")]
