@@ -106,11 +106,39 @@ export function readLeakReports(from = ROOM_REPORTS, keep = LOGS) {
  * @param {string} [from]
  * @param {string} [keep]
  * @param {readonly string[]} [setupFiles]
+ * @param {import("./canaries.mjs").VitestRun | null} [signed]  the grader's reporter's run, when
+ *   the step had one
  */
-export function collectLeaks(reporter, results, from = ROOM_REPORTS, keep = LOGS, setupFiles = VITEST_SETUP_FILES) {
+export function collectLeaks(reporter, results, from = ROOM_REPORTS, keep = LOGS, setupFiles = VITEST_SETUP_FILES,
+  signed = null) {
+  // From the signed report where there is one (a file of the room's any of its
+  // processes could have written); the files are the record's.
+  const files = readLeakReports(from, keep);
   watched = reporter && setupFiles.includes(LEAK_WATCH)
-    ? { installed: true, reports: readLeakReports(from, keep), ran: specsRan(results) }
+    ? { installed: true, reports: signed ? signedLeakReports(signed) : files, ran: specsRan(results) }
     : { installed: false, reports: [], ran: new Map() };
+}
+
+/**
+ * The watch's reports as the grader's reporter signed them: the last one of each spec
+ * (each test's report holds all that is live after it).
+ * @param {import("./canaries.mjs").VitestRun} signed  the run
+ * @returns {LeakReport[]}
+ */
+export function signedLeakReports(signed) {
+  /** @type {Map<string, LeakReport>} */
+  const last = new Map();
+  for (const file of signed.testResults ?? []) {
+    for (const test of file.assertionResults ?? []) {
+      if (typeof test.leaks !== "string") continue;
+      try {
+        const report = JSON.parse(test.leaks);
+        if (report && typeof report.spec === "string" && Array.isArray(report.leaks)
+            && !(Number(last.get(report.spec)?.tests) > Number(report.tests))) last.set(report.spec, report);
+      } catch {}
+    }
+  }
+  return [...last.values()];
 }
 
 /** What collectLeaks kept (and a fresh start for the next grading). */

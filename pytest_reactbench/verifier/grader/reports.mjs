@@ -20,7 +20,8 @@ import { SubmissionFailure } from "./errors.mjs";
  * @property {unknown} [name]  its absolute path
  * @property {string} [status]
  * @property {unknown} [message]
- * @property {{ ancestorTitles?: string[], title: string, status: string, failureMessages?: unknown[] }[]} [assertionResults]
+ * @property {{ ancestorTitles?: string[], title: string, status: string, failureMessages?: unknown[],
+ *   leaks?: unknown }[]} [assertionResults]  `leaks`: the leak watch's report, in the grader's reporter's
  */
 
 /**

@@ -614,7 +614,7 @@ export async function testGate(config, setPhase) {
         // Its first line here (the failure screen shows this log's tail); the names in test.log.
         console.log(`${note.trim().split("\n")[0]} Their names are in test.log.`);
       }
-      if (step.name === "unit") collectLeaks(canaries.length > 0, ran);
+      if (step.name === "unit") collectLeaks(canaries.length > 0, ran, undefined, undefined, undefined, signedRun);
       const explained = canaries.length > 0 &&
         canariesExplainExit(result.code, canaries, signedRun, ran);
       for (const [key, status] of ran) results.set(key, status);

@@ -100,6 +100,7 @@ export function allowSetupFiles(vite, setup) {
  * @property {string} [mode]  run, skip, only, todo
  * @property {string} [filepath]  a file's
  * @property {{ state?: string, errors?: { message?: unknown, name?: unknown }[] }} [result]
+ * @property {Record<string, unknown>} [meta]  what the test's worker put on it (the leak watch's report)
  * @property {RunnerTask[]} [tasks]
  */
 
@@ -122,7 +123,7 @@ const messages = (errors) => (errors ?? []).slice(0, 3).map((e) =>
  */
 export function treeReport(files) {
   return files.map((file) => {
-    /** @type {{ ancestorTitles: string[], title: string, status: string, failureMessages: string[] }[]} */
+    /** @type {{ ancestorTitles: string[], title: string, status: string, failureMessages: string[], leaks?: string }[]} */
     const tests = [];
     /**
      * @param {RunnerTask} task
@@ -132,10 +133,12 @@ export function treeReport(files) {
       for (const child of task.tasks ?? []) {
         if (child.type === "suite") visit(child, [...trail, child.name]);
         else {
+          const leaks = child.meta?.reactbenchLeaks;
           tests.push({
             ancestorTitles: trail, title: child.name,
             status: STATUS[child.result?.state ?? child.mode ?? ""] ?? "skipped",
             failureMessages: messages(child.result?.errors),
+            ...(typeof leaks === "string" ? { leaks: leaks.slice(0, 1 << 20) } : {}),
           });
         }
       }

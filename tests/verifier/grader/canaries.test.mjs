@@ -272,7 +272,7 @@ describe("the signed report", () => {
   /** @type {import("../../../pytest_reactbench/verifier/grader/vitest-run-reporter.mjs").RunnerTask} */
   const FILE = { type: "suite", name: "src/a.spec.tsx", filepath: "/app/src/a.spec.tsx", result: { state: "fail" }, tasks: [
     { type: "suite", name: "Counter", tasks: [
-      { type: "test", name: "counts", mode: "run", result: { state: "pass" } },
+      { type: "test", name: "counts", mode: "run", result: { state: "pass" }, meta: { reactbenchLeaks: "{\"leaks\":[]}" } },
       { type: "test", name: "resets", mode: "run", result: { state: "fail", errors: [{ name: "AssertionError", message: "expected 1 to be 0" }] } },
       { type: "test", name: "later", mode: "todo" },
     ] },
@@ -281,7 +281,7 @@ describe("the signed report", () => {
   test("the task tree as Vitest's JSON report has it", () => {
     assert.deepEqual(treeReport([FILE]), [{
       name: "/app/src/a.spec.tsx", status: "failed", message: "", assertionResults: [
-        { ancestorTitles: ["Counter"], title: "counts", status: "passed", failureMessages: [] },
+        { ancestorTitles: ["Counter"], title: "counts", status: "passed", failureMessages: [], leaks: "{\"leaks\":[]}" },
         { ancestorTitles: ["Counter"], title: "resets", status: "failed", failureMessages: ["AssertionError: expected 1 to be 0"] },
         { ancestorTitles: ["Counter"], title: "later", status: "todo", failureMessages: [] },
       ] }]);

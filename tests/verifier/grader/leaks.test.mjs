@@ -10,7 +10,7 @@ import { describe, test } from "node:test";
 import { VITEST_SETUP_FILES } from "../../../pytest_reactbench/verifier/grader/canaries.mjs";
 import {
   LEAKED_LISTENER_RULE, LEAKED_TIMER_RULE, LEAK_WATCH, LEAK_WATCH_RULE, collectLeaks, leakFindings,
-  readLeakReports, specsRan, takeLeaks,
+  readLeakReports, signedLeakReports, specsRan, takeLeaks,
 } from "../../../pytest_reactbench/verifier/grader/leaks.mjs";
 import { testKey } from "../../../pytest_reactbench/verifier/grader/reports.mjs";
 
@@ -251,5 +251,29 @@ describe("the leak watch", () => {
 
   test("what is cleaned up before the check is no leak", () => {
     assert.deepEqual(watchRun(["Clean"]).leaks, []);
+  });
+});
+
+describe("the signed channel", () => {
+  test("the watch's reports are read from the grader's signed report, the last of each spec", () => {
+    const report = (/** @type {number} */ tests, /** @type {unknown[]} */ leaks) =>
+      JSON.stringify({ spec: "/app/src/a.spec.tsx", tests, watching: true, leaks });
+    const leak = { kind: "timer", files: ["/app/src/Ticker.tsx"], what: "setInterval" };
+    const run = { unhandled: 0, testResults: [{ name: "/app/src/a.spec.tsx", assertionResults: [
+      { title: "one", status: "passed", leaks: report(1, []) },
+      { title: "two", status: "passed", leaks: report(2, [leak]) },
+      { title: "three", status: "passed" },
+      { title: "four", status: "passed", leaks: "{not json" },
+    ] }] };
+    assert.deepEqual(signedLeakReports(run), [JSON.parse(report(2, [leak]))]);
+    // Reports the room's files hold are the record's: a clean one planted there is not read.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "leaks-signed-"));
+    try {
+      fs.writeFileSync(path.join(dir, "leak-watch-1-aaaa0.json"), report(2, []));
+      collectLeaks(true, new Map([[testKey("src/a.spec.tsx", ["one"]), "passed"]]), dir, dir, VITEST_SETUP_FILES, run);
+      assert.deepEqual(takeLeaks().reports, [JSON.parse(report(2, [leak]))]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
