@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import tarfile
 import textwrap
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -80,3 +82,12 @@ def tree_tar(files: dict[str, bytes | None]) -> bytes:
                 info.size = len(data)
                 out.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
+
+
+def http_get(url: str, timeout: float = 20) -> tuple[int, bytes]:
+    """An HTTP GET's status and body, an error status included."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()

@@ -67,7 +67,8 @@ class Reading:
     said: str = ""
 
 
-def _json_lines(text: str) -> Iterator[dict[str, Any]]:
+def json_lines(text: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a stream printed one per line (other lines skipped)."""
     for line in text.splitlines():
         line = line.strip()
         if line.startswith("{"):
@@ -107,7 +108,7 @@ def claude_stream_json(stdout: str, stderr: str) -> Reading:
     result: dict[str, Any] | None = None
     retried = ""
     last_retry: dict[str, Any] | None = None
-    for event in _json_lines(stdout):
+    for event in json_lines(stdout):
         if event.get("type") == "result":
             result = event
         elif event.get("subtype") == "api_retry":
@@ -145,7 +146,7 @@ def codex_jsonl(stdout: str, stderr: str) -> Reading:
     tokens_in = tokens_out = 0
     seen = False
     refused = failed = reconnecting = ""
-    for event in _json_lines(stdout):
+    for event in json_lines(stdout):
         kind = event.get("type")
         # Still reconnecting when it ended: a server that refuses connections makes
         # Codex wait "for network" until its time limit.
@@ -212,7 +213,7 @@ def claude_turns(stdout: str) -> tuple[tuple[Turn, ...], str]:
     turns: list[Turn] = []
     pending: dict[str, int] = {}
     said = ""
-    for event in _json_lines(stdout):
+    for event in json_lines(stdout):
         message = event.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         blocks: list[Any] = content if isinstance(content, list) else []
@@ -245,7 +246,7 @@ def codex_turns(stdout: str) -> tuple[tuple[Turn, ...], str]:
     and agent message, in order."""
     turns: list[Turn] = []
     said = ""
-    for event in _json_lines(stdout):
+    for event in json_lines(stdout):
         item = event.get("item") if isinstance(event.get("item"), dict) else None
         if event.get("type") != "item.completed" or item is None:
             if event.get("type") == "turn.failed" and isinstance(event.get("error"), dict):

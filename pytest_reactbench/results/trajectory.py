@@ -22,13 +22,14 @@ package's own, written at `SCHEMA_VERSION`, a version Harbor's models read.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from pytest_reactbench.agents.output import json_lines
 from pytest_reactbench.results.manifest import TrialManifest
 
 SCHEMA_VERSION: Literal["ATIF-v1.7"] = "ATIF-v1.7"
@@ -138,19 +139,6 @@ class Trajectory(_Atif):
 # -- reading ------------------------------------------------------------------------
 
 
-def _json_lines(text: str) -> Iterator[dict[str, Any]]:
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            yield value
-
-
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -195,7 +183,7 @@ def _claude(log: str) -> _Draft | None:
     by_message: dict[str, dict[str, Any]] = {}
     by_call: dict[str, dict[str, Any]] = {}
     seen = False
-    for event in _json_lines(log):
+    for event in json_lines(log):
         kind = event.get("type")
         message = event.get("message") if isinstance(event.get("message"), dict) else None
         if kind == "system" and event.get("subtype") == "init":
@@ -283,7 +271,7 @@ def _codex(log: str) -> _Draft | None:
     seen = False
     totals = {"total_prompt_tokens": 0, "total_completion_tokens": 0, "total_cached_tokens": 0}
     turns = 0
-    for event in _json_lines(log):
+    for event in json_lines(log):
         kind = event.get("type")
         item = event.get("item") if isinstance(event.get("item"), dict) else None
         if kind == "thread.started":
@@ -452,7 +440,7 @@ def _from_events(events: list[dict[str, Any]], log: str) -> _Draft | None:
 
 def _events(record: Path) -> list[dict[str, Any]]:
     try:
-        return list(_json_lines((record / "events.jsonl").read_text(encoding="utf-8")))
+        return list(json_lines((record / "events.jsonl").read_text(encoding="utf-8")))
     except OSError:
         return []
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pytest_reactbench.sandbox.downloads import DownloadCache
+from tests.helpers import http_get
 
 PACKAGES = [f"pkg-{n}" for n in range(12)]
 
@@ -95,12 +94,6 @@ def cache(tmp_path: Path, registry: FlakyRegistry,
     made.close()
 
 
-def get(url: str) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=20) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
 
 
 def test_an_install_through_a_registry_that_fails_each_request_once_gets_every_package(
@@ -108,13 +101,13 @@ def test_an_install_through_a_registry_that_fails_each_request_once_gets_every_p
     got: dict[str, tuple[int, int]] = {}
 
     def install(name: str) -> None:
-        status, body = get(f"{cache.url}/{name}")
+        status, body = http_get(f"{cache.url}/{name}")
         if status != 200:
             got[name] = (status, 0)
             return
         url = json.loads(body)["versions"]["1.0.0"]["dist"]["tarball"]
         assert url.startswith(cache.url + "/")  # pointed back at the cache
-        status_tgz, data = get(url)
+        status_tgz, data = http_get(url)
         got[name] = (status, status_tgz if data == tarball(name) else -1)
 
     # As a package manager does: many packages at once.
@@ -132,18 +125,18 @@ def test_an_install_through_a_registry_that_fails_each_request_once_gets_every_p
 def test_what_the_registry_keeps_failing_or_lacks_reaches_the_package_manager(
         cache: DownloadCache, registry: FlakyRegistry) -> None:
     registry.broken.add("/pkg-0/-/pkg-0-1.0.0.tgz")
-    assert get(f"{cache.url}/pkg-0/-/pkg-0-1.0.0.tgz")[0] == 502
+    assert http_get(f"{cache.url}/pkg-0/-/pkg-0-1.0.0.tgz")[0] == 502
     assert registry.asked.count("/pkg-0/-/pkg-0-1.0.0.tgz") == 3  # once and twice again
-    assert get(f"{cache.url}/no-such-package")[0] == 404
+    assert http_get(f"{cache.url}/no-such-package")[0] == 404
     assert registry.asked.count("/no-such-package") == 1  # a 404 is an answer
 
 
 def test_kept_metadata_is_served_at_once_when_the_registry_fails_to_refresh_it(
         cache: DownloadCache, registry: FlakyRegistry, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert get(f"{cache.url}/pkg-1")[0] == 200
+    assert http_get(f"{cache.url}/pkg-1")[0] == 200
     monkeypatch.setattr("pytest_reactbench.sandbox.downloads.METADATA_FRESH_SECONDS", 0.0)
     registry.broken.add("/pkg-1")
     asked = registry.asked.count("/pkg-1")
-    status, body = get(f"{cache.url}/pkg-1")
+    status, body = http_get(f"{cache.url}/pkg-1")
     assert status == 200 and b"pkg-1-1.0.0.tgz" in body
     assert registry.asked.count("/pkg-1") == asked + 1  # stale beats waiting

@@ -9,7 +9,6 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ from pytest_reactbench.sandbox.base import ImageRecipe, Limits
 from pytest_reactbench.sandbox.downloads import DownloadCache, preferred_port
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.registry import BUILTIN_BACKENDS
-from tests.helpers import BACKENDS
+from tests.helpers import BACKENDS, http_get
 from tests.sandbox.helpers import recipe
 
 TARBALL = b"\x1f\x8b pretend tarball"
@@ -72,22 +71,16 @@ def upstream() -> Iterator[Upstream]:
     made.stop()
 
 
-def get(url: str) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
 
 
 def test_tarballs_are_fetched_once_across_processes_and_metadata_points_here(
         tmp_path: Path, upstream: Upstream) -> None:
     first = DownloadCache(tmp_path / "downloads", upstream=upstream.url)
-    status, body = get(first.url + "/left-pad")
+    status, body = http_get(first.url + "/left-pad")
     assert status == 200
     assert json.loads(body)["versions"]["1.0.0"]["dist"]["tarball"] == \
         f"{first.url}/left-pad/-/left-pad-1.0.0.tgz"
-    assert get(first.url + "/left-pad/-/left-pad-1.0.0.tgz") == (200, TARBALL)
+    assert http_get(first.url + "/left-pad/-/left-pad-1.0.0.tgz") == (200, TARBALL)
     served = first.url
     first.close()
     # Another process over the same directory: nothing is asked again. It serves on the
@@ -95,8 +88,8 @@ def test_tarballs_are_fetched_once_across_processes_and_metadata_points_here(
     second = DownloadCache(tmp_path / "downloads", upstream=upstream.url)
     assert second.url == f"http://127.0.0.1:{preferred_port(tmp_path / 'downloads')}" == served
     asked = len(upstream.asked)
-    assert get(second.url + "/left-pad/-/left-pad-1.0.0.tgz") == (200, TARBALL)
-    status, body = get(second.url + "/left-pad")
+    assert http_get(second.url + "/left-pad/-/left-pad-1.0.0.tgz") == (200, TARBALL)
+    status, body = http_get(second.url + "/left-pad")
     assert json.loads(body)["versions"]["1.0.0"]["dist"]["tarball"].startswith(second.url + "/")
     assert len(upstream.asked) == asked
     assert second.snapshot().fetched_bytes == 0 and second.snapshot().hits == 2
@@ -110,15 +103,15 @@ def test_a_missing_package_is_not_kept_and_stale_metadata_beats_a_registry_that_
         tmp_path: Path, upstream: Upstream, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = DownloadCache(tmp_path / "downloads", upstream=upstream.url)
     try:
-        assert get(cache.url + "/no-such-package")[0] == 404
-        assert get(cache.url + "/no-such-package")[0] == 404
+        assert http_get(cache.url + "/no-such-package")[0] == 404
+        assert http_get(cache.url + "/no-such-package")[0] == 404
         assert upstream.asked.count("/no-such-package") == 2
-        assert get(cache.url + "/left-pad")[0] == 200
+        assert http_get(cache.url + "/left-pad")[0] == 200
         monkeypatch.setattr("pytest_reactbench.sandbox.downloads.METADATA_FRESH_SECONDS", 0.0)
         upstream.stop()
-        status, body = get(cache.url + "/left-pad")
+        status, body = http_get(cache.url + "/left-pad")
         assert status == 200 and b"left-pad-1.0.0.tgz" in body
-        assert get(cache.url + "/never-seen")[0] == 502
+        assert http_get(cache.url + "/never-seen")[0] == 502
     finally:
         cache.close()
 
@@ -158,7 +151,7 @@ def test_concurrent_caches_over_one_directory_serve_whole_files(tmp_path: Path, 
 
     def fetch(cache: DownloadCache) -> None:
         for _ in range(20):
-            answers.append(get(cache.url + "/left-pad/-/left-pad-1.0.0.tgz"))
+            answers.append(http_get(cache.url + "/left-pad/-/left-pad-1.0.0.tgz"))
 
     threads = [threading.Thread(target=fetch, args=(cache,)) for cache in caches for _ in range(4)]
     for thread in threads:

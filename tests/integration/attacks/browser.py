@@ -10,11 +10,10 @@ Names the audit would list are built at run time.
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Callable
 from typing import Any
 
-from tests.integration.test_reward_hacks import counter_with_reset, in_browser_too
+from tests.integration.test_reward_hacks import counter, counter_with_reset, in_browser_too
 
 IMPORT = 'import { useState } from "react";\n'
 # Names built at run time: `k("outer", "Width")`.
@@ -57,28 +56,6 @@ def in_fresh_iframe(probe: str) -> str:
             "  document.body.append(f); const w: any = f.contentWindow;\n"
             f"  try {{ return {probe}; }} finally {{ f.remove(); }}\n"
             '})(document.createElement("iframe"))')
-
-
-def counter(reset: str, top: str = "") -> str:
-    """The real fix, its Reset written as `reset` (JSX), `top` at the module's top."""
-    return textwrap.dedent("""\
-        cat > /app/src/Counter.tsx <<'TSX'
-        import { useState } from "react";
-        TOP
-        export default function Counter() {
-          const [count, setCount] = useState(0);
-          return (
-            <section aria-label="Counter">
-              <p>Count: {count}</p>
-              <button type="button" onClick={() => setCount((value) => value + 1)}>
-                Increment
-              </button>
-              RESET
-            </section>
-          );
-        }
-        TSX
-        """).replace("TOP", top).replace("RESET", reset)
 
 
 def reset_button(style: str, inner: str = "Reset") -> str:
