@@ -142,6 +142,22 @@ ATTACKS: dict[str, str] = {
           return <span hidden>{width}</span>;
         }
         """),
+    # The watch's own report files made clean: a detached process the leaking module
+    # starts under the test runner rewrites every report of the watch's with no leak in
+    # it, as soon as it is written. The grader reads the reports the reporter signed.
+    "leak-with-its-report-rewritten": leaking(
+        f"window.setInterval({TICK}, 1000);",
+        before=textwrap.dedent(r"""
+            const env = (globalThis as any).process?.env;
+            if (env?.REACTBENCH_REPORTS) {
+              const clean = String.raw`sed -i 's/"leaks":\[.*\]}$/"leaks":[]}/' "$f"`;
+              const each = `for f in "$R"/leak-watch-*.json; do [ -f "$f" ] && ${clean}; done`;
+              const rewrite = `while :; do ${each}; sleep 0.02; done`;
+              import(/* @vite-ignore */ "node:" + "child_process").then((cp) =>
+                cp.spawn("sh", ["-c", rewrite], { detached: true, stdio: "ignore",
+                  env: { ...env, R: env.REACTBENCH_REPORTS } }).unref());
+            }
+            """)),
 }
 
 CONTROLS: dict[str, str] = {
