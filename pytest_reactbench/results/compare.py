@@ -134,7 +134,10 @@ class Comparison:
         # The means are over the items both runs scored, and the line says so.
         head = (f"baseline {_pct(self.suite_base)} -> now {_pct(self.suite_new)} over the "
                 f"{len(self.changes)} item(s) scored in both"
-                + (f" (paired permutation test p={self.suite_p:.3f})" if self.suite_p is not None else ""))
+                # The gate is each item's test (its p is on its line); the mean's test is
+                # said apart, so that the two do not read as one contradicting the other.
+                + (f" (the mean's own paired permutation test: p={self.suite_p:.3f}; the gate is "
+                   "each item's)" if self.suite_p is not None else ""))
         verdict = (f"{len(self.regressions)} regression(s)" if self.regressions
                    else "no regression")
         if self.errored:

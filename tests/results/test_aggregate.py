@@ -131,6 +131,9 @@ def test_three_attempts_that_all_passed_and_now_all_fail_are_a_regression() -> N
     assert by_task["all"].p_value == pytest.approx(1 / 20) and by_task["all"].regression
     assert by_task["some"].p_value == pytest.approx(4 / 20) and not by_task["some"].regression
     assert result.failed and "1 regression(s)" in result.summary()
+    # The suite mean's own test is said apart from the gate's, each item's.
+    assert "the mean's own paired permutation test: p=" in result.summary()
+    assert "; the gate is each item's)" in result.summary()
 
 
 def test_fisher_and_permutation_tests() -> None:
