@@ -64,6 +64,9 @@ class TestPhase(_Strict):
     #: Its exit 1 came from the canaries planted to fail alone (no unhandled error, no
     #: other failure), so the phase counts as exiting cleanly.
     exit_explained: bool = False
+    #: The kernel killed a process of the verifier for want of memory while it ran (the
+    #: sandbox's /tmp, a tmpfs, counts against the same limit).
+    out_of_memory: bool = False
 
 
 class SpecResult(_Strict):

@@ -32,6 +32,7 @@ import {
  * @property {string} output  what it printed, both streams
  * @property {boolean} timedOut
  * @property {number} seconds
+ * @property {boolean} [outOfMemory]  the kernel killed a process of the sandbox for want of memory meanwhile
  */
 
 /**
@@ -59,6 +60,8 @@ import {
  * @property {number} seconds
  * @property {number} [planted]  canaries planted in its specs
  * @property {boolean} [exit_explained]  its exit 1 was the canaries planted to fail, alone
+ * @property {boolean} [out_of_memory]  the kernel killed a process of the sandbox for want of memory
+ *   while it ran (its /tmp, a tmpfs, counts against the same limit)
  */
 
 /**
@@ -327,6 +330,7 @@ const MAX_ROOM_OUTPUT = 256 * 1024 * 1024;
  */
 export function runInRoom(cmd, { cwd, budget, env = {}, sealed = false, key = null }) {
   const started = performance.now();
+  const killedBefore = oomKills();
   const [command, ...args] = [...roomPrefix(sealed), "bash", ...(sealed ? ["-p"] : []), "-c", inRoom(cmd)];
   // The reporter's key on a pipe of its own (KEY_FD): written whole, then closed.
   /** @type {("ignore" | "pipe")[]} */
@@ -362,11 +366,14 @@ export function runInRoom(cmd, { cwd, budget, env = {}, sealed = false, key = nu
     const done = () => {
       clearTimeout(timer);
       const { code, error, seconds } = /** @type {{ code: number, error?: Error, seconds: number }} */ (exit);
+      const outOfMemory = oomKills() > killedBefore;
       resolve({
         code,
-        output: Buffer.concat(chunks).toString() + (error ? `${error.message}\n` : ""),
+        output: Buffer.concat(chunks).toString() + (error ? `${error.message}\n` : "")
+          + (outOfMemory ? "[grader] the kernel killed a process of the sandbox for want of memory\n" : ""),
         timedOut,
         seconds,
+        ...(outOfMemory ? { outOfMemory } : {}),
       });
     };
     child.on("error", (error) => {
@@ -390,6 +397,22 @@ export function runInRoom(cmd, { cwd, budget, env = {}, sealed = false, key = nu
       });
     });
   });
+}
+
+/**
+ * How many processes the kernel has killed for want of memory in this sandbox's memory
+ * group (cgroup v2's memory.events, v1's memory.oom_control); 0 where neither is read.
+ * @param {string} [cgroup]
+ * @returns {number}
+ */
+export function oomKills(cgroup = "/sys/fs/cgroup") {
+  for (const file of ["memory.events", "memory/memory.oom_control"]) {
+    try {
+      const found = /^oom_kill (\d+)$/m.exec(fs.readFileSync(path.join(cgroup, file), "utf8"));
+      if (found) return Number(found[1]);
+    } catch {}
+  }
+  return 0;
 }
 
 /**
@@ -621,6 +644,7 @@ export async function testGate(config, setPhase) {
       for (const [key, message] of said) messages.set(key, message);
       phases.push({
         name: step.name, exit_code: result.code, timed_out: result.timedOut, seconds: result.seconds,
+        ...(result.outOfMemory ? { out_of_memory: true } : {}),
         ...(canaries.length ? { planted: canaries.length, exit_explained: explained } : {}),
       });
       sweepRoom();
@@ -668,7 +692,9 @@ export function testVerdict(config, plan, { phases, results, messages, spoiled, 
   for (const phase of phases) {
     if (phase.timed_out) failing.push(`the ${phase.name} tests did not finish within ${Math.round(plan.total)} s`);
     else if (phase.exit_code !== 0 && !phase.exit_explained) {
-      failing.push(`the ${phase.name} test command exited ${phase.exit_code}`);
+      failing.push(`the ${phase.name} test command exited ${phase.exit_code}` + (phase.out_of_memory
+        ? " (the kernel killed a process of the verifier for want of memory: the task's verifier memory_mb, "
+          + "which its /tmp counts against too)" : ""));
     }
   }
   const next = plan.steps[phases.length];

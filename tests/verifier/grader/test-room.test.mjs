@@ -11,7 +11,7 @@ import { describe, test } from "node:test";
 import { APP, LOGS, ROOM, ROOM_REPORTS } from "../../../pytest_reactbench/verifier/grader/config.mjs";
 import { KEY_FD, SEAL_GID, readRunReport } from "../../../pytest_reactbench/verifier/grader/canaries.mjs";
 import {
-  inRoom, killRoom, plantedNote, pnpmExec, processesOf, roomEnv, runInRoom, stepBudget, testPlan,
+  inRoom, killRoom, oomKills, plantedNote, pnpmExec, processesOf, roomEnv, runInRoom, stepBudget, testPlan,
 } from "../../../pytest_reactbench/verifier/grader/test-room.mjs";
 
 const REPORTER_SOURCE = path.resolve(import.meta.dirname, "../../../pytest_reactbench/verifier/grader/vitest-run-reporter.mjs");
@@ -232,5 +232,21 @@ describe("the test log", () => {
     assert.match(note, /2 test\(s\) above were planted by the grader to check the report, 1 of them made to fail on purpose; each was reported as planted/);
     assert.match(note, /Planted to fail:\n {2}src\/a\.spec\.tsx > Counter > resets the count at zero\nPlanted to pass:\n {2}src\/a\.spec\.tsx > Counter > counts the button/);
     assert.match(plantedNote([], false), /not every one was reported as planted/);
+  });
+});
+
+describe("a sandbox out of memory", () => {
+  test("the kernel's count of processes it killed for want of memory, from cgroup v2 or v1", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "grader-oom-"));
+    try {
+      assert.equal(oomKills(dir), 0);
+      fs.mkdirSync(path.join(dir, "memory"));
+      fs.writeFileSync(path.join(dir, "memory", "memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");
+      assert.equal(oomKills(dir), 2);
+      fs.writeFileSync(path.join(dir, "memory.events"), "low 0\nhigh 0\nmax 4\noom 1\noom_kill 3\n");
+      assert.equal(oomKills(dir), 3);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
