@@ -56,9 +56,9 @@ def test_images_lists_every_registered_backend(capsys: pytest.CaptureFixture[str
                  "--only", public]) == 0
     out = capsys.readouterr().out
     # Nothing is baked in an empty cache, and the listing built nothing.
-    assert "wrapped (not formal)" in out and "local (not formal)" in out
+    assert "wrapped (its results are not formal)" in out and "local (its results are not formal)" in out
     assert out.count(f"  {public}") >= 2 and "not baked" in out
-    assert "docker (formal)" in out or "docker: unavailable" in out
+    assert "docker (its results can be formal)" in out or "docker: unavailable" in out
     assert not list((tmp_path / "local" / "images").glob("*"))
 
 
