@@ -11,6 +11,8 @@ import { fileURLToPath } from "node:url";
 import { ipcOf, writableMounts } from "../../../pytest_reactbench/verifier/grader/test-room.mjs";
 
 const GRADER = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../pytest_reactbench/verifier/grader");
+// Where the sandbox sees the grader: a checkout under /tmp is under the sandbox's fresh /tmp.
+const INSIDE = "/tmp/grader-under-test";
 const usable = process.getuid?.() === 0 && spawnSync("bwrap", ["--version"]).status === 0;
 
 // In the sandbox: the room leaves a file and a folder tree in each place it can
@@ -20,8 +22,8 @@ import fs from "node:fs";
 import { spawnSync } from "node:child_process";
 fs.mkdirSync("/tmp/app/src", { recursive: true });
 fs.chmodSync("/tmp/app", 0o1777);
-const { ROOM_UID } = await import("${GRADER}/config.mjs");
-const { sweepRoom, writableByRoom } = await import("${GRADER}/test-room.mjs");
+const { ROOM_UID } = await import("${INSIDE}/config.mjs");
+const { sweepRoom, writableByRoom } = await import("${INSIDE}/test-room.mjs");
 const asRoom = (script) => spawnSync("setpriv", ["--reuid=" + ROOM_UID, "--regid=" + ROOM_UID, "--clear-groups", "--",
   "sh", "-c", script], { encoding: "utf8" });
 const find = (...args) => [...new Set(spawnSync("find", args, { encoding: "utf8" }).stdout.split("\\n").filter(Boolean))].sort();
@@ -42,7 +44,7 @@ console.log(JSON.stringify({ found: writableByRoom(), before, after: find(...pla
 test("sweepRoom empties every place the room can write, and only of the room's files", { skip: !usable && "needs root and bubblewrap" }, () => {
   const open = ["/tmp", "/var/tmp", "/run/lock", "/dev/shm"].flatMap((dir) => ["--perms", "1777", "--tmpfs", dir]);
   const sandbox = spawnSync("bwrap", ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", ...open,
-    "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--", process.execPath, "--input-type=module", "-e", SCRIPT], {
+    "--ro-bind", GRADER, INSIDE, "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--", process.execPath, "--input-type=module", "-e", SCRIPT], {
     encoding: "utf8", env: { ...process.env, REACTBENCH_APP: "/tmp/app", REACTBENCH_STATE: "/tmp/state",
       REACTBENCH_LOGS: "/tmp/logs", REACTBENCH_TESTS: "/tmp/tests" }, timeout: 60_000,
   });
