@@ -221,10 +221,11 @@ def test_new_findings_the_task_tolerates_by_rule_file_and_title_one_per_entry() 
 
 def test_a_hidden_spec_that_does_not_compile_refuses_its_task_at_the_bake(tmp_path: Path,
                                                                          bake_cache: Path) -> None:
+    # (On docker: the bake runs the unit command where it fills Node's compile cache.)
     """The base runs the unit command at the verifier's bake: a spec with a syntax error
     (it would fail every submission alike) is a harness error there, named with its line."""
     from pytest_reactbench.sandbox.base import BakeError, ImageRecipe
-    from pytest_reactbench.sandbox.local import LocalBackend
+    from pytest_reactbench.sandbox.docker import DockerBackend
     from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle
     from pytest_reactbench.verifier.layer import grader_layer
 
@@ -235,7 +236,7 @@ def test_a_hidden_spec_that_does_not_compile_refuses_its_task_at_the_bake(tmp_pa
     at = next(n for n, line in enumerate(lines) if "expect(" in line)
     lines[at] = lines[at].replace("expect(", "expect((", 1)
     spec.write_text("".join(lines))
-    backend = LocalBackend(SandboxOptions(cache=bake_cache, ca_bundle=default_ca_bundle()))
+    backend = DockerBackend(SandboxOptions(cache=bake_cache, ca_bundle=default_ca_bundle()))
     try:
         with pytest.raises(BakeError) as refused:
             backend.bake(ImageRecipe("broken-spec/tests", tests / "Dockerfile", tests, timeout=900,

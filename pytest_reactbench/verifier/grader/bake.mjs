@@ -73,7 +73,10 @@ export async function bake() {
   const chromium = chromiumVersion();
   if (chromium) fs.writeFileSync(path.join(STATE, "chromium-version"), `${chromium}\n`);
   compileE2eSpecs(config);
-  await runOnBase(config, caching);
+  // Only where it fills the compile cache: on the local backend (the host's Node 20) a
+  // bake's lower layers are the host's baked ones, and Vitest would write its cache
+  // (node_modules/.vite) into them.
+  if (caching) await runOnBase(config, caching);
   const targets = config.rd.targets;
   const absent = targets.filter((t) => !(baseline.diagnostics ?? []).some((d) => matchesTarget(t, d)));
   if (config.rd.mode === "health" && absent.length) {
