@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import http.server
 import io
 import tarfile
 import textwrap
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -91,3 +93,17 @@ def http_get(url: str, timeout: float = 20) -> tuple[int, bytes]:
             return response.status, response.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
+
+
+class LoopbackServer:
+    """A threaded HTTP server on a free loopback port with `handler`, until `stop`."""
+
+    def __init__(self, handler: type[http.server.BaseHTTPRequestHandler]) -> None:
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_reactbench.sandbox.downloads import DownloadCache
-from tests.helpers import http_get
+from tests.helpers import LoopbackServer, http_get
 
 PACKAGES = [f"pkg-{n}" for n in range(12)]
 
@@ -68,14 +68,11 @@ class FlakyRegistry:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.loopback = LoopbackServer(Handler)
+        self.url = self.loopback.url
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.loopback.stop()
 
 
 @pytest.fixture

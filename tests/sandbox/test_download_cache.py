@@ -19,7 +19,7 @@ from pytest_reactbench.sandbox.base import ImageRecipe, Limits
 from pytest_reactbench.sandbox.downloads import DownloadCache, preferred_port
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.registry import BUILTIN_BACKENDS
-from tests.helpers import BACKENDS, http_get
+from tests.helpers import BACKENDS, LoopbackServer, http_get
 from tests.sandbox.helpers import recipe
 
 TARBALL = b"\x1f\x8b pretend tarball"
@@ -55,13 +55,11 @@ class Upstream:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.loopback = LoopbackServer(Handler)
+        self.url = self.loopback.url
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.loopback.stop()
 
 
 @pytest.fixture
