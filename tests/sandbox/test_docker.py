@@ -6,6 +6,7 @@ import io
 import os
 import re
 import tarfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -197,6 +198,27 @@ def test_container_removed_from_outside_is_a_sandbox_error(tmp_path: Path,
     with pytest.raises(SandboxError):
         box.exec("true")
     box.close()
+
+
+def test_container_removed_while_the_agent_runs_is_a_sandbox_error(tmp_path: Path,
+                                                                   docker_backend: DockerBackend) -> None:
+    """`docker rm -f` kills first and removes after: the agent's command ends as if
+    killed, and a collection that came between the two would read a tree about to go.
+    Whichever the collection meets, it is the run's error, never the agent's fail."""
+    from pytest_reactbench.sandbox.base import SandboxError
+
+    image = docker_backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
+    box = docker_backend.boot(image, network=False, limits=Limits(), labels={})
+    remover = threading.Timer(1.0, lambda: box.container.remove(force=True))
+    remover.start()
+    try:
+        ended = box.exec(["sleep", "300"], timeout=120)
+        assert not ended.ok and not ended.timed_out, ended
+        with pytest.raises(SandboxError, match="removed from outside the run"):
+            box.collect("/app", [], 1 << 30)
+    finally:
+        remover.join()
+        box.close()
 
 
 def sessions_of_a_host_of_their_own(cache: Path, count: int) -> list[DockerBackend]:

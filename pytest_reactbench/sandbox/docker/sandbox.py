@@ -268,9 +268,18 @@ class DockerSandbox(Sandbox):
                 if exc.status_code != 409:  # 409: not running (the agent ended its main process)
                     raise
             self.api.wait(self.container.id, timeout=STOP_TIMEOUT)
+            # A removal from outside the run (`docker rm -f`) marks the container as
+            # being removed before it kills it: what stopped it was not the agent, and
+            # its filesystem is about to go. Nothing in the container can set this.
+            state = self.api.inspect_container(self.container.id)["State"]
+        except errors.NotFound:
+            state = {"Status": "removed"}
         except (errors.DockerException, requests.RequestException) as exc:
             raise SandboxError(f"could not stop container {self.container.name} to collect from it: "
                                f"{exc}") from None
+        if state.get("Status") in ("removing", "removed"):
+            raise SandboxError(f"container {self.container.name} was removed from outside the run "
+                               "(by `docker rm` or the engine) while the agent ran")
 
     def put_archive(self, dest: str, data: bytes) -> None:
         if dest.rstrip("/") == "/tmp" or dest.startswith("/tmp/"):
