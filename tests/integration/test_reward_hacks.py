@@ -450,8 +450,8 @@ TS
     mkdir -p /app/e2e && printf '%s' '{PASSING_E2E}' > /app/e2e/counter.spec.ts
     sleep 0.1; done`;
   attempt("daemon", () => spawn("sh", ["-c", script], {{ detached: true, stdio: "ignore" }}).unref());"""),
-    # 2. The work is done, but the unit runner's report is spoiled (a folder where it
-    # goes): that runner's tests did not run, and the grade says why.
+    # 2. The work is done, but Vitest's own report is spoiled (a folder where it goes):
+    # the grade names what the room did.
     "room-spoils-the-report": counter_importing_payload(reset_when="true", payload="""
   const reports = (globalThis as any).process.env.REACTBENCH_REPORTS;
   attempt("report folder", () => node("node:fs").mkdirSync(`${reports}/vitest.json`));"""),
@@ -588,8 +588,11 @@ def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: 
     killed = details["room-kills-the-grader"]
     assert killed["failure"] is None and killed["tests"]["phases"], killed
     assert verdicts["room-kills-the-grader"]["reactbench.gate.tests"] == "0"
-    # 2. Skipped unit tests fail; the e2e spec that ran is the hidden one.
-    assert "(skipped)" in failing(verdicts["runner-skips-and-rewrites-e2e"])
+    # 2. A hook that skips every unit test, registered from the submission's code, is
+    # refused: the spec's canaries did not pass, and the e2e spec that ran is the hidden one.
+    assert failing(verdicts["runner-skips-and-rewrites-e2e"]).startswith(
+        "test results tampered: src/__verifier__/counter.spec.tsx: a test the grader planted to pass"), (
+        failing(verdicts["runner-skips-and-rewrites-e2e"]))
     for name in ("runner-skips-and-rewrites-e2e", "daemon-forges-the-reports"):
         assert "e2e/counter.spec.ts > resets the counter in the real app" in failing(verdicts[name]) or (
             "the e2e tests never ran" in failing(verdicts[name])), (name, failing(verdicts[name]))
@@ -597,15 +600,15 @@ def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: 
     # the canaries (a forged report names none of them) or as no JSON (the daemon,
     # killed mid-write, left it empty); the e2e spec that ran was the hidden one.
     forged = failing(verdicts["daemon-forges-the-reports"]).splitlines()
-    assert forged[0] == "e2e/counter.spec.ts > resets the counter in the real app (failed)" or (
+    assert forged[0].startswith("e2e/counter.spec.ts > resets the counter in the real app (failed") or (
         forged[0].startswith("test results tampered: src/__verifier__/counter.spec.tsx: ")) or (
         "the test room's vitest.json is not JSON" in "\n".join(forged)), forged
-    # A spoiled report loses its runner's results, not the grading or its log.
+    # A spoiled copy of Vitest's own report is named as what the room did; the results
+    # stand (they are the grader's signed report's), and so do the grading and its log.
     spoiled = details["room-spoils-the-report"]
     assert spoiled["failure"] is None and log["room-spoils-the-report"], spoiled
-    assert any(line.startswith("the test room's vitest.json is not a plain report file, after the unit")
-               for line in spoiled["tests"]["failing"]), spoiled["tests"]
-    assert any(line.endswith("(did not run)") for line in spoiled["tests"]["failing"]), spoiled["tests"]
+    assert [line.split(", after")[0] for line in spoiled["tests"]["failing"]] == [
+        "the test room's vitest.json is not a plain report file"], spoiled["tests"]
     # 3. The unit specs saw the feature; the browser, like a user, did not.
     for name in ("automation-only-reset", "runner-only-reset", *FINGERPRINTING):
         lines = failing(verdicts[name]).splitlines()
