@@ -36,11 +36,12 @@ from pytest_reactbench.plugin.items import check_dockerfiles
 from pytest_reactbench.plugin.options import add_sandbox_options, resolve_command, sandbox_options
 from pytest_reactbench.results import BaseImage
 from pytest_reactbench.results.compare import ALPHA, EXIT_MEANINGS, compare
+from pytest_reactbench.results.compare_page import write_comparison
 from pytest_reactbench.results.harbor_export import export_harbor
 from pytest_reactbench.results.load import ResultsError, load_outcomes, load_run, missing_shards
 from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.render import markdown
-from pytest_reactbench.results.site import RunInfo, junit_run_info, write_comparison, write_site
+from pytest_reactbench.results.site import RunInfo, junit_run_info, write_site
 from pytest_reactbench.sandbox.bake import BakingBackend
 from pytest_reactbench.sandbox.base import Backend, ImageRecipe, Progress, SandboxError, heartbeat
 from pytest_reactbench.sandbox.dockerfile import DockerfileError

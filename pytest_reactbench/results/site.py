@@ -4,16 +4,14 @@ it can be opened from disk or uploaded as a CI artifact. All links are relative.
 
 report.html: the run header (id, date, command, plugin version, backend, images and
 their provenance, formal or not), the collection errors, the leaderboard, a chart of
-each task's score with its interval, and the tasks x agents matrix. A trial's page:
-the verdict and the reason, the instruction, the diff, the agent's log tail and tool
-calls, the verifier's log, timings and cost, and the record's files."""
+each task's score with its interval, and the tasks x agents matrix, each attempt
+linking its trial's page (`trial_page.py`)."""
 
 from __future__ import annotations
 
 import html
 import json
 import math
-import os
 import re
 import shutil
 from collections.abc import Sequence
@@ -22,10 +20,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
-from pytest_reactbench.results.compare import EXIT_MEANINGS, Comparison
-from pytest_reactbench.results.evidence import Evidence, ToolCall, gather
+from pytest_reactbench.results.evidence import Evidence, gather
 from pytest_reactbench.results.load import ResultsError, junit_suite_properties
 from pytest_reactbench.results.manifest import RunManifest
+from pytest_reactbench.results.pages import Site, page
 from pytest_reactbench.results.render import (
     BOARD_COLUMNS,
     COLOURS,
@@ -34,12 +32,11 @@ from pytest_reactbench.results.render import (
     provenance,
     usage_lines,
 )
-from pytest_reactbench.results.trial_result import TrialResult, Verdict, strip_ansi
+from pytest_reactbench.results.trial_page import page_slug, trial_page
+from pytest_reactbench.results.trial_result import TrialResult, strip_ansi
 
 #: Written by the session into its run folder: tasks that failed to load.
 COLLECTION_ERRORS = "collection-errors.json"
-#: The most entries of a list (audit findings...) a trial page shows.
-MAX_LISTED = 30
 #: One colour per agent in the chart (the verdict colours stay for verdicts).
 AGENT_COLOURS = ("#1565c0", "#ef6c00", "#6a1b9a", "#00838f", "#ad1457", "#558b2f", "#4e342e")
 
@@ -124,264 +121,6 @@ def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / denominator
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
     return max(0.0, centre - half), min(1.0, centre + half)
-
-
-# -- the pages -------------------------------------------------------------------------
-
-STYLE = """
-body { font: 14px/1.45 system-ui, sans-serif; margin: 24px; color: #222; max-width: 1200px; }
-table { border-collapse: collapse; margin: 12px 0 24px; }
-th, td { border: 1px solid #ccc; padding: 5px 9px; text-align: left; vertical-align: top; }
-td[data-verdict] { color: #fff; min-width: 140px; }
-td[data-verdict] a, .badge a { color: #fff; }
-.t { margin-top: 4px; } .key, .badge { color: #fff; padding: 2px 8px; margin-right: 6px; border-radius: 3px; }
-dl.run { display: grid; grid-template-columns: max-content auto; gap: 2px 16px; }
-dl.run dt { font-weight: 600; } dl.run dd { margin: 0; }
-pre { background: #f6f8fa; padding: 10px; overflow-x: auto; white-space: pre-wrap;
-      border: 1px solid #e1e4e8; }
-pre.diff .add { color: #116329; background: #dafbe1; } pre.diff .del { color: #82071e; background: #ffebe9; }
-pre.diff .hunk { color: #6639ba; }
-.reason { border-left: 4px solid #c62828; padding: 4px 12px; background: #fff5f5; }
-.reason.error { border-color: #6d4c41; background: #f7f1ef; }
-.reason.passed { border-color: #2e7d32; background: #f1f8f1; }
-section { margin: 18px 0; } code { background: #f0f0f0; padding: 0 3px; }
-ol.steps { list-style: none; padding: 0; }
-ol.steps > li { border-left: 3px solid #90a4ae; margin: 6px 0; padding: 2px 10px; }
-ol.steps > li.failed { border-color: #c62828; } ol.steps > li.said { border-color: #1565c0; }
-.step-head .meta { color: #555; font-size: 0.9em; margin-left: 8px; }
-.arg-name { color: #555; margin-right: 6px; }
-th[data-key] { cursor: pointer; }
-pre.code { background: #f6f8fa; margin: 2px 0; } ol.steps pre { max-height: 24em; overflow: auto; }
-"""
-
-
-def _page(title: str, body: str) -> str:
-    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
-            f"<style>{STYLE}</style></head><body>\n{body}\n</body></html>\n")
-
-
-def _slug(result: TrialResult, taken: set[str]) -> str:
-    base = Path(result.record).name if result.record else f"{result.task}__{result.agent}__{result.attempt}"
-    base = re.sub(r"[^A-Za-z0-9_.-]+", "-", base) or "trial"
-    slug, n = base, 1
-    while slug in taken:
-        n += 1
-        slug = f"{base}-{n}"
-    taken.add(slug)
-    return slug
-
-
-class _Site:
-    def __init__(self, out: Path, up: tuple[str, str] | None = None) -> None:
-        self.out = out.resolve()
-        self.trials = self.out / "trials"
-        #: A page this site is part of (its href from the site's folder, and its name).
-        self.up = up
-
-    def up_link(self, depth: int) -> list[str]:
-        """The link to the page this site is part of, from a page `depth` folders down."""
-        if self.up is None:
-            return []
-        return [f'<a id=up href="{"../" * depth}{self.up[0]}">↑ {_e(self.up[1])}</a>']
-
-    def link(self, target: Path, slug: str, name: str) -> str:
-        """A relative href to a record file from a trial page, copying the file into
-        the site when it lies outside it."""
-        target = target.resolve()
-        if not target.is_relative_to(self.out):
-            copy = self.trials / slug / name
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(target, copy)
-            target = copy
-        return quote(os.path.relpath(target, self.trials))
-
-
-def _reason(result: TrialResult, evidence: Evidence) -> str:
-    """Why the trial ended as it did, in what a user acts on."""
-    v = result.verdict
-    parts: list[str] = []
-    if v is Verdict.PASSED:
-        parts.append("<p>Reward 1: the hidden tests pass and the change adds no React Doctor "
-                     "finding.</p>")
-    elif v is Verdict.ERROR:
-        parts.append(f"<p><b>Error ({_e(result.failure)})</b>: no score; the harness, a sandbox "
-                     "or the verifier broke, not the agent.</p>")
-        parts.append(f"<pre class=message>{_e(result.message)}</pre>")
-    elif v is Verdict.NOT_ATTEMPTED:
-        parts.append(f"<p><b>Not attempted</b>: {_e(result.message)}</p>")
-    else:
-        reward = "not graded" if result.grading.reward is None else f"reward {result.grading.reward:g}"
-        parts.append(f"<p><b>Failed</b> ({_e(reward)}): {_e(result.message)}</p>")
-    if result.grading.gates:
-        parts.append("<ul class=gates>" + "".join(
-            f"<li>gate {_e(g.value)}: {'pass' if ok else 'FAIL' if ok is False else 'n/a'}</li>"
-            for g, ok in result.grading.gates.items()) + "</ul>")
-    if result.agent_run.ending and result.agent_run.ending != "completed":
-        parts.append(f"<p>The agent's ending: <b>{_e(result.agent_run.ending)}</b>.</p>")
-    if result.grading.failing_specs:
-        items = []
-        for spec in result.grading.failing_specs:
-            message = result.grading.spec_message(spec)
-            items.append(f"<li><code>{_e(spec)}</code>"
-                         + (f"<pre class=message>{_e(message)}</pre>" if message else "") + "</li>")
-        parts.append(f"<h3>Failing specs ({len(result.grading.failing_specs)})</h3>"
-                     f"<ul id=failing-specs>{''.join(items)}</ul>")
-    if result.grading.findings:
-        rows = "".join(f"<tr><td>{_e(f.rule)}</td><td><code>{_e(f.file)}"
-                       f"{'' if f.line is None else f':{f.line}'}</code></td><td>{_e(f.message)}</td></tr>"
-                       for f in result.grading.findings)
-        parts.append("<h3>New React Doctor findings</h3><table id=findings><tr><th>rule</th>"
-                     f"<th>file:line</th><th>message</th></tr>{rows}</table>")
-    grading = result.grading
-    for title, entries in (("Target findings still present", grading.remaining_targets),
-                           ("Changed files React Doctor did not analyse", grading.unscanned),
-                           ("Refused from the submission",
-                            [f"{r.path}: {r.reason}" for r in grading.refused]),
-                           ("Submission audit", result.submission.audit)):
-        if entries:
-            more = f"<li>… and {len(entries) - MAX_LISTED} more</li>" if len(entries) > MAX_LISTED else ""
-            # A long list stays folded: the reason above it is what a reader wants first.
-            parts.append(f"<details{' open' if len(entries) <= 5 else ''}><summary><b>{_e(title)} "
-                         f"({len(entries)})</b></summary><ul>"
-                         + "".join(f"<li>{_e(x)}</li>" for x in entries[:MAX_LISTED]) + more
-                         + "</ul></details>")
-    return f'<section id=reason class="reason {v.value}">{"".join(parts)}</section>'
-
-
-#: The phases of a trial in the order they happen.
-PHASES = ("bake", "boot", "agent", "artifacts", "verifier_boot", "verify", "test_command", "scan")
-
-
-def _phase_order(phase: str) -> tuple[int, str]:
-    return (PHASES.index(phase) if phase in PHASES else len(PHASES), phase)
-
-
-def _diff(text: str) -> str:
-    lines = []
-    for line in text.splitlines():
-        kind = ("add" if line.startswith("+") and not line.startswith("+++") else
-                "del" if line.startswith("-") and not line.startswith("---") else
-                "hunk" if line.startswith("@@") else "")
-        lines.append(f'<span class="{kind}">{_e(line)}</span>' if kind else _e(line))
-    return "<pre class=diff>" + "\n".join(lines) + "</pre>"
-
-
-def _diff_section(result: TrialResult, evidence: Evidence) -> str:
-    """The diff, from the record; a record that is not on this machine (a report made
-    from JUnit alone) is named, never read as no change."""
-    if evidence.diff.strip():
-        return _diff(evidence.diff)
-    if evidence.record is not None:
-        return "<p>No change.</p>"
-    if result.record:
-        return (f"<p>Not shown: the diff is in the trial's record, "
-                f"<code>{_e(str(Path(result.record) / 'diff.patch'))}</code>, which is not on this machine."
-                "</p>")
-    return "<p>Not shown: the trial has no record to read it from.</p>"
-
-
-def _argument(value: object) -> str:
-    """One argument of a tool call as code: text as written (its lines, its characters),
-    anything else as JSON."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    if "\n" in text or len(text) > 100:
-        return f"<pre class=code>{_e(text[:4000])}</pre>"
-    return f"<code>{_e(text)}</code>"
-
-
-def _transcript(calls: Sequence[ToolCall]) -> str:
-    """The agent's steps, each with an anchor (#step-N): what it said, each tool call
-    with its arguments as code and its output, the time from the agent's start, how long
-    the call took and the model call's tokens where they are known."""
-    items = []
-    for n, c in enumerate(calls, 1):
-        meta = [f"+{c.at:.1f} s" if c.at is not None else "",
-                f"{c.seconds:.2f} s" if c.seconds is not None else "", c.tokens,
-                c.error or ("" if c.result_bytes is None else f"{c.result_bytes} bytes")]
-        head = (f"<div class=step-head><b>#{n}</b> {_e(c.tool)}"
-                f"<span class=meta>{_e(' · '.join(m for m in meta if m))}</span></div>")
-        if c.tool in ("assistant", "thinking", "output", "system"):
-            body = f"<pre class=said>{_e(c.output[:4000])}</pre>"
-        else:
-            body = "".join(f"<div><span class=arg-name>{_e(name)}</span>{_argument(value)}</div>"
-                           for name, value in c.args.items())
-            body += f"<pre class=output>{_e(c.output[:2000])}</pre>" if c.output.strip() else ""
-        kind = "failed" if c.error else "said" if c.tool == "assistant" else "call"
-        items.append(f'<li id="step-{n}" class="{kind}">{head}{body}</li>')
-    calls_made = sum(c.tool not in ("assistant", "thinking", "output", "system") for c in calls)
-    return (f"<section id=transcript><h2>Transcript ({calls_made} tool call(s))</h2>"
-            f"<ol class=steps>{''.join(items)}</ol></section>")
-
-
-def _retries(evidence: Evidence) -> str:
-    """The tries that ended in an error before this one, each with its error."""
-    if not evidence.retries:
-        return ""
-    items = "".join(f"<li><code>{_e(r.record.name)}</code>: <b>{_e(r.failure)}</b>"
-                    + (f"<pre class=message>{_e(r.message[:2000])}</pre>" if r.message else "") + "</li>"
-                    for r in evidence.retries)
-    return (f"<section id=retries><h2>Retries before this result ({len(evidence.retries)})</h2>"
-            f"<ol>{items}</ol></section>")
-
-
-def _title(result: TrialResult) -> str:
-    return f"{result.task} · {result.agent} #{result.attempt}"
-
-
-def _trial_page(result: TrialResult, evidence: Evidence, slug: str, site: _Site,
-                around: tuple[tuple[str, TrialResult] | None, tuple[str, TrialResult] | None] = (None, None)
-                ) -> str:
-    colour = COLOURS[result.verdict.value]
-    title = _title(result)
-    nav = [*site.up_link(1), '<a href="../report.html">← the run</a>']
-    for rel, label, neighbour in (("prev", "previous", around[0]), ("next", "next", around[1])):
-        if neighbour is not None:
-            nav.append(f'<a id={rel} rel={rel} href="{quote(neighbour[0])}.html">{label}: '
-                       f"{_e(_title(neighbour[1]))} ({_e(neighbour[1].verdict.value)})</a>")
-    body = [f'<p id=trial-nav>{" · ".join(nav)}</p><h1>{_e(title)}</h1>',
-            f'<p><span class="badge" id=verdict style="background:{colour}">{_e(result.verdict.value)}</span>'
-            f"{_e(result.failure)}</p>",
-            _reason(result, evidence)]
-    # What happened first: the verdict and why, then what the agent did; the rest below.
-    if evidence.tool_calls:
-        body.append(_transcript(evidence.tool_calls))
-    body.append(_retries(evidence))
-    if evidence.instruction:
-        body.append(f"<section id=instruction><h2>Instruction</h2><pre>{_e(evidence.instruction)}</pre>"
-                    "</section>")
-    stat = f" ({_e(str(result.submission.diff))})" if result.submission.diff.files else ""
-    body.append(f"<section id=diff><h2>The agent's diff{stat}</h2>" + _diff_section(result, evidence)
-                + "</section>")
-    if evidence.agent_log_tail:
-        body.append(f"<section id=agent-log><h2>The agent's log (tail)</h2><pre>{_e(evidence.agent_log_tail)}"
-                    "</pre></section>")
-    if result.grading.test_log_tail:
-        body.append(f"<section id=test-log><h2>The verifier's test log (tail)</h2>"
-                    f"<pre>{_e(result.grading.test_log_tail)}</pre></section>")
-    rows = "".join(f"<tr><td>{_e(phase)}</td><td>{seconds:.2f} s</td></tr>" for phase, seconds
-                   in sorted(result.durations.items(), key=lambda p: _phase_order(p[0])))
-    # What the agent's CLI reported (the result), else what its events carried.
-    run = result.agent_run
-    spent = run.cost_usd if run.cost_usd is not None else evidence.cost_usd
-    tokens = {"input tokens": run.input_tokens, "output tokens": run.output_tokens} \
-        if run.input_tokens is not None else {k.replace("_", " "): v for k, v in evidence.tokens.items()}
-    cost = "" if spent is None else f"<tr><td>cost</td><td>${spent:.4f}</td></tr>"
-    cost += "".join(f"<tr><td>{_e(k)}</td><td>{v}</td></tr>" for k, v in tokens.items() if v is not None)
-    body.append(f"<section id=timings><h2>Timings</h2><table>{rows}<tr><th>total</th>"
-                f"<th>{sum(result.durations.values()):.2f} s</th></tr>{cost}</table>"
-                f"<p>Retries before this result: {result.retries}.</p></section>")
-    images = "".join(f"<li>{_e(role)}: <code>{_e(digest)}</code></li>"
-                     for role, digest in sorted(result.provenance.images.items()))
-    images += "".join(f"<li>base: {_e(str(b))}</li>" for b in result.provenance.bases)
-    body.append(f"<section id=images><h2>Sandbox</h2><p>backend {_e(result.provenance.backend or '?')}; "
-                f"{'formal' if result.provenance.formal else 'not formal'}</p><ul>{images}</ul></section>")
-    if evidence.record is not None:
-        record = evidence.record
-        links = "".join(f'<li><a href="{site.link(record / name, slug, name)}">{_e(name)}</a></li>'
-                        for name in evidence.files)
-        body.append(f"<section id=record><h2>Run record</h2><p><code>{_e(str(record))}</code></p>"
-                    f"<ul>{links}</ul></section>")
-    return _page(title, "\n".join(body))
 
 
 def _chart(board: Board) -> str:
@@ -583,12 +322,12 @@ def write_run(outcomes: Sequence[TrialResult], out: Path, *, title: str = "React
               runs: Sequence[RunInfo] = (), up: tuple[str, str] | None = None) -> WrittenRun:
     """report.html and the trial pages under `out`, and where each trial's page is; every
     page links `up` (an href from `out`, and its name) where the run is part of one."""
-    site = _Site(out, up)
+    site = Site(out, up)
     site.trials.mkdir(parents=True, exist_ok=True)
     board = Board(outcomes)
     taken: set[str] = set()
     pages: dict[int, str] = {}
-    slugs = {id(o): _slug(o, taken) for o in outcomes}
+    slugs = {id(o): page_slug(o, taken) for o in outcomes}
     # A trial page's previous and next: the run's trials by task, agent and attempt.
     ordered = sorted(outcomes, key=lambda o: (o.task, o.agent, o.attempt))
     evidence: dict[int, Evidence] = {}
@@ -600,7 +339,7 @@ def write_run(outcomes: Sequence[TrialResult], out: Path, *, title: str = "React
                        (ordered[at - 1] if at else None, ordered[at + 1] if at + 1 < len(ordered) else None))
         evidence[id(o)] = gather(o)
         (site.trials / f"{slug}.html").write_text(
-            _trial_page(o, evidence[id(o)], slug, site, (around[0], around[1])))
+            trial_page(o, evidence[id(o)], slug, site, (around[0], around[1])))
         pages[id(o)] = f"trials/{quote(slug)}.html"
     for stale in site.trials.iterdir():
         # Pages of an earlier report in this folder (a resumed run's superseded trials).
@@ -614,7 +353,7 @@ def write_run(outcomes: Sequence[TrialResult], out: Path, *, title: str = "React
                           for row in board.rows())
     columns = "".join(f"<th>{_e(c)}</th>" for c in BOARD_COLUMNS)
     legend = " ".join(f'<span class=key style="background:{c}">{v}</span>' for v, c in COLOURS.items())
-    page = _page(title, f"""{"".join(f"<p>{link}</p>" for link in site.up_link(0))}<h1>{_e(title)}</h1>
+    html_page = page(title, f"""{"".join(f"<p>{link}</p>" for link in site.up_link(0))}<h1>{_e(title)}</h1>
 {_header(outcomes, runs)}
 {_collection_errors(runs)}
 <h2>Leaderboard</h2>
@@ -628,98 +367,5 @@ def write_run(outcomes: Sequence[TrialResult], out: Path, *, title: str = "React
 <p>Scores average the valid attempts (passed or failed) of each task, then weigh tasks
 equally; errors are counted apart. An agent that misses a task, or whose trials end
 in an error more than one time in ten, is unranked.</p>""")
-    written.index.write_text(page)
+    written.index.write_text(html_page)
     return written
-
-
-
-# -- a baseline beside a candidate -----------------------------------------------------
-
-#: The order of a comparison page's flips: what a reviewer acts on first, first.
-FLIP_ORDER = ("pass->fail", "worse", "missing", "no verdict", "worse (within noise)", "fail->pass", "better",
-              "no verdict in the baseline", "missing (allowed)", "new")
-
-
-def _flips(comparison: Comparison, base: Board) -> list[tuple[str, str, str, str]]:
-    """(task, agent, kind, detail) of each item whose result is not the same in both
-    runs, as the comparison found them, in FLIP_ORDER."""
-    flips = [(c.task, c.agent, c.kind, c.counts) for c in comparison.flips]
-    for key in comparison.errored:
-        detail = (f"{comparison.unmendable[key]}: not retryable" if key in comparison.unmendable
-                  else "the candidate's trials ended in errors: run them again")
-        flips.append((*key, "no verdict", detail))
-    for key in comparison.only_base:
-        if key not in comparison.errored:
-            flips.append((*key, "missing (allowed)" if comparison.allow_missing else "missing",
-                          "scored in the baseline, not in the candidate"))
-    for key in comparison.only_new:
-        tried = key in base.cells
-        flips.append((*key, "no verdict in the baseline" if tried else "new",
-                      "the baseline's trials ended in errors" if tried else "not in the baseline"))
-    return sorted(flips, key=lambda f: (FLIP_ORDER.index(f[2]), f[0], f[1]))
-
-
-def _side_link(label: str, outcomes: Sequence[TrialResult], runs: Sequence[RunInfo]) -> str:
-    """The side's run (or runs: its shards), linking the side's own report."""
-    ids = [r.run_id for r in runs] or sorted({o.provenance.run for o in outcomes if o.provenance.run})
-    return f'<a href="{quote(label)}/report.html">{_e(", ".join(ids) or label)}</a>'
-
-
-def _side_header(label: str, outcomes: Sequence[TrialResult], runs: Sequence[RunInfo]) -> str:
-    entries = [("run", _side_link(label, outcomes, runs))]
-    for run in runs:
-        entries += [("date", _e(run.started)), ("command", f"<code>{_e(run.command)}</code>")]
-        if run.incomplete:
-            entries.append(("INCOMPLETE", f"<b class=incomplete>{_e(run.incomplete)}</b>"))
-    entries.append(("verdicts", _e(provenance(outcomes))))
-    return (f"<section id={label}-run><h2>The {label}</h2><dl class=run>"
-            + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in entries) + "</dl></section>")
-
-
-def write_comparison(comparison: Comparison, base: Sequence[TrialResult], new: Sequence[TrialResult],
-                     out: Path, *, title: str = "ReactBench: baseline and candidate",
-                     runs: tuple[Sequence[RunInfo], Sequence[RunInfo]] = ((), ())) -> Path:
-    """compare.html under `out`: the comparison's verdict, the flips (each linking the
-    trial pages of both runs), then every task side by side; each run's own report and
-    trial pages under baseline/ and candidate/. Returns compare.html's path."""
-    up = ("../compare.html", "the comparison")
-    written_base = write_run(base, out / "baseline", title=f"{title}: the baseline", runs=runs[0], up=up)
-    written_new = write_run(new, out / "candidate", title=f"{title}: the candidate", runs=runs[1], up=up)
-
-    def row(task: str, agent: str, kind: str, detail: str) -> str:
-        return (f'<tr data-kind="{_e(kind)}"><th>{_e(task)}</th><td>{_e(agent)}</td>'
-                f"<td><b>{_e(kind)}</b>{f'<br><small>{_e(detail)}</small>' if detail else ''}</td>"
-                + written_base.cell(task, agent, "baseline/") + written_new.cell(task, agent, "candidate/")
-                + "</tr>")
-
-    head = "<tr><th>task</th><th>agent</th><th>change</th><th>baseline</th><th>candidate</th></tr>"
-    flips = _flips(comparison, written_base.board)
-    flipped = {(task, agent): (kind, detail) for task, agent, kind, detail in flips}
-    flipped |= {(c.task, c.agent): ("same", c.counts) for c in comparison.changes if c.kind == "same"}
-    every = sorted(set(written_base.board.cells) | set(written_new.board.cells))
-    # What neither run scored (errors on both sides, not attempted) is no flip and not the same.
-    rows = "".join(row(task, agent, *flipped.get((task, agent), ("no score in either run", "")))
-                   for task, agent in every)
-    flip_table = (f"<table id=flip-list>{head}{''.join(row(*f) for f in flips)}</table>" if flips
-                  else "<p>None: every item both runs scored ended the same.</p>")
-    colour = {0: "passed", 1: "failed"}.get(comparison.exit_code, "error")
-    legend = " ".join(f'<span class=key style="background:{c}">{v}</span>' for v, c in COLOURS.items())
-    page = _page(title, f"""<h1>{_e(title)}</h1>
-<p id=sides>The baseline, {_side_link("baseline", base, runs[0])}, beside the candidate,
-{_side_link("candidate", new, runs[1])} (each run's details below).</p>
-<section id=verdict class="reason {colour}"><p><b>{_e(comparison.word)}</b>: exit
-{comparison.exit_code}, {_e(EXIT_MEANINGS[comparison.exit_code])}.</p>
-<pre id=summary>{_e(comparison.summary())}</pre></section>
-<section id=flips><h2>Flips ({len(flips)})</h2>
-<p>{legend} Each attempt links to its trial page in its run: the verdict and why, the transcript,
-the diff.</p>
-{flip_table}</section>
-<section id=side-by-side><h2>Every task, baseline beside candidate ({len(every)})</h2>
-<table id=tasks>{head}{rows}</table></section>
-{_side_header("baseline", base, runs[0])}
-{_side_header("candidate", new, runs[1])}
-<p>Each run's own report, with its leaderboard and every trial:
-<a href="baseline/report.html">the baseline</a>, <a href="candidate/report.html">the candidate</a>.</p>""")
-    index = out.resolve() / "compare.html"
-    index.write_text(page)
-    return index
