@@ -24,7 +24,7 @@ from pytest_reactbench.sandbox.docker import DockerBackend
 from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle, default_cache
 from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP, recipe_dir
 from pytest_reactbench.tasks.load import load_task
-from pytest_reactbench.trial.trial import Stages
+from pytest_reactbench.trial import Stages
 
 MB = 1e6
 TASKS = Path(__file__).resolve().parents[1] / "tasks"

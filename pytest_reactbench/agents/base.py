@@ -58,7 +58,7 @@ class AgentContext:
     task: Task
     sandbox: Sandbox
     timeout: float
-    #: Records an event in the run record: `event("tool", tool="bash", ...)`.
+    #: Records an event in the run record: `event(Event.TOOL, tool="bash", ...)`.
     event: Callable[..., None] = field(default=_no_event)
 
 

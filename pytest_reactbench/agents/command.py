@@ -25,6 +25,7 @@ from pytest_reactbench.agents.base import (
 )
 from pytest_reactbench.agents.output import read_output
 from pytest_reactbench.agents.tools import MAX_SHOWN_OUTPUT, shown_args
+from pytest_reactbench.results.events import Event
 from pytest_reactbench.sandbox.base import SandboxError
 from pytest_reactbench.sandbox.relay import LOOPBACK_HOSTS
 from pytest_reactbench.tasks import Task
@@ -206,13 +207,13 @@ class CommandAgent(Agent):
     def run(self, ctx: AgentContext) -> AgentOutcome:
         command, env = self.invocation(ctx.task)
         ctx.sandbox.write_file(INSTRUCTION_FILE, ctx.task.instruction)
-        ctx.event("command", command=command, env=sorted(env), user=self.spec.user or "root",
+        ctx.event(Event.COMMAND, command=command, env=sorted(env), user=self.spec.user or "root",
                   version=self.spec.version)  # names only, never values
         result = ctx.sandbox.exec(command, cwd="/app", env=env, timeout=ctx.timeout,
                                   user=self.spec.user or None)
         stdout, stderr = self._redacted(result.text), self._redacted(result.error_text)
         if not result.timed_out and (why := cannot_start(command, result.exit_code, stderr)):
-            ctx.event("command-not-started", exit_code=result.exit_code, said=why)
+            ctx.event(Event.COMMAND_NOT_STARTED, exit_code=result.exit_code, said=why)
             raise AgentCommandNotFound(
                 f"agent {self.name!r}: its command `{command}` could not start in the sandbox "
                 f"(exit {result.exit_code}: {why}); it runs in /app of the task's image, where only what "
@@ -226,11 +227,11 @@ class CommandAgent(Agent):
         # The CLI's conversation, as the tools agents record theirs.
         for turn in reading.turns:
             if turn.tool:
-                ctx.event("tool", tool=turn.tool, args=shown_args(turn.args),
+                ctx.event(Event.TOOL, tool=turn.tool, args=shown_args(turn.args),
                           result_bytes=len(turn.output.encode()), output=turn.output[:MAX_SHOWN_OUTPUT],
                           **({"error": turn.error} if turn.error else {}))
             else:
-                ctx.event("message", role="assistant", text=turn.text[:MAX_SHOWN_OUTPUT])
+                ctx.event(Event.MESSAGE, role="assistant", text=turn.text[:MAX_SHOWN_OUTPUT])
         return outcome
 
     def _transcript(self, ctx: AgentContext) -> str | None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from pytest_reactbench.agents.base import Agent, AgentConfigError, AgentContext, AgentOutcome
+from pytest_reactbench.results.events import Event
 from pytest_reactbench.sandbox.base import Sandbox
 
 MAX_ARG_CHARS = 200
@@ -85,7 +86,7 @@ class Tools:
 
     def _record(self, tool: str, args: dict[str, Any], started: float, result: str,
                 error: str | None = None, **extra: Any) -> None:
-        self._event("tool", tool=tool, args=shown_args(args), result_bytes=len(result.encode()),
+        self._event(Event.TOOL, tool=tool, args=shown_args(args), result_bytes=len(result.encode()),
                     output=result[:MAX_SHOWN_OUTPUT],
                     seconds=round(time.monotonic() - started, 3), **({"error": error} if error else {}),
                     **extra)
@@ -93,7 +94,7 @@ class Tools:
     def said(self, text: str) -> None:
         """Records what the model said (its text between tool calls) in the transcript."""
         if text.strip():
-            self._event("message", role="assistant", text=text[:MAX_SHOWN_OUTPUT])
+            self._event(Event.MESSAGE, role="assistant", text=text[:MAX_SHOWN_OUTPUT])
 
     def model_replied(self, input_tokens: int | None = None, output_tokens: int | None = None, *,
                       seconds: float | None = None, model: str | None = None,
@@ -104,7 +105,7 @@ class Tools:
         known = {"model": model, "input_tokens": input_tokens, "output_tokens": output_tokens,
                  "cached_tokens": cached_tokens, "cost_usd": cost_usd,
                  "seconds": None if seconds is None else round(seconds, 3)}
-        self._event("model", **{k: v for k, v in known.items() if v is not None})
+        self._event(Event.MODEL, **{k: v for k, v in known.items() if v is not None})
 
     def _read(self, path: str) -> str:
         result = self.sandbox.exec(["cat", "--", path], cwd="/", timeout=self._remaining())

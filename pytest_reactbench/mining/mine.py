@@ -54,7 +54,7 @@ from pytest_reactbench.mining.runners import (
     source_roots,
 )
 from pytest_reactbench.mining.writer import TaskPlan, tests_config, write_task
-from pytest_reactbench.results import Gate, TrialResult
+from pytest_reactbench.results import Gate, TrialResult, Verdict
 from pytest_reactbench.tasks.grade import DoctorFinding, read_grade
 
 MERGE_SUBJECT = re.compile(r"^Merge (pull request|branch) ")
@@ -376,7 +376,7 @@ def prove(draft: Path, request: Request, records: Path,
                  + "; ".join(f"{f.rule} {f.file}:{f.line or ''}" for f in tolerated[:5]))
     for agent in ("oracle", "nop"):
         result = controls.result(task_id, agent)
-        if result is not None and result.verdict.value == "error":
+        if result is not None and result.verdict is Verdict.ERROR:
             echo(f"  {agent} ended in error ({result.failure}):\n{result.message}")
         elif result is not None and result.verdict.value != CONTROLS[agent]:
             # The test run's own words: why a spec failed (or passed) where it should not.

@@ -10,6 +10,7 @@ from pytest_reactbench.controls import ControlRun
 from pytest_reactbench.mining.changes import Change, Kind, is_cypress
 from pytest_reactbench.mining.runners import REGISTRY_LACKS, Toolchain, node_ceiling, node_floor
 from pytest_reactbench.results import Gate
+from pytest_reactbench.sandbox.base import BakeError
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def control_refusals(controls: ControlRun, task_id: str) -> list[Reason]:
                 code = "not-run"
             else:
                 line = one_line(result.message) or result.failure
-                code = "bake" if result.failure == "BakeError" else (result.failure or "error").lower()
+                code = "bake" if result.failure.is_(BakeError) else (result.failure or "error").lower()
                 if code == "bake" and REGISTRY_LACKS in result.message:
                     code = "registry"  # no bake can get past it: apart from the others
             if line in said:

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_reactbench import __version__
 from pytest_reactbench.agents import AgentConfigError
-from pytest_reactbench.plugin import bakes, builtins, hookspecs, shards
+from pytest_reactbench.plugin import bakes, builtins, hookspecs, selection, shards
 from pytest_reactbench.plugin.items import (
     AGENTS_KEY,
     TaskDirectory,
@@ -23,18 +23,16 @@ from pytest_reactbench.plugin.items import (
     register_task_markers,
 )
 from pytest_reactbench.plugin.progress import progress_printer
-from pytest_reactbench.plugin.report import describe_failure
+from pytest_reactbench.plugin.report import describe_failure, result_of
 from pytest_reactbench.plugin.session import SESSION_KEY, ReactbenchSession
 from pytest_reactbench.plugin.settings import addoption, read_settings
 from pytest_reactbench.plugin.summary import ResultsSummary
-from pytest_reactbench.results import Provenance, TrialResult, Verdict, new_run_id
+from pytest_reactbench.results import TrialResult, Verdict, new_run_id
 from pytest_reactbench.results.load import ResultsError
 from pytest_reactbench.results.manifest import RunManifest
 from pytest_reactbench.sandbox.base import SandboxError
 from pytest_reactbench.tasks import Task, TaskError, find_tasks, load_task
-from pytest_reactbench.trial import Stages
-
-VERDICT = "reactbench.verdict"
+from pytest_reactbench.trial import Stages, outcomes
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -71,7 +69,7 @@ class XdistHooks:
         if summary is not None:
             summary.expect(ids)
         session = config.stash[SESSION_KEY]
-        dirs = {_node_prefix(config, path): path for arg in config.args
+        dirs = {selection.node_prefix(config, path): path for arg in config.args
                 for path in find_tasks((config.invocation_params.dir / arg).resolve())}
         first: dict[str, Task] = {}
         for nodeid in ids:
@@ -85,13 +83,6 @@ class XdistHooks:
         _check_agents(session, first)
 
 
-def _node_prefix(config: pytest.Config, path: Path) -> str:
-    """The node id of a task directory (its path from the rootdir, or its name when it
-    lies outside)."""
-    return path.relative_to(config.rootpath).as_posix() if path.is_relative_to(config.rootpath) \
-        else path.name
-
-
 def _check_agents(session: ReactbenchSession, first: dict[str, Task]) -> None:
     """The agents' CLIs answer before any trial runs, each on the first task it has."""
     if not session.config.option.collectonly:
@@ -103,75 +94,6 @@ def _trials_to_run(session: pytest.Session, state: ReactbenchSession) -> list[Tr
     resumed run keeps)."""
     return [item for item in session.items if isinstance(item, TrialItem) and not item.not_attempted
             and (item.task.id, item.agent.name, item.attempt) not in state.kept]
-
-
-def _item_arguments(config: pytest.Config) -> list[str]:
-    """`tasks/x::oracle` as a command-line argument: pytest refuses `::` after a
-    directory, so the argument becomes the task directory and the item id is kept to
-    select from what it collects. Returns the ids."""
-    selected = []
-    for index, arg in enumerate(config.args):
-        where, sep, name = arg.partition("::")
-        path = (config.invocation_params.dir / where).resolve()
-        if not sep or not (path / "task.toml").is_file():
-            continue
-        config.args[index] = where
-        selected.append(f"{_node_prefix(config, path)}::{name}")
-    return selected
-
-
-def _resolved_arg(config: pytest.Config, arg: str) -> str:
-    """A collection argument with its path made absolute (`/abs/tasks/x`, `/abs/t.py::f`)."""
-    where, sep, rest = arg.partition("::")
-    return str((config.invocation_params.dir / where).resolve()) + sep + rest
-
-
-def _given_paths(config: pytest.Config) -> tuple[list[Path], list[Path]]:
-    """The paths given as arguments: those that are not item ids (`tasks/x`), and the
-    task directories of those that are (`tasks/x::nop`)."""
-    plain: list[Path] = []
-    of_items: list[Path] = []
-    for arg in config.args:
-        where, sep, _ = arg.partition("::")
-        path = (config.invocation_params.dir / where).resolve()
-        (of_items if sep and (path / "task.toml").is_file() else plain).append(path)
-    return plain, of_items
-
-
-def _keep_selection(config: pytest.Config, session: ReactbenchSession, manifest: RunManifest,
-                    given: tuple[list[Path], list[Path]], named: list[str]) -> None:
-    """A resumed run is of the tasks it was made of: this session collects what the run's
-    first one did (its paths, item ids, -k and -m) whatever it is given. Paths and ids
-    given here only narrow that to some of the run's tasks; one outside the run, or
-    another -k or -m, is a usage error naming it."""
-    assert manifest.selection is not None
-    recorded = [Path(arg.partition("::")[0]) for arg in manifest.selection]
-    paths = given[0]
-    outside = [p for p in given[0] + given[1] if not any(p.is_relative_to(r) for r in recorded)]
-    if outside:
-        shown = ", ".join(_shown_path(config, p) for p in recorded)
-        raise pytest.UsageError(
-            f"--reactbench-resume: run {manifest.run_id} was made of {shown}, and this command gives "
-            f"{', '.join(_shown_path(config, p) for p in outside)}, which is not in it; a resumed run "
-            "keeps its own tasks: give none of its paths (or some of them), or start a new run")
-    for option, dest, value in (("-k", "keyword", manifest.keyword), ("-m", "markexpr", manifest.markexpr)):
-        asked = getattr(config.option, dest) or ""
-        if value and asked and asked != value:
-            raise pytest.UsageError(
-                f"--reactbench-resume: run {manifest.run_id} was made with {option} {value!r}, and this "
-                f"command gives {option} {asked!r}; a resumed run keeps its own: drop {option}, "
-                "or start a new run")
-        setattr(config.option, dest, asked or value)
-    config.args[:] = list(manifest.selection)
-    if session.worker == "controller":
-        session.selected = list(manifest.items)  # (xdist's workers get it from the controller)
-    if paths or named:
-        session.narrowed = (paths, named)
-
-
-def _shown_path(config: pytest.Config, path: Path) -> str:
-    return str(path.relative_to(config.invocation_params.dir)) \
-        if path.is_relative_to(config.invocation_params.dir) else str(path)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -195,9 +117,9 @@ def pytest_configure(config: pytest.Config) -> None:
         except AgentConfigError as exc:
             raise pytest.UsageError(f"--reactbench-agent: {exc}") from None
     explicit_paths = config.args_source is pytest.Config.ArgsSource.ARGS
-    given = _given_paths(config) if explicit_paths else ([], [])
+    given = selection.given_paths(config) if explicit_paths else ([], [])
     # xdist workers may get the arguments as given: they are rewritten there too.
-    named = _item_arguments(config)
+    named = selection.item_arguments(config)
     session.selected = workerinput.get("reactbench_selected", named) if workerinput else named
     config.stash[SESSION_KEY] = session
     config.stash[AGENTS_KEY] = session.agents
@@ -208,7 +130,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # config.args is read by the session's collection right after configure.
         config.args[:] = [str(root) for root in settings.task_roots]
     if settings.resumed_manifest is not None and settings.resumed_manifest.selection is not None:
-        _keep_selection(config, session, settings.resumed_manifest, given, named)
+        selection.keep_selection(config, session, settings.resumed_manifest, given, named)
     if workerinput is None:
         try:
             session.records.hold()  # (the run is live until the session ends)
@@ -221,7 +143,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 run_id=run_id, started_at=time.time(), plugin_version=__version__,
                 args=list(config.invocation_params.args),
                 task_roots=[str(r) for r in settings.task_roots],
-                selection=[_resolved_arg(config, arg) for arg in config.args], items=list(named),
+                selection=[selection.resolved_arg(config, arg) for arg in config.args], items=list(named),
                 keyword=config.option.keyword or "", markexpr=config.option.markexpr or "",
                 backend=settings.backend,
                 agents=list(settings.agents),
@@ -287,26 +209,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         _check_agents(state, first)
 
 
-def _check_named_items(named: list[str], ids: list[str]) -> None:
-    """Every item id given as an argument names a collected item (or every attempt of
-    one agent's): one that does not is a usage error naming what the task has."""
-    for wanted in named:
-        if wanted in ids or any(nodeid.partition("#")[0] == wanted for nodeid in ids):
-            continue
-        task = wanted.rpartition("::")[0]
-        there = [nodeid for nodeid in ids if nodeid.rpartition("::")[0] == task]
-        raise pytest.UsageError(
-            f"{wanted}: no such item in this run; {task} has "
-            + (", ".join(there) if there else "none")
-            + " (an item is TASK::AGENT, or TASK::AGENT#ATTEMPT with --reactbench-attempts)")
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     state = config.stash.get(SESSION_KEY, None)
     if state is None:
         return
     if state.worker == "controller":  # (xdist's workers each collect the same)
-        _check_named_items(state.selected, [item.nodeid for item in items])
+        selection.check_named_items(state.selected, [item.nodeid for item in items])
     if state.settings.shard is not None:
         kept_items, other_shards = shards.select(
             items, state.settings.shard, lambda i: i.task.id if isinstance(i, TrialItem) else None)
@@ -396,14 +304,17 @@ def pytest_runtest_makereport(
     elif report.when == "call" and report.passed:
         result = item.funcargs.get("reactbench_trial")  # type: ignore[assignment]
     elif report.when == "setup" and report.skipped and item.not_attempted:
-        result = item.config.stash[SESSION_KEY].not_attempted(item.task, item.agent.name, item.attempt,
-                                                              item.not_attempted)
+        state = item.config.stash[SESSION_KEY]
+        result = outcomes.not_attempted(item.task, item.agent.name, item.attempt, item.not_attempted,
+                                        records=state.records, backend=state.settings.backend,
+                                        shard=state.trial_options.shard)
+        state.trial_finished(result, item)
     elif report.when == "setup" and call.excinfo is not None:
         # A stage a conftest.py replaced broke before the trial began.
-        run = item.config.stash[SESSION_KEY].records.run_id
-        result = TrialResult.error(item.task.id, item.agent.name, item.attempt, call.excinfo.value,
-                                   provenance=Provenance(run=run))
-        item.config.stash[SESSION_KEY].trial_finished(result, item)
+        state = item.config.stash[SESSION_KEY]
+        result = outcomes.setup_error(item.task, item.agent.name, item.attempt, call.excinfo.value,
+                                      run=state.records.run_id)
+        state.trial_finished(result, item)
         if isinstance(call.excinfo.value, SandboxError):
             report.longrepr = describe_failure(result)  # an engine that is down, say
     if result is not None:
@@ -412,12 +323,9 @@ def pytest_runtest_makereport(
     return report
 
 
-def _verdict(report: pytest.TestReport) -> str | None:
-    return next((str(v) for k, v in report.user_properties if k == VERDICT), None)
-
-
 def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
-    if report.skipped and _verdict(report) == Verdict.NOT_ATTEMPTED:
+    if report.skipped and (result := result_of(report)) is not None \
+            and result.verdict is Verdict.NOT_ATTEMPTED:
         return "not attempted", "N", "NOT ATTEMPTED"
     return None
 

@@ -38,5 +38,7 @@ def pytest_reactbench_sandbox_backends() -> Mapping[str, BackendFactory]:  # typ
 
 @pytest.hookspec
 def pytest_reactbench_trial_finished(result: TrialResult, item: pytest.Item) -> None:
-    """Called on the worker that ran it when a trial has its verdict (pass, fail or
-    error), after its run record is complete."""
+    """Called on the worker that ran it when a trial has its verdict (pass, fail,
+    error or not attempted; a setup error included), after its run record is complete.
+    A trial a resumed run keeps from its records, and one whose xdist worker died, get
+    no call: neither was run to its verdict by this session's workers."""

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-from pytest_reactbench.results import AGENT_SAID, Gate, TrialResult, Verdict
+import pytest
+
+from pytest_reactbench.agents import AgentAPIError, AgentAuthError
+from pytest_reactbench.agents.command import AgentCommandNotFound
+from pytest_reactbench.results import AGENT_SAID, Failure, Gate, TrialResult, Verdict
 
 MAX_LISTED = 20
 #: Why an error has no score, where its class says more than "something broke".
-NO_SCORE = {
-    "AgentAPIError": "No score: the model API failed the agent (retryable; not the agent's work).",
-    "AgentAuthError": "No score: the model API refused the agent's key (not retried: check the key "
-                      "the agent is given).",
-    "AgentCommandNotFound": "No score: the agent's command could not start (not retried: see the "
-                            "command and what the shell said).",
+NO_SCORE: dict[Failure, str] = {
+    Failure.of(AgentAPIError):
+        "No score: the model API failed the agent (retryable; not the agent's work).",
+    Failure.of(AgentAuthError):
+        "No score: the model API refused the agent's key (not retried: check the key the agent is given).",
+    Failure.of(AgentCommandNotFound):
+        "No score: the agent's command could not start (not retried: see the command and what the "
+        "shell said).",
 }
 #: The lines of a failing spec's assertion the screen shows (the page has them all).
 SPEC_LINES = 4
@@ -29,6 +35,11 @@ def _failing_specs(result: TrialResult) -> list[str]:
         said = [line for line in result.grading.spec_message(spec).splitlines() if line.strip()]
         lines += [f"      {line}" for line in said[:SPEC_LINES]]
     return ["Failing specs:", *lines] if lines else []
+
+
+def result_of(report: pytest.TestReport) -> TrialResult | None:
+    """The result an item's report carries in its properties (None: not a trial's)."""
+    return TrialResult.from_properties({str(k): str(v) for k, v in report.user_properties})
 
 
 def describe_failure(result: TrialResult) -> str:

@@ -17,9 +17,8 @@ from pytest_reactbench.plugin.extensions import Registered, registered
 from pytest_reactbench.plugin.progress import OncePerSession, progress_printer
 from pytest_reactbench.plugin.settings import Settings, UsageError
 from pytest_reactbench.plugin.shards import shard_text
-from pytest_reactbench.results import Provenance, RunRecords, TrialResult, Verdict
+from pytest_reactbench.results import RunRecords, TrialResult
 from pytest_reactbench.results.load import ResultsError
-from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.resume import kept_trials
 from pytest_reactbench.sandbox.base import Backend, SandboxError
 from pytest_reactbench.sandbox.relay import egress_refusals, loopback_port
@@ -161,21 +160,9 @@ class ReactbenchSession:
         """The backend, if this process made one (it is made on first use)."""
         return self._backend
 
-    def not_attempted(self, task: Task, agent: str, attempt: int, reason: str) -> TrialResult:
-        """A trial its agent does not attempt (no prediction for the task), with a record
-        of its own: a report made later from the records keeps it, and the agent stays
-        unranked there as in the session's own report."""
-        record = self.records.open_trial(TrialManifest(
-            task=task.id, task_path=str(task.path), agent=agent, attempt=attempt,
-            backend=self.settings.backend, run_id=self.records.run_id, plugin_version=__version__))
-        result = TrialResult(task=task.id, agent=agent, attempt=attempt, verdict=Verdict.NOT_ATTEMPTED,
-                             message=reason, provenance=Provenance(
-                                 run=self.records.run_id, shard=self.trial_options.shard,
-                                 record=str(record.path), backend=self.settings.backend))
-        record.finish(result)
-        return result
-
     def trial_finished(self, result: TrialResult, item: pytest.Item) -> None:
+        """Every verdict of this session's items (not attempted and setup errors
+        included) passes here, once, and goes to the `trial_finished` hook."""
         self.results.append(result)
         self.config.hook.pytest_reactbench_trial_finished(result=result, item=item)
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from _pytest.junitxml import xml_key
 
+from pytest_reactbench.plugin.report import result_of
 from pytest_reactbench.plugin.settings import ini_records
-from pytest_reactbench.results import TrialResult, Verdict
+from pytest_reactbench.results import TrialResult
 from pytest_reactbench.results.aggregate import MAX_ERROR_RATE, AgentScore, score_agents
 from pytest_reactbench.results.compare import INCONCLUSIVE_EXIT, Comparison, compare
 from pytest_reactbench.results.load import ResultsError, load_run
@@ -20,6 +21,7 @@ from pytest_reactbench.results.records import RunRecords
 from pytest_reactbench.results.render import markdown, provenance, usage_lines
 from pytest_reactbench.results.site import CollectionError, RunInfo, write_collection_errors, write_site
 from pytest_reactbench.results.trial_result import strip_ansi
+from pytest_reactbench.trial import outcomes
 
 SHORT = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "not-attempted": "n/a"}
 
@@ -28,13 +30,10 @@ def outcome_of(report: pytest.TestReport) -> TrialResult | None:
     # xdist reports with when "???", outside pytest's own literal type.
     if str(report.when) == "???" and "::" in report.nodeid:
         # xdist's report of an item whose worker died under it: a harness error.
-        task, _, name = report.nodeid.rpartition("::")
-        agent, _, attempt = name.partition("#")
-        return TrialResult(task=task.rsplit("/", 1)[-1], agent=agent, attempt=int(attempt or 1),
-                           verdict=Verdict.ERROR, failure="WorkerCrashed")
+        return outcomes.worker_crashed(report.nodeid)
     if not (report.when == "call" or (report.when == "setup" and not report.passed)):
         return None
-    return TrialResult.from_properties({str(k): str(v) for k, v in report.user_properties})
+    return result_of(report)
 
 
 @dataclass

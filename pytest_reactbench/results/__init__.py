@@ -1,5 +1,7 @@
 """Results: the one TrialResult model, run records, scores, reports and comparisons."""
 
+from pytest_reactbench.results.events import Event
+from pytest_reactbench.results.failure import Failure
 from pytest_reactbench.results.records import RunRecords, TrialRecord, new_run_id, pid_alive
 from pytest_reactbench.results.trial_result import (
     AGENT_SAID,
@@ -23,6 +25,8 @@ __all__ = [
     "AgentRun",
     "BaseImage",
     "DiffStat",
+    "Event",
+    "Failure",
     "Finding",
     "Gate",
     "Grading",

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_reactbench.results.errors import ResultsError
+from pytest_reactbench.results.events import Event
 from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.trajectory import TRAJECTORY
 from pytest_reactbench.results.trial_result import TrialResult, strip_ansi
@@ -101,14 +102,14 @@ def _tool_calls_and_cost(events: Path) -> tuple[list[ToolCall], float | None, di
             continue
         if not isinstance(event, dict):
             continue
-        if event.get("event") == "tool":
+        if event.get("event") == Event.TOOL:
             args = event.get("args")
             code = event.get("exit_code")
             error = event.get("error") or (f"exited {code}" if isinstance(code, int) and code else None)
             calls.append(ToolCall(str(event.get("tool", "?")), args if isinstance(args, dict) else {},
                                   event.get("seconds"), error, event.get("result_bytes"),
                                   str(event.get("output") or "")))
-        elif event.get("event") == "message" and event.get("text"):
+        elif event.get("event") == Event.MESSAGE and event.get("text"):
             calls.append(ToolCall("assistant", {}, None, None, None, str(event["text"])))
         if isinstance(event.get("cost_usd"), int | float):
             cost = (cost or 0.0) + float(event["cost_usd"])

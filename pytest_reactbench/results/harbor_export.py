@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_reactbench.results.errors import ResultsError
+from pytest_reactbench.results.events import Event
 from pytest_reactbench.results.load import read_record
 from pytest_reactbench.results.manifest import MANIFEST, RunManifest, TrialManifest
 from pytest_reactbench.results.trajectory import TRAJECTORY, build_trajectory
@@ -72,7 +73,7 @@ def _events(record: Path) -> list[dict[str, Any]]:
     return found
 
 
-def _span(events: Sequence[dict[str, Any]], start: str, end: str) -> dict[str, str | None] | None:
+def _span(events: Sequence[dict[str, Any]], start: Event, end: Event) -> dict[str, str | None] | None:
     began = next((e["t"] for e in events if e.get("event") == start), None)
     ended = next((e["t"] for e in reversed(events) if e.get("event") == end), None)
     if began is None:
@@ -167,9 +168,9 @@ def _trial(record: Path, job_dir: Path, job_id: uuid.UUID) -> tuple[dict[str, An
         "exception_info": None,
         "started_at": _iso(started),
         "finished_at": _iso(finished),
-        "environment_setup": _span(events, "trial-start", "agent-start"),
-        "agent_execution": _span(events, "agent-start", "agent-end"),
-        "verifier": _span(events, "verify-start", "verify-end"),
+        "environment_setup": _span(events, Event.TRIAL_START, Event.AGENT_START),
+        "agent_execution": _span(events, Event.AGENT_START, Event.AGENT_END),
+        "verifier": _span(events, Event.VERIFY_START, Event.VERIFY_END),
     }
     if not result.verdict.valid:
         kind = result.failure or ("NotAttempted" if result.verdict is Verdict.NOT_ATTEMPTED else "Error")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_reactbench.results.errors import ResultsError
+from pytest_reactbench.results.events import Event
 from pytest_reactbench.results.gates import gate_report
 from pytest_reactbench.results.manifest import MANIFEST, Resumption, RunManifest, TrialManifest
 from pytest_reactbench.results.trial_result import TrialResult
@@ -53,7 +54,7 @@ class TrialRecord:
         else:
             target.write_text(text, encoding="utf-8")
 
-    def event(self, kind: str, **data: Any) -> None:
+    def event(self, kind: Event, **data: Any) -> None:
         line = json.dumps({"t": round(time.time(), 3), "event": kind, **data}, default=str)
         with (self.path / "events.jsonl").open("a", encoding="utf-8") as f:
             f.write(line + "\n")
@@ -65,7 +66,7 @@ class TrialRecord:
 
     def mark_incomplete(self, reason: str, status: dict[str, Any] | None = None) -> None:
         """The trial never reached a verdict (an interrupted session, a dead worker)."""
-        self.event("incomplete", reason=reason)
+        self.event(Event.INCOMPLETE, reason=reason)
         self._write_status({**(status or {}), "reason": reason, "status": "incomplete"})
 
     def _write_status(self, status: dict[str, Any]) -> None:
@@ -169,7 +170,7 @@ class RunRecords:
             record.write_json(MANIFEST, manifest.to_json())
             record.write_json("status.json", {"status": "running", "started_at": record.started,
                                               "pid": os.getpid()})
-            record.event("trial-start")
+            record.event(Event.TRIAL_START)
             return record
         raise RuntimeError(f"too many records named {base} in {self.run_dir}")
 

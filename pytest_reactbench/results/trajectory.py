@@ -15,8 +15,8 @@ It is made from what the agent did, as its record holds it:
   arguments and outputs cut); a command agent that recorded none is one step, its
   command and its output.
 
-The first step is the task's instruction (the user's). The models here are this
-package's own, written at `SCHEMA_VERSION`, a version Harbor's models read.
+The first step is the task's instruction (the user's). The models are this package's
+own (`results/atif.py`).
 """
 
 from __future__ import annotations
@@ -25,115 +25,19 @@ import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Any
 
 from pytest_reactbench.agents.output import json_lines
+from pytest_reactbench.results.atif import AtifAgent, FinalMetrics, Step, Trajectory
+from pytest_reactbench.results.events import Event
 from pytest_reactbench.results.manifest import TrialManifest
 
-SCHEMA_VERSION: Literal["ATIF-v1.7"] = "ATIF-v1.7"
 #: Where a trial's record holds it (Harbor's trial folders have it at the same place).
 TRAJECTORY = "agent/trajectory.json"
 #: The most of one observation (a tool's output) a trajectory keeps.
 MAX_OBSERVATION = 100_000
 #: The most of a command agent's log its one step keeps.
 MAX_LOG = 200_000
-
-
-class _Atif(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class AtifAgent(_Atif):
-    name: str
-    version: str
-    model_name: str | None = None
-    extra: dict[str, Any] | None = None
-
-
-class ToolCall(_Atif):
-    tool_call_id: str
-    function_name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    extra: dict[str, Any] | None = None
-
-
-class ObservationResult(_Atif):
-    source_call_id: str | None = None
-    content: str | None = None
-    extra: dict[str, Any] | None = None
-
-
-class Observation(_Atif):
-    results: list[ObservationResult] = Field(default_factory=list)
-
-
-class Metrics(_Atif):
-    #: Every input token, cached ones included.
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cached_tokens: int | None = None
-    cost_usd: float | None = None
-    extra: dict[str, Any] | None = None
-
-
-class Step(_Atif):
-    step_id: int = Field(ge=1)
-    timestamp: str | None = None
-    source: Literal["system", "user", "agent"]
-    model_name: str | None = None
-    message: str = ""
-    reasoning_content: str | None = None
-    tool_calls: list[ToolCall] | None = None
-    observation: Observation | None = None
-    metrics: Metrics | None = None
-    llm_call_count: int | None = Field(default=None, ge=0)
-    extra: dict[str, Any] | None = None
-
-    @model_validator(mode="after")
-    def _agent_fields(self) -> Step:
-        if self.source != "agent":
-            for name in ("model_name", "reasoning_content", "tool_calls", "metrics"):
-                if getattr(self, name) is not None:
-                    raise ValueError(f"step {self.step_id}: {name} belongs to agent steps only")
-        if self.observation is not None:
-            ids = {call.tool_call_id for call in self.tool_calls or ()}
-            for result in self.observation.results:
-                if result.source_call_id is not None and result.source_call_id not in ids:
-                    raise ValueError(f"step {self.step_id}: an observation answers "
-                                     f"{result.source_call_id!r}, no tool call of the step")
-        return self
-
-
-class FinalMetrics(_Atif):
-    total_prompt_tokens: int | None = None
-    total_completion_tokens: int | None = None
-    total_cached_tokens: int | None = None
-    total_cost_usd: float | None = None
-    total_steps: int | None = Field(default=None, ge=0)
-    extra: dict[str, Any] | None = None
-
-
-class Trajectory(_Atif):
-    schema_version: Literal["ATIF-v1.7"] = SCHEMA_VERSION
-    session_id: str | None = None
-    agent: AtifAgent
-    steps: list[Step] = Field(min_length=1)
-    notes: str | None = None
-    final_metrics: FinalMetrics | None = None
-    extra: dict[str, Any] | None = None
-
-    @model_validator(mode="after")
-    def _numbered(self) -> Trajectory:
-        for at, step in enumerate(self.steps, 1):
-            if step.step_id != at:
-                raise ValueError(f"steps[{at - 1}].step_id is {step.step_id}, not {at}")
-        return self
-
-    def to_json(self) -> str:
-        data = self.model_dump(mode="json", exclude_none=True)
-        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
 # -- reading ------------------------------------------------------------------------
@@ -362,7 +266,7 @@ def _from_events(events: list[dict[str, Any]], log: str) -> _Draft | None:
         for key in ("input_tokens", "output_tokens", "cost_usd"):
             if isinstance(event.get(key), int | float) and not isinstance(event.get(key), bool):
                 tokens[key] = tokens.get(key, 0) + event[key]
-        if kind == "model":
+        if kind == Event.MODEL:
             reply = draft.add(source="agent", message="", llm_call_count=1)
             metrics = {"prompt_tokens": _int(event.get("input_tokens")),
                        "completion_tokens": _int(event.get("output_tokens")),
@@ -378,7 +282,7 @@ def _from_events(events: list[dict[str, Any]], log: str) -> _Draft | None:
                 reply["extra"] = {"seconds": took}
             if when is not None:
                 reply["timestamp"] = _iso(when - (took or 0))
-        elif kind == "message" and event.get("text"):
+        elif kind == Event.MESSAGE and event.get("text"):
             if reply is not None and not reply["message"] and "tool_calls" not in reply:
                 reply["message"] = str(event["text"])
                 continue
@@ -386,7 +290,7 @@ def _from_events(events: list[dict[str, Any]], log: str) -> _Draft | None:
             step = draft.add(source="agent", message=str(event["text"]))
             if when is not None:
                 step["timestamp"] = _iso(when)
-        elif kind == "tool":
+        elif kind == Event.TOOL:
             calls += 1
             call_id = f"call-{calls}"
             args = event.get("args")
@@ -412,9 +316,9 @@ def _from_events(events: list[dict[str, Any]], log: str) -> _Draft | None:
             if when is not None:
                 step["timestamp"] = _iso(when - (seconds or 0))
     if not draft.steps:
-        command = next((e for e in events if e.get("event") == "command" and e.get("command")), None)
-        ended = next((e for e in events if e.get("event") == "agent-ended"), {})
-        start = next((e.get("t") for e in events if e.get("event") == "agent-start"), None)
+        command = next((e for e in events if e.get("event") == Event.COMMAND and e.get("command")), None)
+        ended = next((e for e in events if e.get("event") == Event.AGENT_ENDED), {})
+        start = next((e.get("t") for e in events if e.get("event") == Event.AGENT_START), None)
         if command is None and not log.strip():
             return None
         result = {"content": _cut(log, MAX_LOG)}
@@ -457,7 +361,7 @@ def build_trajectory(record: Path, instruction: str | None = None, *, input_toke
     except OSError:
         log = ""
     events = _events(record)
-    if not any(e.get("event") == "agent-start" for e in events) and not log:
+    if not any(e.get("event") == Event.AGENT_START for e in events) and not log:
         return None
     draft = _claude(log) or _codex(log) or _from_events(events, log)
     if draft is None or not any(step["source"] == "agent" for step in draft.steps):
@@ -467,7 +371,7 @@ def build_trajectory(record: Path, instruction: str | None = None, *, input_toke
             instruction = (Path(manifest.task_path) / "instruction.md").read_text(encoding="utf-8")
         except OSError:
             instruction = None
-    started = next((e.get("t") for e in events if e.get("event") == "agent-start"), None)
+    started = next((e.get("t") for e in events if e.get("event") == Event.AGENT_START), None)
     first: list[dict[str, Any]] = []
     if instruction:
         first = [{"source": "user", "message": instruction}]

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from pytest_reactbench.results.failure import Failure
+
 PROPERTY = "reactbench."
 #: The JUnit property that carries a whole result, every field, as JSON.
 RESULT = f"{PROPERTY}result"
@@ -248,8 +250,10 @@ _FLAT: dict[str, tuple[str, str]] = {
 class TrialResult(BaseModel):
     """One agent attempt at one task, from boot to verdict: who and what (task, agent,
     attempt), the verdict and why (failure, message), and its parts: what the agent
-    did, what the grading said, the work collected, where it ran. Immutable; built by
-    the Trial part by part, read by every report from this one object."""
+    did, what the grading said, the work collected, where it ran. Immutable; made only
+    in `trial/` (the Trial part by part, and the trials that end without one), read
+    back here from its forms (status.json, JUnit properties), and read by every report
+    from this one object."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -258,7 +262,7 @@ class TrialResult(BaseModel):
     attempt: int = 1
     verdict: Verdict
     #: For errors the failure class (e.g. "VerifierTimeoutError"); for fails the gates.
-    failure: str = ""
+    failure: Failure = Failure.NONE
     message: str = ""
     #: How many times an error made this trial start again before this result.
     retries: int = 0
@@ -303,16 +307,6 @@ class TrialResult(BaseModel):
         """This result, as the one reached after `retries` fresh starts."""
         return self.model_copy(update={"retries": retries})
 
-    @classmethod
-    def error(cls, task: str, agent: str, attempt: int, exc: BaseException, *,
-              provenance: Provenance | None = None, durations: Mapping[str, float] | None = None,
-              agent_run: AgentRun | None = None) -> TrialResult:
-        """A trial that ended in a harness error: no score."""
-        return cls(task=task, agent=agent, attempt=attempt, verdict=Verdict.ERROR,
-                   failure=type(exc).__name__, message=str(exc), retryable=retryable(exc),
-                   provenance=provenance or Provenance(), durations=dict(durations or {}),
-                   agent_run=agent_run or AgentRun())
-
     # -- status.json -------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
@@ -323,7 +317,9 @@ class TrialResult(BaseModel):
     def from_status(cls, status: Mapping[str, Any], manifest: Mapping[str, Any] | None = None,
                     record: str = "") -> TrialResult:
         """A record's status.json (and manifest.json, for what older records kept only
-        there). A record still `running` or `incomplete` is an error: no score."""
+        there). A record still `running` or `incomplete` is an error: no score. (The
+        reader says so, not a trial: such a record has no verdict, and the reports
+        read records with no trial at hand.)"""
         manifest = manifest or {}
         data = {**{k: manifest[k] for k in ("task", "agent", "attempt", "backend") if k in manifest},
                 **status}
@@ -335,7 +331,7 @@ class TrialResult(BaseModel):
             where = Provenance.model_validate(_nested(data).get("provenance") or {})
             return cls(task=str(data.get("task")), agent=str(data.get("agent")),
                        attempt=int(data.get("attempt") or 1), verdict=Verdict.ERROR,
-                       failure="incomplete record", message=reason,
+                       failure=Failure.INCOMPLETE_RECORD, message=reason,
                        provenance=Provenance(record=where.record, backend=where.backend))
         return cls.model_validate(data)
 
@@ -352,7 +348,7 @@ class TrialResult(BaseModel):
             (f"{p}verdict", self.verdict.value),
             (f"{p}reward", "" if grading.reward is None else f"{grading.reward:g}"),
             *((f"{p}gate.{gate.value}", _gate_text(grading.gates.get(gate))) for gate in Gate),
-            (f"{p}failure", self.failure),
+            (f"{p}failure", str(self.failure)),  # (plain: xdist sends only built-in types)
             (f"{p}agent_ending", run.ending or ""),
             (f"{p}backend", where.backend),
             (f"{p}formal", str(int(where.formal))),

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_reactbench.results import DiffStat
+
 #: The workspace: the diff's paths read relative to it (`a/src/App.tsx`), as git's in it would.
 WORKSPACE = "/app"
 #: The most the host's git may take to compare the two trees.
@@ -129,3 +131,13 @@ def tree_diff(before: Sequence[Tree], after: Sequence[Tree], limit: int) -> byte
         note = f"\n[diff truncated at {limit // (1024 * 1024)} MiB by the run record]\n"
         diff = diff[:limit] + note.encode()
     return diff
+
+
+def stat_of(diff: str) -> DiffStat:
+    """Changed files and added/removed line counts of a unified diff."""
+    lines = diff.splitlines()
+    return DiffStat(
+        files=[line.split(" b/", 1)[-1] for line in lines if line.startswith("diff --git ")],
+        added=sum(1 for line in lines if line.startswith("+") and not line.startswith("+++")),
+        removed=sum(1 for line in lines if line.startswith("-") and not line.startswith("---")),
+    )

@@ -38,7 +38,7 @@ from pytest_reactbench.sandbox.local import LocalBackend
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.tasks import Task, load_task
 from pytest_reactbench.trial import Stages, Trial
-from pytest_reactbench.trial.trial import Role
+from pytest_reactbench.trial.stages import Role
 from tests.helpers import write_task
 
 HERE = Path(__file__).parent

@@ -1,32 +1,26 @@
-"""A Trial owns one agent attempt at one task, from bake to verdict: bake both
-images, boot the sandboxes, let the agent act, carry its declared artifacts to a
+"""The lifecycle of a Trial, one agent attempt at one task from bake to verdict: bake
+both images, boot the sandboxes, let the agent act, carry its declared artifacts to a
 fresh verifier, grade, tear down, and retry what ended in an error. Every exit path
 goes through `Trial.run`, which always returns one TrialResult with a finished
 record."""
 
 from __future__ import annotations
 
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pytest_reactbench.agents import Agent, AgentAPIError, AgentAuthError, AgentContext, AgentOutcome
-from pytest_reactbench.agents.output import failed_by_egress, readable_log
+from pytest_reactbench.agents.output import failed_by_egress
 from pytest_reactbench.results import (
-    AGENT_SAID,
-    AgentRun,
-    DiffStat,
-    Finding,
-    Gate,
+    Event,
+    Failure,
     Grading,
     Provenance,
-    Refusal,
     RunRecords,
     Submission,
     TrialRecord,
@@ -39,22 +33,19 @@ from pytest_reactbench.results.trajectory import write_trajectory
 from pytest_reactbench.sandbox.base import (
     HEARTBEAT_SEC,
     Backend,
-    BakeError,
     BootingSandbox,
     EngineLost,
     Image,
-    ImageRecipe,
-    Limits,
-    Progress,
     Sandbox,
     SandboxError,
     heartbeat,
     tar_of,
 )
-from pytest_reactbench.tasks import EnvironmentConfig, Task
-from pytest_reactbench.trial.diff import Tree, tree_diff
+from pytest_reactbench.tasks import Task
+from pytest_reactbench.trial.diff import Tree, stat_of, tree_diff
+from pytest_reactbench.trial.judge import agent_run, judge, tail
+from pytest_reactbench.trial.stages import Role, Stages, UnsupportedTaskError, ask_version, unsupported
 from pytest_reactbench.verifier import (
-    Grade,
     SubmissionFailure,
     Transfer,
     VerifierError,
@@ -64,31 +55,11 @@ from pytest_reactbench.verifier import (
     parse_index,
     sanitize,
 )
-from pytest_reactbench.verifier.layer import grader_layer, uses_grader
 
-Role = Literal["agent", "verifier"]
-
-LOG_TAIL_LINES = 20
 #: Taken before the agent acts: what counts as unchanged for the audit.
 BASE_INDEX_COMMAND = "cd /app 2>/dev/null && git ls-files -s -z 2>/dev/null; true"
-#: The least time an agent's CLI layer gets to bake (an npm or pip install).
-INSTALL_TIMEOUT = 1800.0
 #: The most of the agent's diff a run record keeps.
 MAX_RECORDED_DIFF = 10 * 1024 * 1024
-
-
-class AgentUnavailable(SandboxError):
-    """The agent's CLI is missing from its image or its `--version` fails: no retry
-    mends that, and the agent never acted."""
-
-    retryable = False
-
-
-class UnsupportedTaskError(SandboxError):
-    """The task asks for something this backend or harness does not provide: an error
-    no retry can mend."""
-
-    retryable = False
 
 
 @dataclass(frozen=True)
@@ -110,170 +81,18 @@ class TrialOptions:
     #: How often an agent at work or a grading says it is still going.
     heartbeat_sec: float = HEARTBEAT_SEC
 
-
-def limits_of(env: EnvironmentConfig) -> Limits:
-    return Limits(cpus=env.cpus, memory_mb=env.memory_mb, storage_mb=env.storage_mb)
-
-
-class Stages:
-    """The stages a trial delegates to its backend: baking an image, baking an agent's
-    install layer on it, and booting a sandbox from it. A project replaces any in its
-    conftest.py by overriding the `reactbench_stages` fixture with a subclass."""
-
-    def __init__(self, backend: Backend, progress: Progress, labels: Mapping[str, str]) -> None:
-        self.backend = backend
-        self.progress = progress
-        self.labels = dict(labels)
-
-    def recipe(self, task: Task, role: Role) -> ImageRecipe:
-        """The image of `role`; a verifier that runs our grader gets it as a layer on
-        its base."""
-        folder = task.environment_dir if role == "agent" else task.tests_dir
-        env = task.config.environment if role == "agent" else task.config.verifier_environment
-        layer = grader_layer() if role == "verifier" and uses_grader(folder) else None
-        return ImageRecipe(name=f"{task.id}/{folder.name}", dockerfile=folder / "Dockerfile",
-                           context=folder, timeout=env.build_timeout_sec, layer=layer)
-
-    def bake(self, task: Task, role: Role) -> Image:
-        """The agent's image (environment/) or the verifier's (tests/)."""
-        return self.backend.bake(self.recipe(task, role), self.progress)
-
-    def install(self, task: Task, agent: Agent, image: Image) -> Image:
-        """The agent's CLI baked as a layer on top of the task's image (cached by the
-        agent's name, pinned version and steps, and the task image's digest)."""
-        if agent.install is None:
-            return image
-        timeout = max(task.config.environment.build_timeout_sec, INSTALL_TIMEOUT)
-        with tempfile.TemporaryDirectory(prefix="reactbench-agent-") as folder:
-            dockerfile = Path(folder) / "Dockerfile"
-            dockerfile.write_text(f"FROM {image.ref}\n{agent.install.steps.strip()}\n")
-            recipe = ImageRecipe(name=f"agent-{agent.install.name}", dockerfile=dockerfile,
-                                 context=Path(folder), timeout=timeout, baked={image.ref: image})
-            return self.backend.bake(recipe, self.progress)
-
-    def boot(self, task: Task, role: Role, image: Image, egress: tuple[str, ...] = ()) -> Sandbox:
-        """A fresh sandbox, offline but for `egress` (the agent's model hosts)."""
-        env = task.config.environment if role == "agent" else task.config.verifier_environment
-        return self.backend.boot(image, network=False, egress=egress, limits=limits_of(env),
-                                 labels={**self.labels, "task": task.id, "role": role})
-
-
-def unsupported(task: Task) -> str | None:
-    """Why no backend here can run the task as it is declared, or None."""
-    config, toml = task.config, task.path / "task.toml"
-    for section, env in (("environment", config.environment),
-                         ("verifier.environment", config.verifier.environment)):
-        if env is not None and env.gpus > 0:
-            return f"{toml}: [{section}].gpus = {env.gpus}: no sandbox backend here provides GPUs"
-    if config.verifier.environment_mode != "separate":
-        return (f"{toml}: [verifier].environment_mode = {config.verifier.environment_mode!r}: "
-                "the verifier always runs in a separate, clean sandbox here")
-    return None
-
-
-def ask_version(agent: Agent, box: Sandbox) -> str | None:
-    """What the agent's CLI answers to its version command in `box` (None for an agent
-    without one). Raises AgentUnavailable when it does not answer."""
-    install = agent.install
-    if install is None or not install.version_command:
-        return None
-    check = box.exec(install.version_command, cwd="/app", timeout=120, user=install.user or None)
-    output = _tail(check.text + check.error_text, 5)
-    if not check.ok:
-        raise AgentUnavailable(f"agent {agent.name!r}: `{install.version_command}` failed in its image "
-                               f"(exit {check.exit_code}): {output}")
-    return output
-
-
-def preflight(stages: Stages, task: Task, agent: Agent) -> str | None:
-    """Before any trial: bake the agent's layer on `task`'s image and ask its CLI for its
-    version. Returns the answer (None for an agent with nothing to check). Raises
-    AgentUnavailable when the layer does not install or the CLI does not answer, and
-    lets the task's own BakeError through (that is the task's error, which its trials
-    report)."""
-    if agent.install is None or not agent.install.version_command:
-        return None
-    image = stages.bake(task, "agent")
-    try:
-        layered = stages.install(task, agent, image)
-    except BakeError as exc:
-        raise AgentUnavailable(f"agent {agent.name!r}: its CLI did not install on the image of "
-                               f"{task.id}: {exc}") from None
-    box = stages.boot(task, "agent", layered)
-    try:
-        return ask_version(agent, box)
-    finally:
-        box.close()
-
-
 @contextmanager
 def _timed(durations: dict[str, float], phase: str, record: TrialRecord,
            event: bool = True) -> Iterator[None]:
     if event:
-        record.event(f"{phase}-start")
+        record.event(Event.start(phase))
     started = time.monotonic()
     try:
         yield
     finally:
         durations[phase] = durations.get(phase, 0.0) + time.monotonic() - started
         if event:
-            record.event(f"{phase}-end", seconds=round(durations[phase], 3))
-
-
-def stat_of(diff: str) -> DiffStat:
-    """Changed files and added/removed line counts of a unified diff."""
-    lines = diff.splitlines()
-    return DiffStat(
-        files=[line.split(" b/", 1)[-1] for line in lines if line.startswith("diff --git ")],
-        added=sum(1 for line in lines if line.startswith("+") and not line.startswith("+++")),
-        removed=sum(1 for line in lines if line.startswith("-") and not line.startswith("---")),
-    )
-
-
-def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
-    return "\n".join(text.rstrip().splitlines()[-lines:])
-
-
-def _grading(graded: Grade, dropped: Sequence[Refusal], test_log_tail: str) -> tuple[Grading, str]:
-    """What the failure screen, JUnit and the report show of a grade: the reward and
-    gates, and from our verifier's typed grade.json the reasons behind them, with the
-    files that could not cross to the verifier (`dropped`) among the refused; and why
-    grading stopped early, when the submission broke it ("" when it did not)."""
-    gates = {gate: graded.gate(gate.value) for gate in Gate}
-    report = graded.details
-    if report is None:  # a grader of the task's own: reward.json is all there is
-        return Grading(reward=graded.reward.reward, gates=gates, refused=list(dropped),
-                       test_log_tail=test_log_tail), ""
-    doctor = report.react_doctor
-    grading = Grading(
-        reward=graded.reward.reward, gates=gates,
-        failing_specs=report.tests.failing,
-        spec_messages={f"{spec.file} > {spec.name}": spec.message for spec in report.tests.specs
-                       if spec.status != "passed" and spec.message},
-        findings=[Finding(rule=f.rule, file=f.file, line=f.line, message=f.title or f.message)
-                  for f in doctor.new],
-        remaining_targets=doctor.remaining_targets,
-        unscanned=doctor.unscanned,
-        refused=[*(Refusal(path=r.path, reason=r.reason) for r in report.submission.refused), *dropped],
-        test_log_tail=test_log_tail,
-    )
-    stopped = "" if report.failure is None else \
-        f"grading stopped during {report.failure.phase}: {report.failure.reason}"
-    return grading, stopped
-
-
-def _agent_run(version: str, outcome: AgentOutcome | None) -> AgentRun:
-    """What the agent did, from how its run ended (None: it never ran)."""
-    if outcome is None:
-        return AgentRun(version=version)
-    usage = outcome.usage
-    return AgentRun(
-        version=version, ending=outcome.ending,
-        # What the CLI said in the end, rather than the tail of its raw stream.
-        log_tail=AGENT_SAID + outcome.said if outcome.said else _tail(readable_log(outcome.log)),
-        input_tokens=usage.input_tokens if usage else None,
-        output_tokens=usage.output_tokens if usage else None,
-        cost_usd=usage.cost_usd if usage else None)
+            record.event(Event.end(phase), seconds=round(durations[phase], 3))
 
 
 class Trial:
@@ -309,7 +128,7 @@ class Trial:
         while True:
             record = self.records.open_trial(self._manifest(retry_of))
             result = self._run_once(record).retried(retries)
-            if result.failure == EngineLost.__name__:
+            if result.failure.is_(EngineLost):
                 # Like a worker that died: the trial never reached a verdict.
                 record.mark_incomplete(result.message, result.status())
             else:
@@ -317,7 +136,7 @@ class Trial:
             if result.verdict is not Verdict.ERROR or retries >= self.options.retries or not result.retryable:
                 return result
             retries += 1
-            record.event("retried", failure=result.failure, retry=retries)
+            record.event(Event.RETRIED, failure=result.failure, retry=retries)
             said = (result.message.splitlines() or [""])[0][:200]
             self.stages.progress(f"{self.task.id} [{self.agent.name}]#{self.attempt}: ended in an error "
                                  f"({result.failure}: {said}); retry {retries} of {self.options.retries}, "
@@ -346,7 +165,7 @@ class Trial:
         })
 
     def _result(self, record: TrialRecord, verdict: Verdict, images: Mapping[str, Image],
-                durations: Mapping[str, float], *, failure: str, message: str, retryable: bool = True,
+                durations: Mapping[str, float], *, failure: Failure, message: str, retryable: bool = True,
                 outcome: AgentOutcome | None = None, grading: Grading | None = None,
                 submission: Submission | None = None) -> TrialResult:
         bases = {base.name: base for image in images.values() for base in image.bases}
@@ -360,7 +179,7 @@ class Trial:
             images={role: image.digest for role, image in images.items()}, bases=list(bases.values()))
         return TrialResult(task=self.task.id, agent=self.agent.name, attempt=self.attempt, verdict=verdict,
                            failure=failure, message=message, retryable=retryable, durations=dict(durations),
-                           agent_run=_agent_run(self.agent.version, outcome),
+                           agent_run=agent_run(self.agent.version, outcome),
                            grading=grading or Grading(), submission=submission or Submission(),
                            provenance=where)
 
@@ -373,7 +192,7 @@ class Trial:
         def error(exc: BaseException, message: str | None = None) -> TrialResult:
             if isinstance(exc, EngineLost) and exc.engine and not self._engine:
                 self._engine = exc.engine  # lost while its sandbox booted
-            return self._result(record, Verdict.ERROR, images, durations, failure=type(exc).__name__,
+            return self._result(record, Verdict.ERROR, images, durations, failure=Failure.of(exc),
                                 message=str(exc) if message is None else message,
                                 retryable=retryable(exc))
 
@@ -406,33 +225,33 @@ class Trial:
                 # Booked as a wait, not as boot: the engine was full (another run held it).
                 durations["boot"] -= agent_box.room_wait
                 durations["room_wait"] = agent_box.room_wait
-                record.event("room-wait", seconds=round(agent_box.room_wait, 3))
+                record.event(Event.ROOM_WAIT, seconds=round(agent_box.room_wait, 3))
             if agent_box.engine:
                 self._engine = agent_box.engine
-                record.event("engine", engine=agent_box.engine)
+                record.event(Event.ENGINE, engine=agent_box.engine)
             return self._act_and_grade(record, agent_box, verifier, durations, images)
         except (SandboxError, VerifierError) as exc:
             return error(exc)
         except Exception as exc:
             # A fault of the harness itself (or of a conftest's stage): recorded, no score.
-            return error(exc, f"{exc!r}\n{_tail(traceback.format_exc())}")
+            return error(exc, f"{exc!r}\n{tail(traceback.format_exc())}")
         finally:
             for role, box in reversed(boxes):
                 started = time.monotonic()
                 try:
                     box.close()
                 except Exception as exc:  # the other sandbox is still closed, the verdict kept
-                    record.event("teardown-failed", role=role, error=repr(exc))
-                record.event("teardown", role=role, seconds=round(time.monotonic() - started, 3))
+                    record.event(Event.TEARDOWN_FAILED, role=role, error=repr(exc))
+                record.event(Event.TEARDOWN, role=role, seconds=round(time.monotonic() - started, 3))
 
     def _verifier_image(self, record: TrialRecord, images: dict[str, Image]) -> None:
         """The verifier's image, baked in the thread its sandbox boots in."""
         name = f"{self.task.id}/verifier"
-        record.event("bake-start", image=name)
+        record.event(Event.BAKE_START, image=name)
         started = time.monotonic()
         image = self.stages.bake(self.task, "verifier")
         images["verifier"] = image
-        record.event("bake-end", image=name, digest=image.digest, cached=image.cached,
+        record.event(Event.BAKE_END, image=name, digest=image.digest, cached=image.cached,
                      seconds=round(time.monotonic() - started, 3))
 
     def _act_and_grade(self, record: TrialRecord, agent_box: Sandbox, verifier: BootingSandbox,
@@ -441,7 +260,7 @@ class Trial:
         outcome: AgentOutcome | None = None
         submission: Submission | None = None
 
-        def finish(verdict: Verdict, failure: str, message: str, retryable: bool = True,
+        def finish(verdict: Verdict, failure: Failure, message: str, retryable: bool = True,
                    grading: Grading | None = None) -> TrialResult:
             return self._result(record, verdict, images, durations, failure=failure, message=message,
                                 retryable=retryable, outcome=outcome, grading=grading,
@@ -455,7 +274,7 @@ class Trial:
             # The CLI the layer installed must answer before it is given the task.
             answer = ask_version(agent, agent_box)
             if answer is not None:
-                record.event("agent-version", output=answer)
+                record.event(Event.AGENT_VERSION, output=answer)
             base_index = parse_index(agent_box.exec(BASE_INDEX_COMMAND, cwd="/", timeout=120).text)
             # A verifier that could not be baked or booted by now costs no agent run
             # (one that fails later, while the agent works, is reported after it).
@@ -475,8 +294,8 @@ class Trial:
             except EngineLost:
                 raise
             except SandboxError as exc:
-                record.event("leftovers-not-ended", error=str(exc)[:2000])
-            record.event("agent-ended", ending=outcome.ending, exit_code=outcome.exit_code)
+                record.event(Event.LEFTOVERS_NOT_ENDED, error=str(exc)[:2000])
+            record.event(Event.AGENT_ENDED, ending=outcome.ending, exit_code=outcome.exit_code)
             _write_trajectory(record, task, outcome)
             requests = agent_box.egress_requests()
             if requests:
@@ -486,14 +305,14 @@ class Trial:
                 outcome.api_failure = failed_by_egress(requests)
             if outcome.auth_failure:
                 # Nothing the agent left is its work: no score, and a retry would be refused too.
-                return finish(Verdict.ERROR, AgentAuthError.__name__, outcome.auth_failure,
+                return finish(Verdict.ERROR, Failure.of(AgentAuthError), outcome.auth_failure,
                               retryable(AgentAuthError))
             if outcome.api_failure:
                 # The model API's fault, not the agent's work: no score; a retry may get through.
-                return finish(Verdict.ERROR, AgentAPIError.__name__, outcome.api_failure)
+                return finish(Verdict.ERROR, Failure.of(AgentAPIError), outcome.api_failure)
             transfers, submission = _collected(record, agent_box, task, before, base_index, durations)
             if self.options.strict and submission.audit:
-                return finish(Verdict.FAILED, "audit", "--reactbench-strict: the submission touches "
+                return finish(Verdict.FAILED, Failure.AUDIT, "--reactbench-strict: the submission touches "
                               + f"{len(submission.audit)} file(s) that can fool a grader: "
                               + "; ".join(submission.audit[:10]))
             durations["verifier_boot"] = durations.get("verifier_boot", 0.0) + verifier.ready()
@@ -502,15 +321,15 @@ class Trial:
                                record.path / "verifier", self.options.timeout_multiplier)
         except SubmissionFailure as exc:
             # The submission broke the grading once its code or files were in play.
-            return finish(Verdict.FAILED, exc.failure, str(exc))
+            return finish(Verdict.FAILED, Failure(exc.failure), str(exc))
         except (SandboxError, VerifierError) as exc:
-            return finish(Verdict.ERROR, type(exc).__name__, str(exc), retryable(exc))
+            return finish(Verdict.ERROR, Failure.of(exc), str(exc), retryable(exc))
         if graded.details is not None:
             # Our verifier times its parts: the task's test command and the React Doctor scan.
             for phase in ("test_command", "scan"):
                 if phase in graded.details.timings:
                     durations[phase] = graded.details.timings[phase]
-        verdict, failure, message, grading = _judged(graded, transfers, record,
+        verdict, failure, message, grading = judge(graded, transfers, record,
                                                       outcome.headline if outcome else "")
         return finish(verdict, failure, message, grading=grading)
 
@@ -551,47 +370,13 @@ def _collected(record: TrialRecord, agent_box: Sandbox, task: Task, before: Sequ
     return transfers, submission
 
 
-def _judged(graded: Grade, transfers: Sequence[Transfer], record: TrialRecord,
-            headline: str) -> tuple[Verdict, str, str, Grading]:
-    """The verdict of a graded submission: its failure class and message, and the
-    result's grading (refusals, the test log's tail)."""
-    # What could not cross to the verifier is refused too (its base version graded).
-    dropped = [Refusal(path=path, reason=f"not carried to the verifier: {why}")
-               for transfer in transfers for path, why in transfer.dropped]
-    test_log = record.path / "verifier" / "test-stdout.txt"
-    grading, stopped = _grading(graded, dropped,
-                                _tail(test_log.read_text(errors="replace")) if test_log.is_file() else "")
-    refused = grading.refused
-    if graded.passed:
-        return Verdict.PASSED, "", "", grading
-    failed = [gate.value for gate in grading.failed_gates]
-    message = (f"reward {graded.reward.reward:g} < 1" if not failed else
-               "failed gate" + ("s " if len(failed) > 1 else " ") + ", ".join(failed))
-    if stopped:
-        message += "; " + stopped
-    if refused:
-        # A file the graded code needs may be among them: the refusal comes first,
-        # not only the failure it caused.
-        first = refused[0]
-        message = (f"{len(refused)} file(s) of the submission refused ({first.path}: {first.reason}"
-                   + (", and more" if len(refused) > 1 else "") + f"); {message}")
-    failure = "+".join(failed) or "reward"
-    if graded.details is not None and graded.details.tests.tampered:
-        # The grader's canaries were reported otherwise than planted: the code
-        # under test rewrote the test results, which says more than any of them.
-        failure, message = "tampered", f"{graded.details.tests.tampered[0]}; {message}"
-    if headline:
-        message = f"{headline}; {message}"
-    return Verdict.FAILED, failure, message, grading
-
-
 def _baked(record: TrialRecord, durations: dict[str, float], name: str, make: Callable[[], Image],
            **event: Any) -> Image:
     """One bake of the trial, timed under "bake" and recorded as events."""
-    record.event("bake-start", image=name, **event)
+    record.event(Event.BAKE_START, image=name, **event)
     with _timed(durations, "bake", record, event=False):
         image = make()
-    record.event("bake-end", image=name, digest=image.digest, cached=image.cached)
+    record.event(Event.BAKE_END, image=name, digest=image.digest, cached=image.cached)
     return image
 
 
@@ -605,7 +390,7 @@ def _write_trajectory(record: TrialRecord, task: Task, outcome: AgentOutcome) ->
                          output_tokens=usage.output_tokens if usage else None,
                          cost_usd=usage.cost_usd if usage else None)
     except Exception as exc:
-        record.event("trajectory-not-written", error=repr(exc)[:2000])
+        record.event(Event.TRAJECTORY_NOT_WRITTEN, error=repr(exc)[:2000])
 
 
 def _run_agent(agent: Agent, task: Task, sandbox: Sandbox, record: TrialRecord,
@@ -617,4 +402,3 @@ def _run_agent(agent: Agent, task: Task, sandbox: Sandbox, record: TrialRecord,
     except Exception:
         # An agent that crashes is still graded on what it left, as the public suite does.
         return AgentOutcome("crashed", None, traceback.format_exc())
-
