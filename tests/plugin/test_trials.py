@@ -126,6 +126,41 @@ def reactbench_stages(reactbench_stages):
     suite.runpytest("--reactbench-agent=nop").assert_outcomes(passed=1)
 
 
+def test_every_verdict_passes_the_trial_finished_hook(suite: pytest.Pytester) -> None:
+    """Not attempted and setup errors included: an observer sees every item's verdict."""
+    from tests.agents.test_patch import DIFF
+
+    suite.makeconftest("""
+import json
+import pytest
+
+
+@pytest.fixture
+def reactbench_stages(request, reactbench_stages):
+    if request.node.task.id == "beta":
+        raise RuntimeError("this stage broke before the trial began")
+    return reactbench_stages
+
+
+def pytest_reactbench_trial_finished(result, item):
+    with open("finished.jsonl", "a") as f:
+        f.write(json.dumps({"item": item.nodeid, "verdict": result.verdict.value,
+                            "failure": result.failure}) + "\\n")
+""")
+    for name in ("alpha", "beta", "gamma"):
+        write_task(suite.path / "tasks", name)
+    preds = suite.path / "preds.jsonl"
+    preds.write_text("".join(json.dumps({"task_id": t, "model_patch": DIFF, "agent_name": "modelA"}) + "\n"
+                             for t in ("alpha", "beta")))
+    suite.runpytest("--reactbench-agent=patch", f"--reactbench-patch={preds}")
+    finished = [json.loads(line) for line in (suite.path / "finished.jsonl").read_text().splitlines()]
+    assert sorted((f["item"], f["verdict"], f["failure"]) for f in finished) == [
+        ("tasks/alpha::modelA", "passed", ""),
+        ("tasks/beta::modelA", "error", "RuntimeError"),
+        ("tasks/gamma::modelA", "not-attempted", ""),
+    ]
+
+
 def test_only_declared_artifacts_cross(suite: pytest.Pytester) -> None:
     check = """#!/bin/bash
 ok=1
