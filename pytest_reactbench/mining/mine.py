@@ -55,7 +55,7 @@ from pytest_reactbench.mining.runners import (
 )
 from pytest_reactbench.mining.writer import TaskPlan, tests_config, write_task
 from pytest_reactbench.results import Gate, TrialResult, Verdict
-from pytest_reactbench.tasks.grade import DoctorFinding, read_grade
+from pytest_reactbench.verifier.contract import DoctorFinding, read_grade
 
 MERGE_SUBJECT = re.compile(r"^Merge (pull request|branch) ")
 

@@ -31,7 +31,7 @@ from pytest_reactbench.mining.changes import (
     of_kind,
 )
 from pytest_reactbench.mining.runners import INSTALL_AT, INSTALL_SCRIPT, Runners, TestPlan, Toolchain
-from pytest_reactbench.tasks.grade import DoctorFinding
+from pytest_reactbench.verifier.contract import DoctorFinding
 
 AGENT_IMAGE = "ghcr.io/millionco/react-bench-base:latest"
 VERIFIER_IMAGE = "ghcr.io/millionco/react-bench-verifier-base:latest"

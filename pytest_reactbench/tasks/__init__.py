@@ -1,6 +1,5 @@
 """Tasks: the Harbor-format directories, read into typed models."""
 
-from pytest_reactbench.tasks.grade import CONTRACT, GradeDetails, GraderProgress
 from pytest_reactbench.tasks.load import Task, TaskError, find_tasks, load_task
 from pytest_reactbench.tasks.models import (
     Artifact,
@@ -11,11 +10,8 @@ from pytest_reactbench.tasks.models import (
 )
 
 __all__ = [
-    "CONTRACT",
     "Artifact",
     "EnvironmentConfig",
-    "GradeDetails",
-    "GraderProgress",
     "Reward",
     "Task",
     "TaskConfig",

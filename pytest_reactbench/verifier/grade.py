@@ -19,9 +19,10 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from pytest_reactbench.sandbox.base import ArchiveTooLarge, ExecResult, Sandbox, SandboxError
-from pytest_reactbench.tasks import CONTRACT, GradeDetails, GraderProgress, Reward
+from pytest_reactbench.tasks import Reward
 from pytest_reactbench.tasks.load import describe_validation
 from pytest_reactbench.verifier.artifacts import Transfer, deliver
+from pytest_reactbench.verifier.contract import CONTRACT, GradeDetails, GraderProgress
 from pytest_reactbench.verifier.failures import (
     GraderBrokenError,
     RewardFileError,

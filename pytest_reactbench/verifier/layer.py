@@ -13,8 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_reactbench.sandbox.base import Layer
-from pytest_reactbench.tasks import CONTRACT
-from pytest_reactbench.tasks.grade import GRADER_FILES
+from pytest_reactbench.verifier.contract import CONTRACT, GRADER_FILES
 
 #: The grader's files: all of them, and nothing else, are copied to `CONTRACT.home`.
 GRADER_DIR = GRADER_FILES

@@ -19,10 +19,10 @@ from pytest_reactbench.mining.runners import (
     source_roots,
 )
 from pytest_reactbench.mining.writer import TaskPlan, tolerance, write_task
-from pytest_reactbench.tasks import CONTRACT, load_task
-from pytest_reactbench.tasks.grade import DoctorFinding
+from pytest_reactbench.tasks import load_task
 from pytest_reactbench.tasks.load import parse_json
 from pytest_reactbench.tasks.models import TestsConfig
+from pytest_reactbench.verifier.contract import CONTRACT, DoctorFinding
 from tests.mining.history import commit, run_git
 
 LONG = "".join(f"export const v{i} = {i};\n" for i in range(30))

@@ -15,8 +15,14 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pytest_reactbench.tasks import CONTRACT, GradeDetails, GraderProgress, Reward
-from pytest_reactbench.tasks.grade import SCHEMA_FILE, schema_text
+from pytest_reactbench.tasks import Reward
+from pytest_reactbench.verifier.contract import (
+    CONTRACT,
+    SCHEMA_FILE,
+    GradeDetails,
+    GraderProgress,
+    schema_text,
+)
 from pytest_reactbench.verifier.grade import BEFORE_SUBMISSION, HARNESS_ERROR_EXIT
 from pytest_reactbench.verifier.layer import GRADER_DIR
 
@@ -34,8 +40,8 @@ def documents() -> dict[str, Any]:
 
 def test_the_schema_beside_the_grader_is_the_models_own() -> None:
     assert SCHEMA_FILE.read_text() == schema_text(), (
-        "schema.json is not what the models of pytest_reactbench/tasks/grade.py say: rewrite it with "
-        "python -c 'from pytest_reactbench.tasks.grade import write_schema; write_schema()'")
+        "schema.json is not what the models of pytest_reactbench/verifier/contract.py say: rewrite it with "
+        "python -c 'from pytest_reactbench.verifier.contract import write_schema; write_schema()'")
 
 
 def test_what_the_grader_writes_is_what_the_harness_reads(documents: dict[str, Any]) -> None:

@@ -17,7 +17,7 @@ export const VERIFIER_DIR = path.dirname(fileURLToPath(import.meta.url));
 
 /**
  * What the grader and the harness agree on (contract.json, which the harness reads
- * too: pytest_reactbench/tasks/grade.py).
+ * too: pytest_reactbench/verifier/contract.py).
  * @typedef {object} Contract
  * @property {string} grader  progress.json's `grader`
  * @property {number} grade_version  grade.json's format; the harness refuses another

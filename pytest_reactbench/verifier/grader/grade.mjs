@@ -48,7 +48,7 @@ export const progressDocument = (phase) => ({ grader: CONTRACT.grader, version: 
 
 /**
  * grade.json and its summary, reward.json: the documents the harness reads (their
- * models are pytest_reactbench/tasks/grade.py, their schema schema.json beside this
+ * models are pytest_reactbench/verifier/contract.py, their schema schema.json beside this
  * file). A grading the submission broke (`failure`) scores 0, whatever its gates
  * said so far; the targets it never checked are all left.
  * @param {GradeState} state

@@ -1,5 +1,5 @@
 """What our grader writes beside reward.json, and the contract it and the harness
-share: `pytest_reactbench/verifier/grader/contract.json`, read by both (the grader
+share: `grader/contract.json` beside this module, read by both (the grader
 reads it beside itself in the verifier image), and `schema.json` beside it, the JSON
 Schema of these models, which the grader's own tests hold its documents to. The
 models forbid keys they do not declare: the grader ships with this package, so a
@@ -7,7 +7,7 @@ key on one side only is a mistake, and a fast test (tests/verifier/test_contract
 fails on it.
 
 Changing the contract: edit these models, rewrite schema.json (`python -c 'from
-pytest_reactbench.tasks.grade import write_schema; write_schema()'`), change the
+pytest_reactbench.verifier.contract import write_schema; write_schema()'`), change the
 grader to match, and bump `grade_version` in contract.json when a harness of the old
 version could not read the new grade.json."""
 
@@ -23,7 +23,7 @@ from pydantic.json_schema import models_json_schema
 from pytest_reactbench.tasks.models import Reward
 
 #: The grader's folder (the verifier layer copies it into the image as it is).
-GRADER_FILES = Path(__file__).resolve().parents[1] / "verifier" / "grader"
+GRADER_FILES = Path(__file__).resolve().parent / "grader"
 CONTRACT_FILE = GRADER_FILES / "contract.json"
 SCHEMA_FILE = GRADER_FILES / "schema.json"
 
