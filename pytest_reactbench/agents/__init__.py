@@ -11,7 +11,8 @@ from pytest_reactbench.agents.base import (
     Install,
     Usage,
 )
-from pytest_reactbench.agents.oracle import NopAgent, OracleAgent
+from pytest_reactbench.agents.nop import NopAgent
+from pytest_reactbench.agents.oracle import OracleAgent
 from pytest_reactbench.agents.patch import PatchAgent, PatchInputError, load_predictions
 from pytest_reactbench.agents.tools import (
     BashResult,

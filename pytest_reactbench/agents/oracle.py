@@ -1,4 +1,4 @@
-"""The built-in agents: `oracle` (the task's reference solution) and `nop`."""
+"""The `oracle` agent: the task's reference solution."""
 
 from __future__ import annotations
 
@@ -33,12 +33,3 @@ class OracleAgent(Agent):
         )
         return shell_outcome(result.exit_code, result.timed_out, result.text + result.error_text)
 
-
-class NopAgent(Agent):
-    """Does nothing: the untouched repository, which must score 0."""
-
-    name = "nop"
-    trusted = True
-
-    def run(self, ctx: AgentContext) -> AgentOutcome:
-        return AgentOutcome("completed", 0, "")

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from pytest_reactbench.agents.base import Agent, AgentConfigError
 from pytest_reactbench.agents.command import CommandAgent, CommandSpec, load_presets
-from pytest_reactbench.agents.oracle import NopAgent, OracleAgent
+from pytest_reactbench.agents.nop import NopAgent
+from pytest_reactbench.agents.oracle import OracleAgent
 from pytest_reactbench.agents.patch import PatchAgent, PatchInputError, load_predictions
 from pytest_reactbench.agents.raw_model import tools_agent
 from pytest_reactbench.agents.tools import load_agent_class
