@@ -58,7 +58,6 @@ class ReactbenchSession:
         #: The xdist session this process is a worker of (None without xdist): what its
         #: workers share is kept under it (bakes.session_folder, the prebake's claim).
         self.xdist_session: str | None = getattr(config, "workerinput", {}).get("testrunuid")
-        self.results: list[TrialResult] = []
         #: Ids of the task directories collected in this session.
         self.collected_tasks: set[str] = set()
         #: Item ids named on the command line (`tasks/x::oracle`).
@@ -163,7 +162,6 @@ class ReactbenchSession:
     def trial_finished(self, result: TrialResult, item: pytest.Item) -> None:
         """Every verdict of this session's items (not attempted and setup errors
         included) passes here, once, and goes to the `trial_finished` hook."""
-        self.results.append(result)
         self.config.hook.pytest_reactbench_trial_finished(result=result, item=item)
 
     def close(self) -> None:
