@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 # The JUnit writer's stash key: pytest's only public way to add a testsuite property is
 # the record_testsuite_property fixture, which a plugin at sessionfinish has no test for.
 from _pytest.junitxml import xml_key
