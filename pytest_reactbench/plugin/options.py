@@ -87,10 +87,31 @@ class Option:
     replaces: bool = False
     choices: tuple[str, ...] | None = None
     number: type | None = None
+    #: A replay of one of the run's trials repeats it (`reactbench replay`): it decides
+    #: what the trial's agent and sandbox were.
+    replayed: bool = False
+    #: A resumed run keeps the value its manifest records, read back by this (None: the
+    #: resuming session decides).
+    inherited: Callable[[Any], Any] | None = None
 
     @property
     def dest(self) -> str:
         return self.flag.removeprefix("--").replace("-", "_")
+
+    def as_args(self, value: Any) -> list[str]:
+        """The value as pytest arguments that give it again, whatever an ini file there
+        says: a repeatable row that adds to the ini's entries clears them first (`-o`),
+        a flag that is off says so to the ini."""
+        cleared = ["-o", f"{self.ini}="] if self.kind == "many" and self.ini and not self.replaces else []
+        if value is None or value is False or (isinstance(value, (str, tuple, list, dict)) and not value):
+            return cleared + (["-o", f"{self.ini}=false"] if self.kind == "flag" and self.ini else [])
+        if self.kind == "flag":
+            return [self.flag]
+        if isinstance(value, dict):
+            return cleared + [f"{self.flag}={key}={item}" for key, item in value.items()]
+        if isinstance(value, (tuple, list)):
+            return cleared + [f"{self.flag}={item}" for item in value]
+        return [f"{self.flag}={value:g}" if isinstance(value, float) else f"{self.flag}={value}"]
 
     def full_help(self, ini: bool = True) -> str:
         where = [f"ini: {self.ini}"] if self.ini and ini else []
@@ -210,13 +231,14 @@ def _yes(raw: Any, source: Source, values: Mapping[str, Any]) -> bool:
 
 OPTIONS: tuple[Option, ...] = (
     Option("agents", "--reactbench-agent", kind="many", metavar="NAME[,NAME...]", convert=_agents,
+           inherited=tuple,
            help="agents to run: oracle, nop, or one registered by a plugin; one item per task and "
            "agent. Without it no task is collected (but for an id such as tasks/x::nop)"),
     Option("task_roots", "--reactbench-tasks", kind="many", metavar="DIR", replaces=True,
            ini="reactbench_tasks", ini_type="args", ini_help="task roots", default=["tasks"],
            shown_default="tasks", convert=_paths, help="task roots to collect when no path is given"),
     Option("backend", "--reactbench-sandbox", metavar="BACKEND", ini="reactbench_sandbox",
-           ini_help="sandbox backend", default="local",
+           ini_help="sandbox backend", default="local", replayed=True, inherited=str,
            help="sandbox backend: local (bubblewrap) or docker"),
     Option("records", "--reactbench-records", metavar="DIR", ini="reactbench_records",
            ini_help="run record directory", default=".reactbench/records",
@@ -225,11 +247,11 @@ OPTIONS: tuple[Option, ...] = (
            ini_help="bake cache directory", default="", shown_default="~/.cache/reactbench",
            convert=_cache, help="where baked images live"),
     Option("image_map", "--reactbench-image-map", kind="many", metavar="FROM=TO", ini="reactbench_image_map",
-           ini_type="linelist", ini_help="FROM=TO image replacements",
+           ini_type="linelist", ini_help="FROM=TO image replacements", replayed=True,
            convert=lambda raw, source, values: parse_image_map(raw, source.name),
            help="replace a FROM image by a recipe under images/ or another image (repeatable)"),
     Option("images", "--reactbench-images", choices=IMAGES_MODES, ini="reactbench_images",
-           ini_help="auto, public or stand-in base images", default="auto",
+           ini_help="auto, public or stand-in base images", default="auto", replayed=True, inherited=str,
            convert=lambda raw, source, values: images_mode(raw, source.name),
            help="public base images of the image map: auto (the public image when the engine has it "
            "or can pull it, else its stand-in, with a warning), public (never a stand-in), stand-in "
@@ -249,7 +271,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("unsigned_registry", "--reactbench-unsigned-registry", kind="flag",
            ini="reactbench_unsigned_registry", ini_type="bool", env="REACTBENCH_UNSIGNED_REGISTRY",
            ini_help="accept a package registry that serves no npm signatures", default=False,
-           convert=_yes,
+           convert=_yes, replayed=True, inherited=bool,
            help="let the bakes' package managers (corepack, pnpm's switch to a pinned version) accept "
            "a registry that serves packages without npm's signatures, as a mirror may; recorded in "
            "the run's manifest"),
@@ -265,33 +287,36 @@ OPTIONS: tuple[Option, ...] = (
            help="the host cache of package downloads (npm, pnpm, yarn) that every bake shares, "
            "through a caching registry proxy on loopback; 'none' for none"),
     Option("strict", "--reactbench-strict", kind="flag", ini="reactbench_strict", ini_type="bool",
-           ini_help="fail submissions the audit flags", default=False, convert=_yes,
+           ini_help="fail submissions the audit flags", default=False, convert=_yes, replayed=True,
+           inherited=bool,
            help="fail a trial whose submission touches files that can fool a grader (package-manager "
            "hooks, runner or linter configs, test files, shadowing modules...), even on tasks whose "
            "grader refuses them itself"),
-    Option("patch", "--reactbench-patch", metavar="PATH",
+    Option("patch", "--reactbench-patch", metavar="PATH", replayed=True,
            convert=lambda raw, source, values: source.path(raw) if raw else None,
            help="for the patch agent: a unified diff (every task), a directory of <task id>.patch "
            "files, or a .json/.jsonl predictions file of {task_id, model_patch, agent_name} records"),
     Option("commands", "--reactbench-agent-command", kind="many", metavar="NAME=COMMAND",
            ini="reactbench_agent_commands", ini_type="linelist", ini_help="NAME=COMMAND command agents",
+           replayed=True,
            convert=lambda raw, source, values: {
                name: spec.command for name, spec in parse_commands(raw, source.name).items()},
            help="a command agent: run COMMAND in the agent sandbox (cwd /app; the instruction is in "
            "$REACTBENCH_INSTRUCTION_FILE); select it with --reactbench-agent=NAME (repeatable)"),
     Option("agent_env", "--reactbench-agent-env", kind="many", metavar="NAME", ini="reactbench_agent_env",
-           ini_type="args", ini_help="variables passed to command agents", convert=_unique,
+           ini_type="args", ini_help="variables passed to command agents", convert=_unique, replayed=True,
            help="a host environment variable passed to command agents, e.g. an API key; its value is "
            "never logged (repeatable)"),
     Option("model_hosts", "--reactbench-model-host", kind="many", metavar="HOST",
            ini="reactbench_model_hosts", ini_type="args", ini_help="hosts command agents may reach",
-           convert=_unique,
+           convert=_unique, replayed=True,
            help="a host command agents may reach (their only network; repeatable)"),
     Option("attempts", "--reactbench-attempts", metavar="N", number=int, ini="reactbench_attempts",
-           ini_help="attempts per task and agent", default="1", convert=_whole(1, 100),
+           ini_help="attempts per task and agent", default="1", convert=_whole(1, 100), inherited=int,
            help="attempts per task and agent, one item each"),
     Option("retries", "--reactbench-retries", metavar="N", number=int, ini="reactbench_retries",
            ini_help="retries of trials that ended in an error", default="0", convert=_whole(0, 10),
+           inherited=int,
            help="retry a trial that ended in an error (never a pass or a fail) up to N times; each "
            "retry has its own record"),
     Option("baselines", "--reactbench-baseline", kind="many", metavar="PATH", convert=_existing,
@@ -305,20 +330,26 @@ OPTIONS: tuple[Option, ...] = (
            "folder, and one leaderboard covers the whole run; the agents default to the run's"),
     Option("timeout_multiplier", "--reactbench-timeout-multiplier", metavar="F", number=float,
            ini="reactbench_timeout_multiplier", ini_help="scale of agent and verifier time limits",
-           default="1", convert=_multiplier,
+           default="1", convert=_multiplier, replayed=True, inherited=float,
            help="scale every task's agent and verifier time limits by F, e.g. 2 on a slow machine"),
     Option("shard", "--reactbench-shard", metavar="K/N",
            convert=lambda raw, source, values: parse_shard(raw, source.name) if raw else None,
+           inherited=lambda text: parse_shard(text, "manifest shard"),
            help="run only shard K of N: the tasks whose id hashes to K (stable when tasks are added); "
            "`reactbench report` merges the shards' results into one run"),
     Option("docker_hosts", "--reactbench-docker-host", kind="many", metavar="URL", replaces=True,
            ini="reactbench_docker_hosts", ini_type="args",
            ini_help="Docker engines of the docker backend's pool",
-           shown_default="DOCKER_HOST or the local socket",
+           shown_default="DOCKER_HOST or the local socket", replayed=True,
            convert=lambda raw, source, values: parse_docker_hosts(raw, source.name),
            help="a Docker engine of the docker backend's pool (unix://, tcp:// with DOCKER_TLS_VERIFY "
            "and DOCKER_CERT_PATH, ssh://); repeatable: trials are spread over the engines by room"),
 )
+
+
+#: What a replay of one trial repeats, and what a resumed run keeps from its manifest.
+REPLAYED = tuple(o for o in OPTIONS if o.replayed)
+INHERITED = tuple(o for o in OPTIONS if o.inherited is not None)
 
 
 def addoption(parser: pytest.Parser) -> None:

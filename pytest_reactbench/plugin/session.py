@@ -14,6 +14,7 @@ from pytest_reactbench.agents.base import AgentConfigError
 from pytest_reactbench.agents.registry import make_agents
 from pytest_reactbench.plugin import bakes
 from pytest_reactbench.plugin.extensions import Registered, registered
+from pytest_reactbench.plugin.options import REPLAYED
 from pytest_reactbench.plugin.progress import OncePerSession, progress_printer
 from pytest_reactbench.plugin.settings import Settings, UsageError
 from pytest_reactbench.plugin.shards import shard_text
@@ -27,24 +28,9 @@ from pytest_reactbench.trial import AgentUnavailable, Stages, TrialOptions, pref
 
 
 def replay_options(settings: Settings) -> list[str]:
-    """The command-line options that make a trial's agent again (no secrets: env
-    variables are named, never valued)."""
-    options = [f"--reactbench-sandbox={settings.backend}"]
-    options += [f"--reactbench-docker-host={h}" for h in settings.docker_hosts]
-    if settings.patch:
-        options.append(f"--reactbench-patch={settings.patch}")
-    options += [f"--reactbench-agent-command={n}={c}" for n, c in settings.commands.items()]
-    options += [f"--reactbench-agent-env={n}" for n in settings.agent_env]
-    options += [f"--reactbench-model-host={h}" for h in settings.model_hosts]
-    options += [f"--reactbench-image-map={k}={v}" for k, v in settings.image_map.items()]
-    options.append(f"--reactbench-images={settings.images}")
-    if settings.strict:
-        options.append("--reactbench-strict")
-    if settings.unsigned_registry:
-        options.append("--reactbench-unsigned-registry")
-    if settings.timeout_multiplier != 1:
-        options.append(f"--reactbench-timeout-multiplier={settings.timeout_multiplier:g}")
-    return options
+    """The command-line options that make a trial's agent and sandbox again (the
+    option table's replayed rows; no secrets: env variables are named, never valued)."""
+    return [arg for row in REPLAYED for arg in row.as_args(getattr(settings, row.field))]
 
 
 class ReactbenchSession:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -13,8 +12,8 @@ from typing import Any
 import pytest
 
 from pytest_reactbench.agents.registry import AgentOptions
-from pytest_reactbench.plugin.options import Source, addoption, resolve, sandbox_options
-from pytest_reactbench.plugin.shards import Shard, parse_shard, shard_text
+from pytest_reactbench.plugin.options import INHERITED, Source, addoption, resolve, sandbox_options
+from pytest_reactbench.plugin.shards import Shard, shard_text
 from pytest_reactbench.results.load import ResultsError
 from pytest_reactbench.results.manifest import RunManifest
 from pytest_reactbench.results.resume import resolve_run
@@ -123,21 +122,6 @@ def read_settings(config: pytest.Config) -> Settings:
     return _resumed(settings, opt) if resume else settings
 
 
-#: What a resumed run takes from its manifest: the Settings field, the option that
-#: sets it (its dest on the command line), and the manifest's form of the value.
-INHERITED: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
-    ("agents", "--reactbench-agent", tuple),
-    ("backend", "--reactbench-sandbox", str),
-    ("attempts", "--reactbench-attempts", int),
-    ("retries", "--reactbench-retries", int),
-    ("strict", "--reactbench-strict", bool),
-    ("images", "--reactbench-images", str),
-    ("unsigned_registry", "--reactbench-unsigned-registry", bool),
-    ("timeout_multiplier", "--reactbench-timeout-multiplier", float),
-    ("shard", "--reactbench-shard", lambda text: parse_shard(text, "manifest shard")),
-)
-
-
 def _shown(name: str, value: Any) -> str:
     if name == "agents":
         return ",".join(value)
@@ -156,7 +140,9 @@ def _resumed(settings: Settings, opt: Any) -> Settings:
     except ResultsError as exc:
         raise UsageError(f"--reactbench-resume: {exc}") from None
     inherited: dict[str, Any] = {}
-    for name, option, convert in INHERITED:
+    for row in INHERITED:
+        name, option, convert = row.field, row.flag, row.inherited
+        assert convert is not None
         recorded = getattr(manifest, name)
         if recorded is None or (name == "agents" and not recorded):
             continue  # an older run's manifest did not say: this session decides

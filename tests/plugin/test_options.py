@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.plugin.options import OPTIONS
+from pytest_reactbench.plugin.options import OPTIONS, REPLAYED
+from pytest_reactbench.plugin.session import replay_options
 from pytest_reactbench.plugin.settings import Settings, read_settings
 from pytest_reactbench.sandbox.options import PACKAGE_MANAGER_ENV, UNSIGNED_REGISTRY_ENV, SandboxOptions
 
@@ -61,6 +62,28 @@ def test_the_command_line_beats_the_environment_which_beats_the_ini(
     monkeypatch.delenv("REACTBENCH_CACHE")
     assert settings("--reactbench-cache=/c").download_cache == Path("/c/downloads")
     assert settings("--reactbench-download-cache=none").download_cache is None
+
+
+def test_a_replay_gives_back_every_replayed_setting_whatever_the_ini_says(settings: Read) -> None:
+    """The table's replayed rows, as a replay writes them, read back to the same
+    settings, over an ini that says otherwise for each."""
+    given = settings(
+        "--reactbench-sandbox=docker", "--reactbench-docker-host=unix:///var/run/a.sock",
+        "--reactbench-image-map=ghcr.io/x/base:1=images/base", "--reactbench-images=stand-in",
+        "--reactbench-unsigned-registry", "--reactbench-strict", "--reactbench-patch=fix.diff",
+        "--reactbench-agent-command=mine=echo hi", "--reactbench-agent-env=MY_KEY",
+        "--reactbench-model-host=api.example.com", "--reactbench-timeout-multiplier=2.5")
+    ini = ("reactbench_sandbox = local\nreactbench_images = public\nreactbench_timeout_multiplier = 3\n"
+           "reactbench_agent_env = OTHER\nreactbench_model_hosts = other.example.com\n"
+           "reactbench_image_map = a=b\nreactbench_agent_commands = x=true\n")
+    again = settings(*replay_options(given), ini=ini)
+    for row in REPLAYED:
+        assert getattr(again, row.field) == getattr(given, row.field), row.flag
+    # A flag that was off stays off under an ini that turns it on.
+    plain = settings()
+    again = settings(*replay_options(plain),
+                     ini="reactbench_strict = true\nreactbench_unsigned_registry = true\n")
+    assert (again.strict, again.unsigned_registry) == (False, False)
 
 
 def test_repeated_options_add_to_the_ini_or_replace_it(settings: Read) -> None:
