@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pytest_reactbench.results.records import pid_alive
-from pytest_reactbench.sandbox import seccomp
 from pytest_reactbench.sandbox.bake import Pruned
 from pytest_reactbench.sandbox.base import (
     EGRESS_PORT,
@@ -27,7 +26,13 @@ from pytest_reactbench.sandbox.base import (
     SandboxError,
     proxy_env,
 )
-from pytest_reactbench.sandbox.cgroups import ResourceGroup, UnenforcedLimits, resource_group_of, stale_groups
+from pytest_reactbench.sandbox.local import seccomp
+from pytest_reactbench.sandbox.local.cgroups import (
+    ResourceGroup,
+    UnenforcedLimits,
+    resource_group_of,
+    stale_groups,
+)
 from pytest_reactbench.sandbox.local.images import LocalImages
 from pytest_reactbench.sandbox.local.sandbox import (
     DEFAULT_ENV,

@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pytest_reactbench.sandbox import seccomp
 from pytest_reactbench.sandbox.base import (
     EGRESS_PORT,
     MAX_EXEC_OUTPUT,
@@ -32,7 +31,8 @@ from pytest_reactbench.sandbox.base import (
     repack,
     tar_of,
 )
-from pytest_reactbench.sandbox.cgroups import ResourceGroup
+from pytest_reactbench.sandbox.local import seccomp
+from pytest_reactbench.sandbox.local.cgroups import ResourceGroup
 
 Role = Literal["bake", "verifier", "agent"]
 ROOTS = ("app", "opt", "tests", "logs", "tmp", "root", "solution")
