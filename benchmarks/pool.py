@@ -51,7 +51,7 @@ import docker  # noqa: E402
 
 from pytest_reactbench.sandbox.base import Image, ImageRecipe  # noqa: E402
 from pytest_reactbench.sandbox.docker import ROOT_IMAGE, DockerBackend  # noqa: E402
-from pytest_reactbench.sandbox.engines import EnginePool  # noqa: E402
+from pytest_reactbench.sandbox.docker.pool import EnginePool  # noqa: E402
 from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle, default_cache  # noqa: E402
 from tests.sandbox.extra_engines import build_tiny_base, extra_engine, tiny_task  # noqa: E402
 from tests.sandbox.helpers import loopback_registry  # noqa: E402

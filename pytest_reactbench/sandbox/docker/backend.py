@@ -33,6 +33,7 @@ from pytest_reactbench.sandbox.base import (
     proxy_env,
     tar_of,
 )
+from pytest_reactbench.sandbox.docker.image_registry import ImageRegistry
 from pytest_reactbench.sandbox.docker.images import ImageBaking
 from pytest_reactbench.sandbox.docker.ledger import Ledger, Room, ledger_path, trial_of
 from pytest_reactbench.sandbox.docker.sandbox import (
@@ -45,7 +46,6 @@ from pytest_reactbench.sandbox.docker.sandbox import (
     engine_kwargs,
 )
 from pytest_reactbench.sandbox.docker.share import RECIPE_LABEL
-from pytest_reactbench.sandbox.image_registry import ImageRegistry
 from pytest_reactbench.sandbox.mirrors import MirrorDaemon
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import (

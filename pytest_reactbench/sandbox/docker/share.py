@@ -23,8 +23,8 @@ from pytest_reactbench.sandbox.base import (
     Progress,
     SandboxError,
 )
+from pytest_reactbench.sandbox.docker.image_registry import ImageRegistry, RegistryUnavailable, is_missing
 from pytest_reactbench.sandbox.docker.sandbox import docker_sdk
-from pytest_reactbench.sandbox.image_registry import ImageRegistry, RegistryUnavailable, is_missing
 from pytest_reactbench.sandbox.recipes import (
     strip_tag,
 )
