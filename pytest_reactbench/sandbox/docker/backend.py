@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
-from pytest_reactbench.results.records import pid_alive
+from pytest_reactbench.host import pid_alive
 from pytest_reactbench.sandbox.bake import (
     Pruned,
 )

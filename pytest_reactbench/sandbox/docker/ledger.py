@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_reactbench.results.records import pid_alive
+from pytest_reactbench.host import pid_alive
 from pytest_reactbench.sandbox.base import (
     SandboxError,
 )

@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pytest_reactbench.results.records import pid_alive
+from pytest_reactbench.host import pid_alive
 from pytest_reactbench.sandbox.bake import Pruned
 from pytest_reactbench.sandbox.base import (
     EGRESS_PORT,
