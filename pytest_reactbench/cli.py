@@ -42,8 +42,10 @@ from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.render import markdown
 from pytest_reactbench.results.site import RunInfo, junit_run_info, write_comparison, write_site
 from pytest_reactbench.sandbox.bake import BakingBackend
-from pytest_reactbench.sandbox.base import Backend, ImageRecipe, Progress, SandboxError, heartbeat
+from pytest_reactbench.sandbox.base import Backend, ImageRecipe, Progress
 from pytest_reactbench.sandbox.dockerfile import DockerfileError
+from pytest_reactbench.sandbox.errors import SandboxError
+from pytest_reactbench.sandbox.heartbeat import heartbeat
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import recipe_dir
 from pytest_reactbench.tasks import TaskError, load_task

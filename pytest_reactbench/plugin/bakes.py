@@ -24,8 +24,10 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
-from pytest_reactbench.sandbox.base import Backend, ImageRecipe, SandboxError, heartbeat
+from pytest_reactbench.sandbox.base import Backend, ImageRecipe
 from pytest_reactbench.sandbox.downloads import DownloadCache, Traffic
+from pytest_reactbench.sandbox.errors import SandboxError
+from pytest_reactbench.sandbox.heartbeat import heartbeat
 from pytest_reactbench.sandbox.recipes import from_refs, map_image
 
 #: The workers' bake records, merged by the controller into bakes.json.

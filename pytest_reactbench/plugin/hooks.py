@@ -30,7 +30,7 @@ from pytest_reactbench.plugin.summary import ResultsSummary
 from pytest_reactbench.results import Provenance, TrialResult, Verdict, new_run_id
 from pytest_reactbench.results.load import ResultsError
 from pytest_reactbench.results.manifest import RunManifest
-from pytest_reactbench.sandbox.base import SandboxError
+from pytest_reactbench.sandbox.errors import SandboxError
 from pytest_reactbench.tasks import Task, TaskError, find_tasks, load_task
 from pytest_reactbench.trial import Stages
 

@@ -21,7 +21,8 @@ from pytest_reactbench.results import Provenance, RunRecords, TrialResult, Verdi
 from pytest_reactbench.results.load import ResultsError
 from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.resume import kept_trials
-from pytest_reactbench.sandbox.base import Backend, SandboxError
+from pytest_reactbench.sandbox.base import Backend
+from pytest_reactbench.sandbox.errors import SandboxError
 from pytest_reactbench.sandbox.relay import egress_refusals, loopback_port
 from pytest_reactbench.tasks import Task
 from pytest_reactbench.trial import AgentUnavailable, Stages, TrialOptions, preflight

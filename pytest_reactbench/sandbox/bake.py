@@ -24,15 +24,9 @@ from typing import Literal
 
 from pytest_reactbench.results import BaseImage
 from pytest_reactbench.sandbox import dockerfile as df
-from pytest_reactbench.sandbox.base import (
-    Backend,
-    BakeError,
-    Image,
-    ImageRecipe,
-    Layer,
-    Progress,
-)
+from pytest_reactbench.sandbox.base import Backend, Image, ImageRecipe, Layer, Progress
 from pytest_reactbench.sandbox.downloads import DownloadCache, Traffic
+from pytest_reactbench.sandbox.errors import BakeError
 from pytest_reactbench.sandbox.locks import file_lock, locked_json
 from pytest_reactbench.sandbox.mirrors import key_of, relevant
 from pytest_reactbench.sandbox.options import SandboxOptions

@@ -36,21 +36,18 @@ from pytest_reactbench.results import (
 )
 from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.trajectory import write_trajectory
+from pytest_reactbench.sandbox.archives import tar_of
 from pytest_reactbench.sandbox.base import (
-    HEARTBEAT_SEC,
     Backend,
-    BakeError,
     BootingSandbox,
-    EngineLost,
     Image,
     ImageRecipe,
     Limits,
     Progress,
     Sandbox,
-    SandboxError,
-    heartbeat,
-    tar_of,
 )
+from pytest_reactbench.sandbox.errors import BakeError, EngineLost, SandboxError
+from pytest_reactbench.sandbox.heartbeat import HEARTBEAT_SEC, heartbeat
 from pytest_reactbench.tasks import EnvironmentConfig, Task
 from pytest_reactbench.trial.diff import Tree, tree_diff
 from pytest_reactbench.verifier import (

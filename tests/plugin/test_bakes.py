@@ -11,8 +11,9 @@ import pytest
 
 from pytest_reactbench.plugin import bakes
 from pytest_reactbench.plugin.bakes import prebake, spread, summary_lines
-from pytest_reactbench.sandbox.base import BakeError, ImageRecipe, Layer
+from pytest_reactbench.sandbox.base import ImageRecipe, Layer
 from pytest_reactbench.sandbox.downloads import Traffic
+from pytest_reactbench.sandbox.errors import BakeError
 from tests.helpers import write_task
 
 

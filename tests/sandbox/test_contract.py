@@ -15,15 +15,8 @@ from pathlib import Path
 import pytest
 
 from pytest_reactbench.plugin.extensions import command_hook, registered
-from pytest_reactbench.sandbox.base import (
-    ArchiveTooLarge,
-    Backend,
-    Image,
-    Layer,
-    Limits,
-    Sandbox,
-    SandboxError,
-)
+from pytest_reactbench.sandbox.base import Backend, Image, Layer, Limits, Sandbox
+from pytest_reactbench.sandbox.errors import ArchiveTooLarge, SandboxError
 from pytest_reactbench.sandbox.options import SandboxOptions
 from tests.reliability.faults import pids_with
 from tests.sandbox.escape import attack

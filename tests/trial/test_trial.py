@@ -15,7 +15,8 @@ import pytest
 from pytest_reactbench.agents import AgentContext, AgentOutcome, NopAgent, OracleAgent
 from pytest_reactbench.results import RunRecords, TrialResult, Verdict
 from pytest_reactbench.results.load import read_record
-from pytest_reactbench.sandbox.base import BakeError, Image, Sandbox, SandboxError
+from pytest_reactbench.sandbox.base import Image, Sandbox
+from pytest_reactbench.sandbox.errors import BakeError, SandboxError
 from pytest_reactbench.sandbox.local import LocalBackend
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.tasks import Task, load_task

@@ -18,21 +18,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pytest_reactbench.host import pid_alive
+from pytest_reactbench.sandbox.archives import tar_of
 from pytest_reactbench.sandbox.bake import (
     Pruned,
 )
-from pytest_reactbench.sandbox.base import (
-    EGRESS_PORT,
-    EGRESS_SCRIPT,
-    PIDS_LIMIT,
-    Image,
-    Limits,
-    Progress,
-    Sandbox,
-    SandboxError,
-    proxy_env,
-    tar_of,
-)
+from pytest_reactbench.sandbox.base import PIDS_LIMIT, Image, Limits, Progress, Sandbox
 from pytest_reactbench.sandbox.docker.image_registry import ImageRegistry
 from pytest_reactbench.sandbox.docker.images import ImageBaking
 from pytest_reactbench.sandbox.docker.ledger import Ledger, Room, ledger_path, trial_of
@@ -46,6 +36,8 @@ from pytest_reactbench.sandbox.docker.sandbox import (
     engine_kwargs,
 )
 from pytest_reactbench.sandbox.docker.share import RECIPE_LABEL
+from pytest_reactbench.sandbox.egress import EGRESS_PORT, EGRESS_SCRIPT, proxy_env
+from pytest_reactbench.sandbox.errors import SandboxError
 from pytest_reactbench.sandbox.mirrors import MirrorDaemon
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import (

@@ -26,9 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_reactbench.host import pid_alive
-from pytest_reactbench.sandbox.base import (
-    SandboxError,
-)
+from pytest_reactbench.sandbox.errors import SandboxError
 from pytest_reactbench.sandbox.locks import locked_json
 
 if TYPE_CHECKING:

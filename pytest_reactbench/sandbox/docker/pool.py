@@ -26,20 +26,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from pytest_reactbench.sandbox.base import (
-    Backend,
-    BakeError,
-    EngineLost,
-    Image,
-    ImageRecipe,
-    Limits,
-    Progress,
-    Sandbox,
-    SandboxError,
-)
+from pytest_reactbench.sandbox.base import Backend, Image, ImageRecipe, Limits, Progress, Sandbox
 from pytest_reactbench.sandbox.docker.backend import DockerBackend
 from pytest_reactbench.sandbox.docker.pooled import PooledSandbox
 from pytest_reactbench.sandbox.docker.wanted import Wanted
+from pytest_reactbench.sandbox.errors import BakeError, EngineLost, SandboxError
 from pytest_reactbench.sandbox.locks import file_lock
 from pytest_reactbench.sandbox.options import SandboxOptions
 

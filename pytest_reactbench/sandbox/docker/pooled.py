@@ -7,8 +7,9 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_reactbench.sandbox.base import EngineLost, ExecResult, Sandbox
+from pytest_reactbench.sandbox.base import ExecResult, Sandbox
 from pytest_reactbench.sandbox.docker.backend import DockerBackend
+from pytest_reactbench.sandbox.errors import EngineLost
 
 if TYPE_CHECKING:
     from pytest_reactbench.sandbox.docker.pool import EnginePool

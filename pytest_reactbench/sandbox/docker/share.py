@@ -17,14 +17,10 @@ from pytest_reactbench.sandbox.bake import (
     Parent,
     PublicImageUnavailable,
 )
-from pytest_reactbench.sandbox.base import (
-    Image,
-    ImageRecipe,
-    Progress,
-    SandboxError,
-)
+from pytest_reactbench.sandbox.base import Image, ImageRecipe, Progress
 from pytest_reactbench.sandbox.docker.image_registry import ImageRegistry, RegistryUnavailable, is_missing
 from pytest_reactbench.sandbox.docker.sandbox import docker_sdk
+from pytest_reactbench.sandbox.errors import SandboxError
 from pytest_reactbench.sandbox.recipes import (
     strip_tag,
 )

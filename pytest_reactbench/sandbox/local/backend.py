@@ -16,16 +16,9 @@ from pathlib import Path
 
 from pytest_reactbench.host import pid_alive
 from pytest_reactbench.sandbox.bake import Pruned
-from pytest_reactbench.sandbox.base import (
-    EGRESS_PORT,
-    EGRESS_SCRIPT,
-    Image,
-    Limits,
-    Progress,
-    Sandbox,
-    SandboxError,
-    proxy_env,
-)
+from pytest_reactbench.sandbox.base import Image, Limits, Progress, Sandbox
+from pytest_reactbench.sandbox.egress import EGRESS_PORT, EGRESS_SCRIPT, proxy_env
+from pytest_reactbench.sandbox.errors import SandboxError
 from pytest_reactbench.sandbox.local import seccomp
 from pytest_reactbench.sandbox.local.cgroups import (
     ResourceGroup,

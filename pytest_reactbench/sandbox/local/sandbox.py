@@ -19,18 +19,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pytest_reactbench.sandbox.base import (
-    EGRESS_PORT,
-    MAX_EXEC_OUTPUT,
-    ExecResult,
-    Limits,
-    Sandbox,
-    SandboxError,
-    capped,
-    egress_lines,
-    repack,
-    tar_of,
-)
+from pytest_reactbench.sandbox.archives import repack, tar_of
+from pytest_reactbench.sandbox.base import MAX_EXEC_OUTPUT, ExecResult, Limits, Sandbox, capped
+from pytest_reactbench.sandbox.egress import EGRESS_PORT, egress_lines
+from pytest_reactbench.sandbox.errors import SandboxError
 from pytest_reactbench.sandbox.local import seccomp
 from pytest_reactbench.sandbox.local.cgroups import ResourceGroup
 
