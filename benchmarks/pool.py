@@ -168,10 +168,10 @@ def images(args: argparse.Namespace) -> None:
                           lambda: target.load_image(main.save_images([ROOT_IMAGE])))
 
                     def bake() -> None:
-                        with ThreadPoolExecutor(max_workers=target.bake_slots) as pool:
+                        with ThreadPoolExecutor(max_workers=target.capabilities.bake_slots) as pool:
                             list(pool.map(lambda r: target.bake(r, lambda _: None), shipped_recipes()))
 
-                    timed(f"bake of {len(refs)} images, {target.bake_slots} at a time", bake)
+                    timed(f"bake of {len(refs)} images, {target.capabilities.bake_slots} at a time", bake)
                 else:
                     raise SystemExit(f"--ways: {way!r} is not one of {', '.join(WAYS)}")
                 missing = [ref for ref in refs if not target.has_image(ref)]

@@ -167,7 +167,8 @@ def _images_on(name: str, factory: Callable[[SandboxOptions], Backend], options:
         return 0 if args.list else 1
     if args.prune is not None:
         return _prune(name, backend, args.prune, progress)
-    say(f"{name} ({'its results can be formal' if backend.formal else 'its results are not formal'})")
+    formal = backend.capabilities.formal
+    say(f"{name} ({'its results can be formal' if formal else 'its results are not formal'})")
     try:
         for public, recipe in recipes.items():
             base = _base_image(backend, public, recipe, None if args.list else progress)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_reactbench.sandbox.base import Backend, ImageRecipe
-from pytest_reactbench.sandbox.downloads import DownloadCache, Traffic
+from pytest_reactbench.sandbox.downloads import Traffic
 from pytest_reactbench.sandbox.errors import SandboxError
 from pytest_reactbench.sandbox.heartbeat import heartbeat
 from pytest_reactbench.sandbox.recipes import from_refs, map_image
@@ -37,7 +37,7 @@ _RANK = {"baked": 0, "pulled": 1, "reused": 2}
 
 
 def prebake(backend: Backend, recipes: Iterable[ImageRecipe], progress: Callable[[str], None]) -> None:
-    """Bake `recipes` (each once), up to the backend's `bake_slots` at a time, and wait."""
+    """Bake `recipes` (each once), up to the backend's capabilities' `bake_slots` at a time, and wait."""
     pool = start(backend, recipes, progress)
     if pool is not None:
         pool.join()
@@ -50,8 +50,7 @@ def start(backend: Backend, recipes: Iterable[ImageRecipe],
     there is nothing to bake. The pool bakes on while the trials run: a trial waits
     only for its own images, on their locks (or bakes one the pool has not reached)."""
     unique = {(r.dockerfile.resolve(), r.context.resolve()): r for r in recipes}
-    waiting = spread([r for r in unique.values() if backend.baked(r) is None],
-                     getattr(backend, "image_map", {}))
+    waiting = spread([r for r in unique.values() if backend.baked(r) is None], backend.image_map)
     if not waiting:
         return None
     return Pool(backend, waiting, progress)
@@ -73,7 +72,7 @@ class Pool:
         self.todo: queue.SimpleQueue[ImageRecipe] = queue.SimpleQueue()
         for recipe in waiting:
             self.todo.put(recipe)
-        slots = max(1, int(getattr(backend, "bake_slots", 1)))
+        slots = max(1, backend.capabilities.bake_slots)
         progress(f"baking {self.total} image(s), {min(slots, self.total)} at a time")
         self.beat = contextlib.ExitStack()
         self.beat.enter_context(heartbeat(progress, self.now))
@@ -171,23 +170,13 @@ def claims_prebake(run_dir: Path, session: str | None) -> bool:
     return True
 
 
-def download_traffic(backend: Backend | None) -> Traffic:
-    """What this process's download caches moved (a pool of engines has one per engine):
-    the caches' own counts, each byte once, however many bakes ran side by side. (A
-    bake's own figures are the traffic while it ran, which bakes running beside it
-    share: their sum counts a byte once per bake it overlapped.)"""
-    total = Traffic()
-    for member in getattr(backend, "members", None) or ([backend] if backend is not None else []):
-        cache = getattr(member, "downloads", None)
-        if isinstance(cache, DownloadCache):
-            total = total + cache.snapshot()
-    return total
-
-
 def write_part(run_dir: Path, worker: str, backend: Backend | None) -> None:
-    """This process's bake records and download traffic, for the controller to merge."""
-    records = getattr(backend, "bakes", None) or []
-    traffic = download_traffic(backend)
+    """This process's bake records and the download traffic of its caches (a pool of
+    engines has one per engine: the caches' own counts, each byte once, however many
+    bakes ran side by side; a bake's own figures are the traffic while it ran, which
+    bakes beside it share), for the controller to merge."""
+    records = backend.bake_records() if backend is not None else ()
+    traffic = backend.download_traffic() if backend is not None else Traffic()
     if not records and traffic == Traffic():
         return
     folder = run_dir / PARTS

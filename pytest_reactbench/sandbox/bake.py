@@ -154,8 +154,12 @@ class BakingBackend(Backend):
         #: The caching registry every bake's package downloads go through.
         self.downloads = (DownloadCache(options.download_cache, options.ca_bundle)
                           if options.download_cache else None)
-        #: How many bakes the engine takes at once (a bake pool's size).
-        self.bake_slots = max(1, min(4, os.cpu_count() or 1))
+
+    def bake_records(self) -> list[BakeRecord]:
+        return list(self.bakes)
+
+    def download_traffic(self) -> Traffic:
+        return self.downloads.snapshot() if self.downloads is not None else Traffic()
 
     # -- the backend's own steps ---------------------------------------------------------
 

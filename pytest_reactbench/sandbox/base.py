@@ -17,7 +17,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 from pytest_reactbench.results.trial_result import BaseImage
 from pytest_reactbench.sandbox.archives import (
@@ -28,7 +29,11 @@ from pytest_reactbench.sandbox.archives import (
     TAR_NOTES,
     tar_of,
 )
+from pytest_reactbench.sandbox.downloads import Traffic
 from pytest_reactbench.sandbox.errors import SandboxError
+
+if TYPE_CHECKING:
+    from pytest_reactbench.sandbox.bake import BakeRecord
 
 Progress = Callable[[str], None]
 
@@ -143,7 +148,7 @@ class Image:
     @property
     def formal(self) -> bool:
         """Built on the public images themselves (no stand-in among its bases); a
-        result is formal only if its backend is too (`Backend.formal`)."""
+        result is formal only if its backend is too (`Capabilities.formal`)."""
         return all(base.origin != "stand-in" for base in self.bases)
 
 
@@ -335,10 +340,11 @@ class BootingSandbox(Sandbox):
                 self._sandbox.close()
 
 
-class Backend(ABC):
-    """Bakes images from recipes and boots sandboxes from them."""
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do here, declared in one object (`Backend.capabilities`) that
+    the plugin and the trial read, rather than flags probed one by one."""
 
-    name: str
     #: Whether verdicts from this backend count as formal results.
     formal: bool
     #: Whether an agent's egress reaches the host's own loopback (a model gateway on
@@ -350,6 +356,32 @@ class Backend(ABC):
     #: Why this backend cannot hold an untrusted agent here (None: it can). Only the
     #: control agents, whose work is the task's own, run on a backend that says why.
     untrusted_refusal: str | None = None
+    #: How many bakes it takes at once (the size of the session's prebake pool).
+    bake_slots: int = 1
+
+
+class Backend(ABC):
+    """Bakes images from recipes and boots sandboxes from them."""
+
+    name: str
+    #: The engine it runs on, for a backend that has one (a Docker engine's URL).
+    engine: str = ""
+    #: The image map its bakes resolve a FROM through (public name -> replacement).
+    image_map: Mapping[str, str] = MappingProxyType({})
+
+    @property
+    @abstractmethod
+    def capabilities(self) -> Capabilities:
+        """What this backend can do here (asked once it is made)."""
+
+    def bake_records(self) -> Sequence[BakeRecord]:
+        """Every image it was asked to bake, as it had it, in the order they were settled
+        (the session's bake summary)."""
+        return ()
+
+    def download_traffic(self) -> Traffic:
+        """What its download caches moved so far, each byte once."""
+        return Traffic()
 
     @abstractmethod
     def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:

@@ -352,7 +352,7 @@ class Trial:
             backend=self.backend.name, engine=self._engine,
             # Said only of a scored trial, on a formal backend and the public images: an
             # errored trial (a failed bake has no image at all) is no formal result.
-            formal=verdict.valid and bool(images) and self.backend.formal
+            formal=verdict.valid and bool(images) and self.backend.capabilities.formal
             and all(image.formal for image in images.values()),
             images={role: image.digest for role, image in images.items()}, bases=list(bases.values()))
         return TrialResult(task=self.task.id, agent=self.agent.name, attempt=self.attempt, verdict=verdict,

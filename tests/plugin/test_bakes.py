@@ -11,7 +11,7 @@ import pytest
 
 from pytest_reactbench.plugin import bakes
 from pytest_reactbench.plugin.bakes import prebake, spread, summary_lines
-from pytest_reactbench.sandbox.base import ImageRecipe, Layer
+from pytest_reactbench.sandbox.base import Capabilities, ImageRecipe, Layer
 from pytest_reactbench.sandbox.downloads import Traffic
 from pytest_reactbench.sandbox.errors import BakeError
 from tests.helpers import write_task
@@ -95,10 +95,11 @@ def test_a_trial_starts_when_its_own_images_are_there_while_the_pool_bakes_on(
 
 def test_the_prebake_reports_a_fault_and_leaves_bake_errors_to_the_trials(tmp_path: Path) -> None:
     class Engine:
-        bake_slots = 2
+        capabilities = Capabilities(formal=False, bake_slots=2)
 
         def __init__(self, error: Exception) -> None:
             self.error, self.asked = error, []
+            self.image_map: dict[str, str] = {}
 
         def baked(self, recipe: ImageRecipe) -> None:
             return None

@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from pytest_reactbench.host import pid_alive
@@ -22,7 +23,7 @@ from pytest_reactbench.sandbox.archives import tar_of
 from pytest_reactbench.sandbox.bake import (
     Pruned,
 )
-from pytest_reactbench.sandbox.base import PIDS_LIMIT, Image, Limits, Progress, Sandbox
+from pytest_reactbench.sandbox.base import PIDS_LIMIT, Capabilities, Image, Limits, Progress, Sandbox
 from pytest_reactbench.sandbox.docker.image_registry import ImageRegistry
 from pytest_reactbench.sandbox.docker.images import ImageBaking
 from pytest_reactbench.sandbox.docker.ledger import Ledger, Room, ledger_path, trial_of
@@ -66,7 +67,6 @@ def _created(image: Any) -> float:
 
 class DockerBackend(ImageBaking):
     name = "docker"
-    formal = True
     recipe_version = "2"
 
     def __init__(self, options: SandboxOptions, host: str | None = None) -> None:
@@ -106,8 +106,6 @@ class DockerBackend(ImageBaking):
         # One push at a time: pushes share the engine's upload and its compression.
         self._pusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reactbench-push")
         self._pushes: list[Future[None]] = []
-        # Bakes are mostly downloads and installs: as many at once as the engine has CPUs.
-        self.bake_slots = max(1, min(8, self._engine_cpus))
 
     def boot(self, image: Image, *, network: bool, limits: Limits,
              labels: Mapping[str, str], egress: Sequence[str] = ()) -> Sandbox:
@@ -225,11 +223,16 @@ class DockerBackend(ImageBaking):
             raise SandboxError(f"cannot start the egress proxy: {exc}") from None
         return gate
 
-    @property
-    def reaches_host_loopback(self) -> bool:  # type: ignore[override]
-        """An engine on this host: its bridge's address is this host's, where a relay
-        serves a loopback port to the proxy. A remote engine's is not."""
-        return not self.engine.startswith(("tcp://", "ssh://", "http://", "https://"))
+    @cached_property
+    def capabilities(self) -> Capabilities:
+        # The host's loopback is reached from an engine on this host: its bridge's address
+        # is this host's, where a relay serves a loopback port to the proxy. A remote
+        # engine's is not. Bakes are mostly downloads and installs: as many at once as
+        # the engine has CPUs.
+        return Capabilities(
+            formal=True,
+            reaches_host_loopback=not self.engine.startswith(("tcp://", "ssh://", "http://", "https://")),
+            bake_slots=max(1, min(8, self._engine_cpus)))
 
     def _bridge_address(self) -> str:
         """This host's address on the engine's default bridge (where the proxy runs)."""

@@ -24,12 +24,22 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import cached_property
 from typing import TYPE_CHECKING
 
-from pytest_reactbench.sandbox.base import Backend, Image, ImageRecipe, Limits, Progress, Sandbox
+from pytest_reactbench.sandbox.base import (
+    Backend,
+    Capabilities,
+    Image,
+    ImageRecipe,
+    Limits,
+    Progress,
+    Sandbox,
+)
 from pytest_reactbench.sandbox.docker.backend import DockerBackend
 from pytest_reactbench.sandbox.docker.pooled import PooledSandbox
 from pytest_reactbench.sandbox.docker.wanted import Wanted
+from pytest_reactbench.sandbox.downloads import Traffic
 from pytest_reactbench.sandbox.errors import BakeError, EngineLost, SandboxError
 from pytest_reactbench.sandbox.locks import file_lock
 from pytest_reactbench.sandbox.options import SandboxOptions
@@ -50,13 +60,13 @@ class EnginePool(Backend):
     """The docker backend over several engines."""
 
     name = "docker"
-    formal = True
 
     def __init__(self, options: SandboxOptions,
                  member: Callable[[SandboxOptions, str], DockerBackend] | None = None) -> None:
         if member is None:
             member = DockerBackend
         self.options = options
+        self.image_map = dict(options.image_map)
         self.members: list[DockerBackend] = []
         #: Engines that did not answer when the pool was made: lost from the start.
         self.unreachable: dict[str, str] = {}
@@ -158,14 +168,24 @@ class EnginePool(Backend):
 
     # -- images ------------------------------------------------------------------------
 
+    @cached_property
+    def capabilities(self) -> Capabilities:
+        # A pool's trials may land on remote engines: its sandboxes are not said to
+        # reach this host's loopback. It bakes as many at once as its largest engine.
+        return Capabilities(formal=True,
+                            bake_slots=max(member.capabilities.bake_slots for member in self.members))
+
     @property
     def bakes(self) -> list[BakeRecord]:
         """Every member's bake records (the session's bake summary reads them)."""
         return [record for member in self.members for record in member.bakes]
 
-    @property
-    def bake_slots(self) -> int:
-        return max(member.bake_slots for member in self.members)
+    def bake_records(self) -> list[BakeRecord]:
+        return self.bakes
+
+    def download_traffic(self) -> Traffic:
+        """Every member's download cache's traffic (one cache per engine)."""
+        return sum((member.download_traffic() for member in self.members), Traffic())
 
     def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:
         return self._bake_on(self._place(), recipe, progress)

@@ -64,7 +64,7 @@ CA_MOUNT = "/run/reactbench/ca.crt"
 #: Every id of a sandbox maps to the host's ids from ID_BASE on (65536 of them): a
 #: range no host user has, so a sandbox's root owns nothing on the host but the
 #: sandbox's own layers, and its capabilities (in its own user namespace) reach nothing
-#: of the host's. Only root can map a range; see `untrusted_refusal`.
+#: of the host's. Only root can map a range; see `Capabilities.untrusted_refusal`.
 ID_BASE = 1 << 30
 ID_COUNT = 1 << 16
 #: Where each command's private mount namespace gathers what the sandbox binds, on a
