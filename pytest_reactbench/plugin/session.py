@@ -23,6 +23,7 @@ from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.resume import kept_trials
 from pytest_reactbench.sandbox.base import Backend
 from pytest_reactbench.sandbox.errors import SandboxError
+from pytest_reactbench.sandbox.prebake import BakePool
 from pytest_reactbench.sandbox.relay import egress_refusals, loopback_port
 from pytest_reactbench.tasks import Task
 from pytest_reactbench.trial import AgentUnavailable, Stages, TrialOptions, preflight
@@ -87,7 +88,7 @@ class ReactbenchSession:
             raise UsageError(f"--reactbench-resume: {exc}") from None
         self._backend: Backend | None = None
         #: The bakes ahead of the trials, baking on beside them (the process that claimed them).
-        self.prebake: bakes.Pool | None = None
+        self.prebake: BakePool | None = None
         extensions = registered(self.config.hook)
         self.agents = self._make_agents(extensions)
         self._backend_factory = extensions.backend(settings.backend, "--reactbench-sandbox")

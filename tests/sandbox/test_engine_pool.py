@@ -27,7 +27,6 @@ from typing import Any
 import docker
 import pytest
 
-from pytest_reactbench.plugin.bakes import prebake
 from pytest_reactbench.results.load import junit_testcases
 from pytest_reactbench.sandbox.base import Image, ImageRecipe
 from pytest_reactbench.sandbox.docker import wanted as wanted_module
@@ -35,6 +34,7 @@ from pytest_reactbench.sandbox.docker.ledger import Ledger, Room
 from pytest_reactbench.sandbox.docker.pool import EnginePool
 from pytest_reactbench.sandbox.errors import EngineLost, SandboxError
 from pytest_reactbench.sandbox.options import SandboxOptions
+from pytest_reactbench.sandbox.prebake import prebake
 from tests.sandbox.extra_engines import ExtraEngine, build_tiny_base, extra_engine, tiny_task
 
 MAIN = "unix:///var/run/docker.sock"
