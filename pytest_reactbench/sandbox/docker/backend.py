@@ -20,9 +20,7 @@ from typing import Any
 
 from pytest_reactbench.host import pid_alive
 from pytest_reactbench.sandbox.archives import tar_of
-from pytest_reactbench.sandbox.bake import (
-    Pruned,
-)
+from pytest_reactbench.sandbox.bake import Pruned
 from pytest_reactbench.sandbox.base import PIDS_LIMIT, Capabilities, Image, Limits, Progress, Sandbox
 from pytest_reactbench.sandbox.docker.image_registry import ImageRegistry
 from pytest_reactbench.sandbox.docker.images import ImageBaking
