@@ -25,6 +25,7 @@ from pytest_reactbench.sandbox.base import PIDS_LIMIT, Capabilities, Image, Limi
 from pytest_reactbench.sandbox.docker.image_registry import ImageRegistry
 from pytest_reactbench.sandbox.docker.images import ImageBaking
 from pytest_reactbench.sandbox.docker.ledger import Ledger, Room, ledger_path, trial_of
+from pytest_reactbench.sandbox.docker.mirrors import MirrorDaemon
 from pytest_reactbench.sandbox.docker.sandbox import (
     DEFAULT_ENGINE,
     LABEL,
@@ -37,7 +38,6 @@ from pytest_reactbench.sandbox.docker.sandbox import (
 from pytest_reactbench.sandbox.docker.share import RECIPE_LABEL
 from pytest_reactbench.sandbox.egress import EGRESS_PORT, EGRESS_SCRIPT, proxy_env
 from pytest_reactbench.sandbox.errors import SandboxError
-from pytest_reactbench.sandbox.mirrors import MirrorDaemon
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import (
     SYSTEM_IMAGE,
