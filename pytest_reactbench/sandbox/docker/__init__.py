@@ -18,18 +18,17 @@ from __future__ import annotations
 from pytest_reactbench.sandbox.base import Backend
 from pytest_reactbench.sandbox.docker.backend import DockerBackend, RegistryWarning
 from pytest_reactbench.sandbox.docker.images import ROOT_IMAGE
+from pytest_reactbench.sandbox.docker.pool import EnginePool
 from pytest_reactbench.sandbox.docker.sandbox import LABEL, DockerSandbox, engine_kwargs
 from pytest_reactbench.sandbox.docker.share import RECIPE_LABEL
 from pytest_reactbench.sandbox.options import SandboxOptions
 
-__all__ = ["LABEL", "RECIPE_LABEL", "ROOT_IMAGE", "DockerBackend", "DockerSandbox", "RegistryWarning",
-           "docker_backend", "engine_kwargs"]
+__all__ = ["LABEL", "RECIPE_LABEL", "ROOT_IMAGE", "DockerBackend", "DockerSandbox", "EnginePool",
+           "RegistryWarning", "docker_backend", "engine_kwargs"]
 
 
 def docker_backend(options: SandboxOptions) -> Backend:
     """The docker backend the options ask for: one engine, or a pool of several."""
     if len(options.docker_hosts) > 1:
-        from pytest_reactbench.sandbox.docker.pool import EnginePool
-
         return EnginePool(options)
     return DockerBackend(options, options.docker_hosts[0] if options.docker_hosts else None)
