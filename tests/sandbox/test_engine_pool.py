@@ -28,7 +28,7 @@ import docker
 import pytest
 
 from pytest_reactbench.results.load import junit_testcases
-from pytest_reactbench.sandbox.base import Image, ImageRecipe
+from pytest_reactbench.sandbox.base import Capabilities, Image, ImageRecipe
 from pytest_reactbench.sandbox.docker import wanted as wanted_module
 from pytest_reactbench.sandbox.docker.ledger import Ledger, Room
 from pytest_reactbench.sandbox.docker.pool import EnginePool
@@ -258,6 +258,8 @@ def _copies_start_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
 class FakeEngine:
     """What the pool asks of an engine, without one: the placement logic alone."""
+
+    capabilities = Capabilities(formal=True)
 
     def __init__(self, options: SandboxOptions, host: str) -> None:
         self.engine = host
