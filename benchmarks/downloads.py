@@ -75,7 +75,7 @@ def main() -> None:
                 for recipe in recipes:
                     baked.append(backend.bake(recipe, lambda line: None).ref)
                 results = [(r.name, r.seconds, r.fetched_bytes, r.served_bytes)
-                           for r in getattr(backend, "bakes", []) if r.how == "baked"]
+                           for r in backend.bake_records() if r.how == "baked"]
                 for name, seconds, fetched, served in results:
                     print(f"{name:60} {seconds:6.1f} s  fetched {fetched / 1e6:7.1f} MB  "
                           f"served {served / 1e6:7.1f} MB", flush=True)

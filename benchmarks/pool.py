@@ -51,7 +51,7 @@ import docker  # noqa: E402
 
 from pytest_reactbench.sandbox.base import Image, ImageRecipe  # noqa: E402
 from pytest_reactbench.sandbox.docker import ROOT_IMAGE, DockerBackend  # noqa: E402
-from pytest_reactbench.sandbox.engines import EnginePool  # noqa: E402
+from pytest_reactbench.sandbox.docker.pool import EnginePool  # noqa: E402
 from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle, default_cache  # noqa: E402
 from tests.sandbox.extra_engines import build_tiny_base, extra_engine, tiny_task  # noqa: E402
 from tests.sandbox.helpers import loopback_registry  # noqa: E402
@@ -168,10 +168,10 @@ def images(args: argparse.Namespace) -> None:
                           lambda: target.load_image(main.save_images([ROOT_IMAGE])))
 
                     def bake() -> None:
-                        with ThreadPoolExecutor(max_workers=target.bake_slots) as pool:
+                        with ThreadPoolExecutor(max_workers=target.capabilities.bake_slots) as pool:
                             list(pool.map(lambda r: target.bake(r, lambda _: None), shipped_recipes()))
 
-                    timed(f"bake of {len(refs)} images, {target.bake_slots} at a time", bake)
+                    timed(f"bake of {len(refs)} images, {target.capabilities.bake_slots} at a time", bake)
                 else:
                     raise SystemExit(f"--ways: {way!r} is not one of {', '.join(WAYS)}")
                 missing = [ref for ref in refs if not target.has_image(ref)]

@@ -43,8 +43,10 @@ from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.render import markdown
 from pytest_reactbench.results.site import RunInfo, junit_run_info, write_site
 from pytest_reactbench.sandbox.bake import BakingBackend
-from pytest_reactbench.sandbox.base import Backend, ImageRecipe, Progress, SandboxError, heartbeat
+from pytest_reactbench.sandbox.base import Backend, ImageRecipe, Progress
 from pytest_reactbench.sandbox.dockerfile import DockerfileError
+from pytest_reactbench.sandbox.errors import SandboxError
+from pytest_reactbench.sandbox.heartbeat import heartbeat
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import recipe_dir
 from pytest_reactbench.tasks import TaskError, load_task
@@ -166,7 +168,8 @@ def _images_on(name: str, factory: Callable[[SandboxOptions], Backend], options:
         return 0 if args.list else 1
     if args.prune is not None:
         return _prune(name, backend, args.prune, progress)
-    say(f"{name} ({'its results can be formal' if backend.formal else 'its results are not formal'})")
+    formal = backend.capabilities.formal
+    say(f"{name} ({'its results can be formal' if formal else 'its results are not formal'})")
     try:
         for public, recipe in recipes.items():
             base = _base_image(backend, public, recipe, None if args.list else progress)

@@ -34,8 +34,8 @@ def suite_leftovers(basetemp: Path, engine: bool) -> list[str]:
     dead owners (when tests used the engine), local sandbox directories, cgroups of
     dead processes, and sandbox processes still running from the session's temporary
     directories."""
-    from pytest_reactbench.results.records import pid_alive
-    from pytest_reactbench.sandbox.cgroups import stale_groups
+    from pytest_reactbench.host import pid_alive
+    from pytest_reactbench.sandbox.local.cgroups import stale_groups
     from tests.reliability.faults import pids_with
 
     def dead(owner: str) -> bool:

@@ -99,7 +99,7 @@ class Agent(ABC):
     #: The CLI layer baked on top of the task's image, if the agent needs one.
     install: Install | None = None
     #: Its work is the task's own (a control agent): a backend that cannot hold an
-    #: untrusted agent (`Backend.untrusted_refusal`) still runs it.
+    #: untrusted agent (`Capabilities.untrusted_refusal`) still runs it.
     trusted: bool = False
 
     @property

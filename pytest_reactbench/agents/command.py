@@ -26,7 +26,7 @@ from pytest_reactbench.agents.base import (
 from pytest_reactbench.agents.output import read_output
 from pytest_reactbench.agents.tools import MAX_SHOWN_OUTPUT, shown_args
 from pytest_reactbench.results.events import Event
-from pytest_reactbench.sandbox.base import SandboxError
+from pytest_reactbench.sandbox.errors import SandboxError
 from pytest_reactbench.sandbox.relay import LOOPBACK_HOSTS
 from pytest_reactbench.tasks import Task
 

@@ -10,7 +10,7 @@ from pytest_reactbench.controls import ControlRun
 from pytest_reactbench.mining.changes import Change, Kind, is_cypress
 from pytest_reactbench.mining.runners import REGISTRY_LACKS, Toolchain, node_ceiling, node_floor
 from pytest_reactbench.results import Gate
-from pytest_reactbench.sandbox.base import BakeError
+from pytest_reactbench.sandbox.errors import BakeError
 
 
 @dataclass(frozen=True)

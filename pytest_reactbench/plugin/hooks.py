@@ -30,7 +30,8 @@ from pytest_reactbench.plugin.summary import ResultsSummary
 from pytest_reactbench.results import TrialResult, Verdict, new_run_id
 from pytest_reactbench.results.load import ResultsError
 from pytest_reactbench.results.manifest import RunManifest
-from pytest_reactbench.sandbox.base import SandboxError
+from pytest_reactbench.sandbox.errors import SandboxError
+from pytest_reactbench.sandbox.prebake import start as start_prebake
 from pytest_reactbench.tasks import Task, TaskError, find_tasks, load_task
 from pytest_reactbench.trial import Stages, outcomes
 
@@ -267,8 +268,8 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     try:
         backend = state.backend()
         stages = Stages(backend, progress, state.trial_options.labels)
-        state.prebake = bakes.start(backend, (stages.recipe(item.task, role) for item in trials
-                                              for role in ("agent", "verifier")), progress)
+        state.prebake = start_prebake(backend, (stages.recipe(item.task, role) for item in trials
+                                                for role in ("agent", "verifier")), progress)
     except Exception as exc:
         progress(f"bakes not planned ahead ({type(exc).__name__}: {exc}); each trial bakes its own")
 

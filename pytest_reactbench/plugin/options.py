@@ -22,7 +22,6 @@ import pytest
 from pytest_reactbench.agents.base import AgentConfigError
 from pytest_reactbench.agents.command import parse_commands
 from pytest_reactbench.plugin.shards import parse_shard
-from pytest_reactbench.sandbox.image_registry import parse_image_registry
 from pytest_reactbench.sandbox.mirrors import parse_git_mirrors
 from pytest_reactbench.sandbox.options import (
     IMAGES_MODES,
@@ -31,6 +30,7 @@ from pytest_reactbench.sandbox.options import (
     default_cache,
     images_mode,
     parse_docker_hosts,
+    parse_image_registry,
     parse_yes,
 )
 from pytest_reactbench.sandbox.recipes import parse_image_map

@@ -21,7 +21,9 @@ from pytest_reactbench.plugin.shards import shard_text
 from pytest_reactbench.results import RunRecords, TrialResult
 from pytest_reactbench.results.load import ResultsError
 from pytest_reactbench.results.resume import kept_trials
-from pytest_reactbench.sandbox.base import Backend, SandboxError
+from pytest_reactbench.sandbox.base import Backend
+from pytest_reactbench.sandbox.errors import SandboxError
+from pytest_reactbench.sandbox.prebake import BakePool
 from pytest_reactbench.sandbox.relay import egress_refusals, loopback_port
 from pytest_reactbench.tasks import Task
 from pytest_reactbench.trial import AgentUnavailable, Stages, TrialOptions, preflight
@@ -70,7 +72,7 @@ class ReactbenchSession:
             raise UsageError(f"--reactbench-resume: {exc}") from None
         self._backend: Backend | None = None
         #: The bakes ahead of the trials, baking on beside them (the process that claimed them).
-        self.prebake: bakes.Pool | None = None
+        self.prebake: BakePool | None = None
         extensions = registered(self.config.hook)
         self.agents = self._make_agents(extensions)
         self._backend_factory = extensions.backend(settings.backend, "--reactbench-sandbox")
@@ -103,7 +105,7 @@ class ReactbenchSession:
         say = progress_printer(self.config, self.once)
         for name, task in first_tasks.items():
             agent = self.agents[name]
-            if not agent.trusted and (why := self.backend().untrusted_refusal):
+            if not agent.trusted and (why := self.backend().capabilities.untrusted_refusal):
                 raise UsageError(f"--reactbench-agent: agent {name!r} is not a control agent, and {why}: "
                                  "run it with --reactbench-sandbox=docker")
             refused = egress_refusals(agent.model_hosts, getattr(agent, "model_targets", ()))
@@ -114,14 +116,15 @@ class ReactbenchSession:
                     "URL names: every call to its model would fail. Name the host with "
                     "--reactbench-model-host (docs/agents.md)")
             loopback = [h for h in agent.model_hosts if loopback_port(h) is not None]
-            if loopback and not self.backend().reaches_host_loopback:
+            if loopback and not self.backend().capabilities.reaches_host_loopback:
                 raise UsageError(
                     f"--reactbench-agent: agent {name!r}: its model host {loopback[0]} is this host's "
                     f"loopback, which this {self.backend().name} backend's sandboxes cannot reach "
-                    f"(its engine, {getattr(self.backend(), 'engine', 'remote')}, is not on this host); "
+                    f"(its engine, {self.backend().engine or 'remote'}, is not on this host); "
                     "run the gateway where it can be reached, on an address the sandboxes reach, "
                     "and name that address in the base URL (docs/agents.md)")
-            if agent.install is not None and agent.install.user and not self.backend().adds_users:
+            if (agent.install is not None and agent.install.user
+                    and not self.backend().capabilities.adds_users):
                 raise UsageError(
                     f"--reactbench-agent: agent {name!r} runs its CLI as the user "
                     f"{agent.install.user!r}, which its layer adds to the image; the "

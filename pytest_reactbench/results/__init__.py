@@ -1,8 +1,9 @@
 """Results: the one TrialResult model, run records, scores, reports and comparisons."""
 
+from pytest_reactbench.host import pid_alive
 from pytest_reactbench.results.events import Event
 from pytest_reactbench.results.failure import Failure
-from pytest_reactbench.results.records import RunRecords, TrialRecord, new_run_id, pid_alive
+from pytest_reactbench.results.records import RunRecords, TrialRecord, new_run_id
 from pytest_reactbench.results.trial_result import (
     AGENT_SAID,
     AgentRun,

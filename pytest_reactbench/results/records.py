@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pytest_reactbench.host import pid_alive
 from pytest_reactbench.results.errors import ResultsError
 from pytest_reactbench.results.events import Event
 from pytest_reactbench.results.gates import gate_report
@@ -194,19 +195,3 @@ class RunRecords:
             TrialRecord(status_file.parent).mark_incomplete(f"its process ({pid}) died", status)
             marked += 1
         return marked
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether the process runs. A zombie does not: a killed xdist worker stays one
-    until its parent reaps it, which may be never while the parent waits on it."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rpartition(b")")[2].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True

@@ -1,1 +1,3 @@
-"""Sandboxes: the contract, the local (bubblewrap) and docker backends, image recipes."""
+"""Sandboxes: the contract and what every backend shares, at this root; each backend's
+own code in its folder (local/: bubblewrap; docker/: the engine, the pool of engines
+and the image registry client)."""

@@ -4,17 +4,12 @@ builds on and of its inputs, and build it once, under a file lock, for every pro
 of the machine. A backend implements only its own steps: find a baked key, build one,
 its system layer and (if it can run them) the public images.
 
-A FROM of an image the image map covers is, by the images mode: the public image when
-the engine has it or can pull it, else its stand-in with one warning (`auto`); only
-the public image (`public`); only the stand-in (`stand-in`). Nothing is ever tagged
-under the public name: backends hand the resolved image to the build instead.
+What each FROM resolves to (the images mode, the image map, layers) is `bases.py`'s.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import time
 from abc import abstractmethod
 from collections.abc import Sequence
@@ -24,35 +19,27 @@ from typing import Literal
 
 from pytest_reactbench.results import BaseImage
 from pytest_reactbench.sandbox import dockerfile as df
-from pytest_reactbench.sandbox.base import (
-    Backend,
-    BakeError,
-    Image,
-    ImageRecipe,
-    Layer,
-    Progress,
+from pytest_reactbench.sandbox.base import Backend, Image, ImageRecipe, Layer, Progress
+from pytest_reactbench.sandbox.bases import (
+    FromResolution,
+    NotBaked,
+    Parent,
+    PublicImageUnavailable,
+    merged_bases,
 )
 from pytest_reactbench.sandbox.downloads import DownloadCache, Traffic
-from pytest_reactbench.sandbox.locks import file_lock, locked_json
+from pytest_reactbench.sandbox.errors import BakeError
+from pytest_reactbench.sandbox.locks import file_lock, replace_if_changed
 from pytest_reactbench.sandbox.mirrors import key_of, relevant
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import (
-    SYSTEM_IMAGE,
     FromRef,
     from_refs,
-    map_image,
-    recipe_dir,
     recipe_key,
-    strip_tag,
-    tagged,
 )
 
 #: A FROM chain longer than this is a loop in the image map.
 MAX_DEPTH = 8
-
-
-class PublicImageUnavailable(Exception):
-    """A public image is not on the engine and cannot be pulled; the text says why."""
 
 
 #: How a bake had its image: built here, found on the engine (or in the cache), or
@@ -85,54 +72,11 @@ class Pruned:
     kept: int = 0
 
 
-class NotBaked(Exception):
-    """Raised inside a look-up (`Backend.baked`) when something is not baked yet."""
-
-
-@dataclass(frozen=True)
-class Parent:
-    """A FROM of a recipe as its build sees it."""
-
-    #: The image as the Dockerfile names it (build arguments substituted).
-    name: str
-    #: What the backend builds on in its place ("" for the host's system layer).
-    use: str
-    #: What the recipe's key hashes for it: the content digest of `use`.
-    identity: str
-    #: Its provenance, its own bases included.
-    bases: tuple[BaseImage, ...]
-    #: The baked image behind `use` when this backend baked it.
-    image: Image | None = None
-
-
-def replace_if_changed(path: Path, data: bytes) -> None:
-    """Write `data` to `path` whole (others may be reading it), and only if it differs."""
-    if path.exists() and path.read_bytes() == data:
-        return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-def _merged(parents: Sequence[Parent]) -> tuple[BaseImage, ...]:
-    seen: dict[tuple[str, str], BaseImage] = {}
-    for parent in parents:
-        for base in parent.bases:
-            seen.setdefault((base.name, base.digest), base)
-    return tuple(seen.values())
-
-
-class BakingBackend(Backend):
+class BakingBackend(FromResolution, Backend):
     """A backend whose images are baked from Dockerfiles by the shared template."""
 
     #: Bumped whenever the backend's way of building changes, so old images are not reused.
     recipe_version: str
-    #: Whether the backend can run the public images themselves (else: stand-ins only).
-    runs_public_images: bool = True
-    #: Prefix of the bake locks' names: a backend whose images live on one of several
-    #: engines locks per engine.
-    lock_scope: str = ""
-
     @property
     def lock_dir(self) -> Path:
         """Where the bake locks are: beside the images the backend keeps in its cache."""
@@ -160,8 +104,12 @@ class BakingBackend(Backend):
         #: The caching registry every bake's package downloads go through.
         self.downloads = (DownloadCache(options.download_cache, options.ca_bundle)
                           if options.download_cache else None)
-        #: How many bakes the engine takes at once (a bake pool's size).
-        self.bake_slots = max(1, min(4, os.cpu_count() or 1))
+
+    def bake_records(self) -> list[BakeRecord]:
+        return list(self.bakes)
+
+    def download_traffic(self) -> Traffic:
+        return self.downloads.snapshot() if self.downloads is not None else Traffic()
 
     # -- the backend's own steps ---------------------------------------------------------
 
@@ -267,7 +215,7 @@ class BakingBackend(Backend):
             context=recipe.context,
             skip=recipe.downloads.folder if recipe.downloads else None,
         )
-        bases = _merged(parents)
+        bases = merged_bases(parents)
         if (failed := self._failure(key)) is not None:
             raise failed
         self._mark_used(key)
@@ -348,125 +296,3 @@ class BakingBackend(Backend):
         if where is not None:
             where.parent.mkdir(parents=True, exist_ok=True)
             replace_if_changed(where, str(exc).encode())
-
-    def _parent(self, ref: FromRef, recipe: ImageRecipe, progress: Progress, deadline: float,
-                depth: int, build: bool) -> Parent:
-        # An image baked already is the recipe's own: its name says nothing of another's.
-        if not build or ref.image in recipe.baked:
-            return self._resolve(ref, recipe, progress, deadline, depth, build)
-        # The same base with a layer on it is another parent.
-        known = (ref.image, recipe.layer)
-        if known not in self._parents:
-            self._parents[known] = self._resolve(ref, recipe, progress, deadline, depth, build)
-        return self._parents[known]
-
-    def _resolve(self, ref: FromRef, recipe: ImageRecipe, progress: Progress, deadline: float,
-                 depth: int, build: bool) -> Parent:
-        name = ref.image
-        if name in recipe.baked:
-            image = recipe.baked[name]
-            return Parent(name, image.ref, image.digest, tuple(image.bases), image)
-        if recipe.layer is not None:
-            base = self._parent(ref, replace(recipe, layer=None), progress, deadline, depth, build)
-            image = self._bake(self._layer_recipe(recipe.layer, base, recipe), progress, deadline,
-                               depth + 1, build=build)
-            return Parent(name, image.ref, image.digest, tuple(image.bases), image)
-        where = f"{recipe.dockerfile}:{ref.line}"
-        mapped = map_image(name, self.image_map)
-        if mapped == SYSTEM_IMAGE:
-            return replace(self.system_layer(progress, deadline, build=build), name=name)
-        stand_in = recipe_dir(mapped)
-        if stand_in is None:
-            try:
-                parent = self._public(mapped, progress, build)
-            except PublicImageUnavailable as exc:
-                if not build:
-                    raise NotBaked(mapped) from None
-                raise BakeError(
-                    f"{where}: FROM {mapped}: {exc}; build it, or map it with --reactbench-image-map "
-                    f"'{strip_tag(name)}=<recipe under images/ or a local image>'"
-                ) from None
-            if mapped == name:
-                return parent
-            # The user's replacement of the image the Dockerfile names.
-            return replace(parent, name=name, bases=tuple(
-                BaseImage(name=name, digest=b.digest, origin="stand-in") if b.name == mapped else b
-                for b in parent.bases))
-        mode = self.options.images
-        if mode != "stand-in" and self.runs_public_images:
-            try:
-                return self._public(name, progress, build)
-            except PublicImageUnavailable as exc:
-                if mode == "public":
-                    raise BakeError(f"{where}: FROM {name}: {exc} (--reactbench-images=public: "
-                                    "no stand-in)") from None
-                if build and tagged(name) not in self._warned:
-                    self._warned.add(tagged(name))
-                    line = (f"warning: {name} is not available ({exc}); using its stand-in "
-                            f"{stand_in.name} (results are not formal)")
-                    progress(line)
-        elif mode == "public":
-            raise BakeError(f"{where}: FROM {name}: the {self.name} backend runs stand-ins only; "
-                            "use --reactbench-sandbox=docker for the public images")
-        image = self._bake(self._stand_in_recipe(stand_in, recipe), progress, deadline, depth + 1,
-                           build=build)
-        return Parent(name, image.ref, image.digest,
-                      (BaseImage(name=name, digest=image.digest, origin="stand-in"), *image.bases), image)
-
-    def _public(self, name: str, progress: Progress, build: bool) -> Parent:
-        """The public image `name`; a pull that failed is not tried again this session,
-        by this process or (through the session's folder) another of its workers: every
-        task naming the image would wait for the same timeout. The workers take turns
-        per name, so that one pulls and the others learn how that went."""
-        if tagged(name) in self._unavailable:
-            raise PublicImageUnavailable(self._unavailable[tagged(name)])
-        shared = self.options.session_dir
-        if shared is None or not build:
-            return self._pull_public(name, progress, build)
-        # What the engine holds is used whatever a pull elsewhere found (in a pool of
-        # engines one may have the image and another not): only pulls are shared.
-        with contextlib.suppress(PublicImageUnavailable):
-            return self.public_image(name, progress, pull=False)
-        # Per engine (its lock scope): engines may reach different registries.
-        which = f"{self.lock_scope}{tagged(name)}"
-        with file_lock(shared / f"public-{recipe_key(which)[:16]}.lock"):
-            with locked_json(shared / "unavailable.json", shared / "unavailable.lock") as known:
-                why = known.get(which)
-            if why is not None:
-                self._unavailable[tagged(name)] = str(why)
-                raise PublicImageUnavailable(str(why))
-            try:
-                return self._pull_public(name, progress, build)
-            except PublicImageUnavailable as exc:
-                with locked_json(shared / "unavailable.json", shared / "unavailable.lock") as known:
-                    known[which] = str(exc)
-                raise
-
-    def _pull_public(self, name: str, progress: Progress, build: bool) -> Parent:
-        try:
-            return self.public_image(name, progress, pull=build)
-        except PublicImageUnavailable as exc:
-            if build:  # a lookup without a pull proves nothing about the registry
-                self._unavailable[tagged(name)] = str(exc)
-            raise
-
-    def _layer_recipe(self, layer: Layer, base: Parent, recipe: ImageRecipe) -> ImageRecipe:
-        """`layer` on the resolved `base` as a recipe: its FROM names the base by its
-        content, not by the name a Dockerfile gave it, so two names for one image (a
-        public name and the stand-in another public name maps to as well) share one
-        bake of the layer. Its Dockerfile is written to the cache (named by its text:
-        concurrent sessions write the same bytes), its context is the layer's."""
-        below = f"reactbench-layer-base-{recipe_key(base.identity)[:16]}"
-        text = f"FROM {below}\n{layer.steps.strip()}\n"
-        dockerfile = self.cache_dir / "layers" / f"{recipe_key(text)[:16]}.Dockerfile"
-        dockerfile.parent.mkdir(parents=True, exist_ok=True)
-        replace_if_changed(dockerfile, text.encode())
-        # The base's provenance as the Dockerfile named it (a stand-in's public name).
-        image = (replace(base.image, bases=base.bases) if base.image is not None
-                 else Image(base.use, base.identity, self.name, cached=True, bases=base.bases))
-        return ImageRecipe(layer.name, dockerfile, layer.context, timeout=recipe.timeout,
-                           baked={below: image})
-
-    @staticmethod
-    def _stand_in_recipe(directory: Path, recipe: ImageRecipe) -> ImageRecipe:
-        return ImageRecipe(directory.name, directory / "Dockerfile", directory, timeout=recipe.timeout)

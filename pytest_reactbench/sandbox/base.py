@@ -1,4 +1,7 @@
-"""The Sandbox contract and the Backend that bakes images and boots sandboxes.
+"""The Sandbox contract and the Backend that bakes images and boots sandboxes. What
+every backend shares beside it has a module each: its failures (`errors.py`), tar
+streams (`archives.py`), the egress gate (`egress.py`) and the heartbeat of long work
+(`heartbeat.py`).
 
 A third backend (remote engines, Kubernetes) is one new module implementing
 `Backend` and `Sandbox`, registered through the `pytest_reactbench_sandbox_backends` hook.
@@ -6,221 +9,33 @@ A third backend (remote engines, Kubernetes) is one new module implementing
 
 from __future__ import annotations
 
-import contextlib
-import fnmatch
 import io
-import json
-import re
 import tarfile
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 from pytest_reactbench.results.trial_result import BaseImage
+from pytest_reactbench.sandbox.archives import (
+    ARCHIVE_ATTEMPTS,
+    COUNTED_TAR,
+    TAR_BYTES,
+    TAR_EXIT,
+    TAR_NOTES,
+    tar_of,
+)
+from pytest_reactbench.sandbox.downloads import Traffic
+from pytest_reactbench.sandbox.errors import SandboxError
+
+if TYPE_CHECKING:
+    from pytest_reactbench.sandbox.bake import BakeRecord
 
 Progress = Callable[[str], None]
-
-#: How often long work (a bake, an agent at work, a grading) says it is still going.
-HEARTBEAT_SEC = 30.0
-
-
-def elapsed(seconds: float) -> str:
-    minutes, rest = divmod(int(seconds), 60)
-    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
-
-
-@contextlib.contextmanager
-def heartbeat(progress: Progress, what: Callable[[], str], every: float = HEARTBEAT_SEC) -> Any:
-    """While the block runs, a progress line every `every` seconds: what runs (asked
-    each time) and for how long. Plain lines, so that a CI log shows them as a terminal
-    does, and nothing when the work is quicker than one beat."""
-    stop = threading.Event()
-    started = time.monotonic()
-
-    def beat() -> None:
-        while not stop.wait(every):
-            progress(f"{what()}, still running after {elapsed(time.monotonic() - started)}")
-
-    thread = threading.Thread(target=beat, name="reactbench-heartbeat", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-
-#: The gate between an agent that declares model hosts and the network.
-EGRESS_SCRIPT = Path(__file__).with_name("egress.cjs")
-EGRESS_PORT = 3128
-
-#: Takes of an archive whose stream arrived short before it is an error.
-ARCHIVE_ATTEMPTS = 3
-#: tar's stream on stdout; on stderr, after tar's own words, its exit status and the
-#: bytes it wrote, counted as they left it. Any tar (GNU's, BusyBox's) and any sh.
-_COUNTED_TAR = ('exec 3>&1; { tar -c -f - -C "$0" "$@" .; echo "reactbench-tar-exit $?" >&2; } '
-                '| tee /dev/fd/3 | { n=$(wc -c); echo "reactbench-tar-bytes $n" >&2; }')
-_TAR_EXIT = re.compile(rb"^reactbench-tar-exit (\d+)$", re.MULTILINE)
-_TAR_BYTES = re.compile(rb"^reactbench-tar-bytes\s*(\d+)\s*$", re.MULTILINE)
-_TAR_NOTES = re.compile(rb"^reactbench-tar-(exit|bytes) .*\n?", re.MULTILINE)
-
-
-def proxy_env(url: str) -> dict[str, str]:
-    return {"HTTPS_PROXY": url, "HTTP_PROXY": url, "https_proxy": url, "http_proxy": url,
-            "NO_PROXY": "localhost,127.0.0.1", "no_proxy": "localhost,127.0.0.1"}
-
-
-def egress_lines(text: str) -> list[dict[str, Any]]:
-    """The proxy's request records from its output (JSON lines among its other lines)."""
-    seen = []
-    for line in text.splitlines():
-        if line.startswith("{"):
-            with contextlib.suppress(ValueError):
-                record = json.loads(line)
-                if isinstance(record, dict):
-                    seen.append(record)
-    return seen
-
-
-def tar_of(files: Mapping[str, bytes], mode: int = 0o644) -> bytes:
-    """A tar stream of in-memory files."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            info.mode = mode
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
-def excluded(name: str, patterns: Sequence[str]) -> bool:
-    """GNU tar's default --exclude matching (what Harbor uses): unanchored, `*`
-    matches `/`, and names start with `./` (the archive is made with `-C SOURCE .`),
-    so `**/node_modules/**` drops the contents of every node_modules, top level too."""
-    if not patterns:
-        return False
-    name = "./" + name
-    candidates = [name]
-    candidates += [name[i + 1 :] for i, ch in enumerate(name) if ch == "/"]
-    return any(fnmatch.fnmatchcase(c, p) for c in candidates for p in patterns)
-
-
-class ChunkReader(io.RawIOBase):
-    """A readable file over an iterator of byte chunks (an engine's HTTP stream), one
-    chunk held at a time."""
-
-    def __init__(self, chunks: Iterable[bytes]) -> None:
-        self._chunks: Iterator[bytes] = iter(chunks)
-        self._left = b""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        while not self._left:
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                return 0
-            self._left = chunk
-        size = min(len(buffer), len(self._left))
-        buffer[:size] = self._left[:size]
-        self._left = self._left[size:]
-        return size
-
-
-#: What the headers of a re-packed archive may add to twice its limit of contents.
-HEADER_SLACK = 1024 * 1024
-
-
-def empty_tar() -> bytes:
-    return tar_of({})
-
-
-def repack(stream: IO[bytes] | io.RawIOBase, src: str, exclude: Sequence[str], limit: int) -> bytes:
-    """Re-pack, as it streams by, a tar stream of the tree `src` whose members all sit
-    under one top entry (the engine's `app/...`, or `./...`), as `tar -C src .` with
-    `--exclude` would have made it: the top entry's name stripped (members named `x`,
-    `dir/y`), the `exclude` globs left out with everything under an excluded directory
-    (GNU tar does not descend into one). More than `limit` bytes of kept file contents
-    raise ArchiveTooLarge as soon as a header says so, before its contents are read (a
-    2 GiB sparse file is never read); an archive whose headers alone pass `limit` too
-    (millions of empty files) is refused the same way, so no more than about twice
-    `limit` (and HEADER_SLACK) is ever held. A top entry that is not a directory is an empty tree."""
-    out = io.BytesIO()
-    size = 0
-    pruned: set[str] = set()
-    try:
-        source = tarfile.open(fileobj=stream, mode="r|")  # noqa: SIM115 (closed below)
-    except tarfile.ReadError as exc:
-        if "empty file" in str(exc):
-            return empty_tar()
-        raise SandboxError(f"the archive of {src} is unreadable: {exc}") from None
-    try:
-        with source, tarfile.open(fileobj=out, mode="w:", format=tarfile.PAX_FORMAT) as sink:
-            for member in source:
-                _, slash, name = member.name.strip("/").partition("/")
-                if not slash or name in ("", "."):
-                    if not member.isdir():
-                        return empty_tar()
-                    continue
-                name = name.removeprefix("./")
-                parts = name.split("/")
-                if any("/".join(parts[:i]) in pruned for i in range(1, len(parts))):
-                    continue
-                if excluded(name, exclude):
-                    if member.isdir():
-                        pruned.add(name)
-                    continue
-                if member.isfile():
-                    size += member.size
-                    if size > limit:
-                        raise ArchiveTooLarge(src, limit)
-                    member.type, member.sparse = tarfile.REGTYPE, None  # written out whole
-                member.name = name
-                # A long name travels in a PAX header, which would override the one set here.
-                member.pax_headers = {k: v for k, v in member.pax_headers.items()
-                                      if k not in ("path", "linkpath")}
-                if member.islnk():  # a hard link names its target from the top entry too
-                    member.linkname = member.linkname.strip("/").partition("/")[2].removeprefix("./")
-                sink.addfile(member, source.extractfile(member) if member.isfile() else None)
-                if out.tell() > 2 * limit + HEADER_SLACK:
-                    raise ArchiveTooLarge(src, limit)
-    except tarfile.TarError as exc:
-        raise SandboxError(f"the archive of {src} is unreadable: {exc}") from None
-    return out.getvalue()
-
-
-class SandboxError(Exception):
-    """The sandbox or its engine broke: a harness error, never the agent's fault."""
-
-
-class ArchiveTooLarge(Exception):
-    """A tree being collected holds more than its limit after its excludes: what the
-    agent left, so the agent's fail, never a harness error."""
-
-    def __init__(self, src: str, limit: int) -> None:
-        super().__init__(f"{src} holds more than {limit // (1024 * 1024)} MiB after the excludes "
-                         "of [[artifacts]]")
-        self.src = src
-        self.limit = limit
-
-
-class BakeError(SandboxError):
-    """An image could not be built from its recipe."""
-
-
-class EngineLost(SandboxError):
-    """The engine a sandbox ran on stopped answering mid-trial: an error, retried on
-    another engine of the pool."""
-
-    def __init__(self, message: str, engine: str = "") -> None:
-        super().__init__(message)
-        #: The lost engine: a trial lost while its sandbox booted knows it from here.
-        self.engine = engine
 
 
 @dataclass(frozen=True)
@@ -333,7 +148,7 @@ class Image:
     @property
     def formal(self) -> bool:
         """Built on the public images themselves (no stand-in among its bases); a
-        result is formal only if its backend is too (`Backend.formal`)."""
+        result is formal only if its backend is too (`Capabilities.formal`)."""
         return all(base.origin != "stand-in" for base in self.bases)
 
 
@@ -365,12 +180,12 @@ class Sandbox(ABC):
     def get_archive(self, src: str, exclude: Sequence[str] = ()) -> bytes:
         """A tar stream of the directory `src`'s contents, leaving out `exclude` globs
         (GNU tar's matching, as Harbor's transfer). The caller checks what it gets."""
-        args = ["sh", "-c", _COUNTED_TAR, src, *(f"--exclude={p}" for p in exclude)]
+        args = ["sh", "-c", COUNTED_TAR, src, *(f"--exclude={p}" for p in exclude)]
         got = written = 0
         for _ in range(ARCHIVE_ATTEMPTS):
             result = self.exec(args, cwd="/")
-            said = _TAR_NOTES.sub(b"", result.stderr).decode("utf-8", "replace").strip()
-            status, count = _TAR_EXIT.search(result.stderr), _TAR_BYTES.search(result.stderr)
+            said = TAR_NOTES.sub(b"", result.stderr).decode("utf-8", "replace").strip()
+            status, count = TAR_EXIT.search(result.stderr), TAR_BYTES.search(result.stderr)
             if (status and status[1] != b"0") or not result.ok:
                 code = int(status[1]) if status else result.exit_code
                 said = said or f"exit code {code}, nothing on stderr"
@@ -525,10 +340,11 @@ class BootingSandbox(Sandbox):
                 self._sandbox.close()
 
 
-class Backend(ABC):
-    """Bakes images from recipes and boots sandboxes from them."""
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do here, declared in one object (`Backend.capabilities`) that
+    the plugin and the trial read, rather than flags probed one by one."""
 
-    name: str
     #: Whether verdicts from this backend count as formal results.
     formal: bool
     #: Whether an agent's egress reaches the host's own loopback (a model gateway on
@@ -540,6 +356,32 @@ class Backend(ABC):
     #: Why this backend cannot hold an untrusted agent here (None: it can). Only the
     #: control agents, whose work is the task's own, run on a backend that says why.
     untrusted_refusal: str | None = None
+    #: How many bakes it takes at once (the size of the session's prebake pool).
+    bake_slots: int = 1
+
+
+class Backend(ABC):
+    """Bakes images from recipes and boots sandboxes from them."""
+
+    name: str
+    #: The engine it runs on, for a backend that has one (a Docker engine's URL).
+    engine: str = ""
+    #: The image map its bakes resolve a FROM through (public name -> replacement).
+    image_map: Mapping[str, str] = MappingProxyType({})
+
+    @property
+    @abstractmethod
+    def capabilities(self) -> Capabilities:
+        """What this backend can do here (asked once it is made)."""
+
+    def bake_records(self) -> Sequence[BakeRecord]:
+        """Every image it was asked to bake, as it had it, in the order they were settled
+        (the session's bake summary)."""
+        return ()
+
+    def download_traffic(self) -> Traffic:
+        """What its download caches moved so far, each byte once."""
+        return Traffic()
 
     @abstractmethod
     def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:

@@ -1,5 +1,5 @@
-"""File locks shared by every process of this machine, and JSON kept under one.
-Imports nothing of pytest_reactbench."""
+"""File locks shared by every process of this machine, JSON kept under one, and files
+written whole for the processes reading them. Imports nothing of pytest_reactbench."""
 
 from __future__ import annotations
 
@@ -44,3 +44,12 @@ def locked_json(path: Path, lock: Path) -> Iterator[dict[str, Any]]:
             tmp = path.with_name(f".{path.name}.{os.getpid()}")
             tmp.write_text(json.dumps(data, sort_keys=True))
             os.replace(tmp, path)
+
+
+def replace_if_changed(path: Path, data: bytes) -> None:
+    """Write `data` to `path` whole (others may be reading it), and only if it differs."""
+    if path.exists() and path.read_bytes() == data:
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

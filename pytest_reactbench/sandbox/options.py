@@ -4,6 +4,7 @@ and ini keys or by `reactbench images` from its flags."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,32 @@ def default_ca_bundle() -> Path | None:
     if value:
         return None if value == "none" else Path(value)
     return HOST_CA_BUNDLE if HOST_CA_BUNDLE.is_file() else None
+
+
+#: An image registry (`--reactbench-image-registry`): host, an optional port, then one
+#: or more lowercase path components.
+_REGISTRY = re.compile(
+    r"^(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9a-fA-F:]+\])(?::(?P<port>\d{1,5}))?"
+    r"/(?P<prefix>[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)$"
+)
+
+
+def parse_image_registry(value: str, source: str) -> str:
+    """`HOST[:PORT]/PREFIX` checked, or a ValueError naming `source`."""
+    value = value.strip().rstrip("/")
+    if not value:
+        return ""
+    if "://" in value:
+        raise ValueError(f"{source}: {value!r} must be HOST[:PORT]/PREFIX, without a scheme "
+                         "(the engine chooses https, or http for a registry on loopback)")
+    match = _REGISTRY.match(value)
+    if match is None or "/" not in value:
+        raise ValueError(f"{source}: {value!r} must be HOST[:PORT]/PREFIX, e.g. "
+                         "registry.example.com:5000/reactbench (a lowercase path, no tag)")
+    port = match.group("port")
+    if port is not None and not 0 < int(port) < 65536:
+        raise ValueError(f"{source}: {value!r}: port {port} is out of range")
+    return value
 
 
 YES = ("1", "true", "yes", "on")

@@ -26,13 +26,9 @@ def _local(options: SandboxOptions) -> Backend:
 
 def _docker(options: SandboxOptions) -> Backend:
     # Imported when chosen: docker-py is only loaded by runs that use it.
-    from pytest_reactbench.sandbox.docker import DockerBackend
+    from pytest_reactbench.sandbox.docker import docker_backend
 
-    if len(options.docker_hosts) > 1:
-        from pytest_reactbench.sandbox.engines import EnginePool
-
-        return EnginePool(options)
-    return DockerBackend(options, options.docker_hosts[0] if options.docker_hosts else None)
+    return docker_backend(options)
 
 
 BUILTIN_BACKENDS: Mapping[str, BackendFactory] = {"local": _local, "docker": _docker}

@@ -42,7 +42,7 @@ def egress_refusals(hosts: Sequence[str], targets: Sequence[str]) -> list[str]:
     of the proxy's own code, before any sandbox, so that a model host the agent was
     given and the gate disagree on is a configuration error, not an API fault in every
     trial."""
-    from pytest_reactbench.sandbox.base import EGRESS_SCRIPT
+    from pytest_reactbench.sandbox.egress import EGRESS_SCRIPT
 
     if not targets:
         return []

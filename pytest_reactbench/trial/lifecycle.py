@@ -30,17 +30,15 @@ from pytest_reactbench.results import (
 )
 from pytest_reactbench.results.manifest import TrialManifest
 from pytest_reactbench.results.trajectory import write_trajectory
+from pytest_reactbench.sandbox.archives import tar_of
 from pytest_reactbench.sandbox.base import (
-    HEARTBEAT_SEC,
     Backend,
     BootingSandbox,
-    EngineLost,
     Image,
     Sandbox,
-    SandboxError,
-    heartbeat,
-    tar_of,
 )
+from pytest_reactbench.sandbox.errors import EngineLost, SandboxError
+from pytest_reactbench.sandbox.heartbeat import HEARTBEAT_SEC, heartbeat
 from pytest_reactbench.tasks import Task
 from pytest_reactbench.trial.diff import Tree, stat_of, tree_diff
 from pytest_reactbench.trial.judge import agent_run, judge, tail
@@ -174,7 +172,7 @@ class Trial:
             backend=self.backend.name, engine=self._engine,
             # Said only of a scored trial, on a formal backend and the public images: an
             # errored trial (a failed bake has no image at all) is no formal result.
-            formal=verdict.valid and bool(images) and self.backend.formal
+            formal=verdict.valid and bool(images) and self.backend.capabilities.formal
             and all(image.formal for image in images.values()),
             images={role: image.digest for role, image in images.items()}, bases=list(bases.values()))
         return TrialResult(task=self.task.id, agent=self.agent.name, attempt=self.attempt, verdict=verdict,

@@ -12,14 +12,13 @@ from typing import Literal
 from pytest_reactbench.agents import Agent
 from pytest_reactbench.sandbox.base import (
     Backend,
-    BakeError,
     Image,
     ImageRecipe,
     Limits,
     Progress,
     Sandbox,
-    SandboxError,
 )
+from pytest_reactbench.sandbox.errors import BakeError, SandboxError
 from pytest_reactbench.tasks import EnvironmentConfig, Task
 from pytest_reactbench.trial.judge import tail
 from pytest_reactbench.verifier.layer import grader_layer, uses_grader

@@ -1,7 +1,7 @@
 """The verifier: artifact transfer, running test.sh, reading rewards and gates, and
 who failed (`failures`: the submission's or the harness's)."""
 
-from pytest_reactbench.sandbox.base import excluded
+from pytest_reactbench.sandbox.archives import excluded
 from pytest_reactbench.verifier.artifacts import (
     Transfer,
     collect,

@@ -8,7 +8,9 @@ import posixpath
 import tarfile
 from dataclasses import dataclass, field
 
-from pytest_reactbench.sandbox.base import ArchiveTooLarge, Sandbox, SandboxError, excluded
+from pytest_reactbench.sandbox.archives import excluded
+from pytest_reactbench.sandbox.base import Sandbox
+from pytest_reactbench.sandbox.errors import ArchiveTooLarge, SandboxError
 from pytest_reactbench.tasks import Artifact
 from pytest_reactbench.verifier.failures import SubmissionRefused
 

@@ -18,7 +18,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from pytest_reactbench.sandbox.base import ArchiveTooLarge, ExecResult, Sandbox, SandboxError
+from pytest_reactbench.sandbox.base import ExecResult, Sandbox
+from pytest_reactbench.sandbox.errors import ArchiveTooLarge, SandboxError
 from pytest_reactbench.tasks import Reward
 from pytest_reactbench.tasks.load import describe_validation
 from pytest_reactbench.verifier.artifacts import Transfer, deliver

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.sandbox.base import BakeError
 from pytest_reactbench.sandbox.buildlog import step_failure
+from pytest_reactbench.sandbox.errors import BakeError
 from tests.sandbox.helpers import recipe
 
 #: What an install of a project whose one private package the registry lacks prints

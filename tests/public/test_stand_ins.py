@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.sandbox.base import BakeError, ImageRecipe, Limits
+from pytest_reactbench.sandbox.base import ImageRecipe, Limits
 from pytest_reactbench.sandbox.docker import DockerBackend
 from pytest_reactbench.sandbox.docker.images import ROOT_IMAGE
+from pytest_reactbench.sandbox.errors import BakeError
 from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle
 from tests.sandbox.helpers import recipe
 

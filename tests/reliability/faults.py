@@ -15,7 +15,7 @@ from pathlib import Path
 import docker
 
 from pytest_reactbench.results.load import junit_testcases
-from pytest_reactbench.sandbox.cgroups import PREFIX, own_parents, stale_groups
+from pytest_reactbench.sandbox.local.cgroups import PREFIX, own_parents, stale_groups
 
 
 def junit_properties(xml: Path) -> dict[str, dict[str, str]]:

@@ -22,7 +22,7 @@ from tests.results.test_session_results import _pixels
 AGENTS = """
 import pytest
 from pytest_reactbench.agents import Agent, AgentOutcome
-from pytest_reactbench.sandbox.base import SandboxError
+from pytest_reactbench.sandbox.errors import SandboxError
 
 
 class Tooler(Agent):

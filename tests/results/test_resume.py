@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 from pytest_reactbench.agents import Agent, AgentOutcome
-from pytest_reactbench.sandbox.base import SandboxError
+from pytest_reactbench.sandbox.errors import SandboxError
 
 
 class Solver(Agent):

@@ -20,7 +20,7 @@ from tests.helpers import run_folder, write_task
 FLAKY_CONFTEST = """
 import pytest
 from pytest_reactbench.agents import Agent, AgentOutcome
-from pytest_reactbench.sandbox.base import SandboxError
+from pytest_reactbench.sandbox.errors import SandboxError
 
 RUNS = []
 

@@ -33,7 +33,8 @@ from pytest_reactbench.cli import main
 from pytest_reactbench.results import RunRecords, TrialResult, Verdict
 from pytest_reactbench.results.manifest import RunManifest
 from pytest_reactbench.results.trajectory import TRAJECTORY, write_trajectory
-from pytest_reactbench.sandbox.base import Image, Sandbox, SandboxError
+from pytest_reactbench.sandbox.base import Image, Sandbox
+from pytest_reactbench.sandbox.errors import SandboxError
 from pytest_reactbench.sandbox.local import LocalBackend
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.tasks import Task, load_task

@@ -17,15 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.sandbox.base import (
-    ARCHIVE_ATTEMPTS,
-    ArchiveTooLarge,
-    ChunkReader,
-    ExecResult,
-    Sandbox,
-    SandboxError,
-    repack,
-)
+from pytest_reactbench.sandbox.archives import ARCHIVE_ATTEMPTS, ChunkReader, repack
+from pytest_reactbench.sandbox.base import ExecResult, Sandbox
+from pytest_reactbench.sandbox.errors import ArchiveTooLarge, SandboxError
 from tests.helpers import tree_tar
 
 TOOLS = ("sh", "tar", "tee", "wc")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.sandbox.base import BakeError
+from pytest_reactbench.sandbox.errors import BakeError
 from pytest_reactbench.sandbox.local import LocalBackend
 from pytest_reactbench.sandbox.options import SandboxOptions
 from tests.sandbox.helpers import recipe
@@ -50,7 +50,8 @@ def test_a_failed_bake_is_not_built_again_by_a_thread_waiting_on_it(tmp_path: Pa
 BAKE = """
 import sys
 from pathlib import Path
-from pytest_reactbench.sandbox.base import BakeError, ImageRecipe
+from pytest_reactbench.sandbox.errors import BakeError
+from pytest_reactbench.sandbox.base import ImageRecipe
 from pytest_reactbench.sandbox.local import LocalBackend
 from pytest_reactbench.sandbox.options import SandboxOptions
 cache, session, dockerfile = (Path(a) for a in sys.argv[1:4])

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.sandbox.base import BakeError
 from pytest_reactbench.sandbox.buildlog import BuildLog, step_failure
+from pytest_reactbench.sandbox.errors import BakeError
 from tests.sandbox.helpers import recipe
 
 #: As the public task printed it: curl's failure, then the rest of the chained RUN,

@@ -15,15 +15,8 @@ from pathlib import Path
 import pytest
 
 from pytest_reactbench.plugin.extensions import command_hook, registered
-from pytest_reactbench.sandbox.base import (
-    ArchiveTooLarge,
-    Backend,
-    Image,
-    Layer,
-    Limits,
-    Sandbox,
-    SandboxError,
-)
+from pytest_reactbench.sandbox.base import Backend, Capabilities, Image, Layer, Limits, Sandbox
+from pytest_reactbench.sandbox.errors import ArchiveTooLarge, SandboxError
 from pytest_reactbench.sandbox.options import SandboxOptions
 from tests.reliability.faults import pids_with
 from tests.sandbox.escape import attack
@@ -52,6 +45,13 @@ def box(backend: Backend, image: Image) -> Iterator[Sandbox]:
     sandbox = backend.boot(image, network=False, limits=Limits(), labels={"task": "contract"})
     yield sandbox
     sandbox.close()
+
+
+def test_a_backend_declares_what_it_can_do_in_one_object(backend: Backend) -> None:
+    declared = backend.capabilities
+    assert isinstance(declared, Capabilities)
+    assert declared.bake_slots >= 1
+    assert backend.capabilities == declared  # declared once: the same when asked again
 
 
 def test_exit_codes_and_streams(box: Sandbox) -> None:

@@ -14,9 +14,10 @@ from pathlib import Path
 import docker
 import pytest
 
-from pytest_reactbench.sandbox.base import BakeError, Limits, SandboxError
+from pytest_reactbench.sandbox.base import Limits
 from pytest_reactbench.sandbox.docker import LABEL, DockerBackend
 from pytest_reactbench.sandbox.docker.images import pinned_packages
+from pytest_reactbench.sandbox.errors import BakeError, SandboxError
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import images_dir
 from tests.sandbox.helpers import assert_tmp_is_usable_scratch, kill_a_bake_half_way, recipe
@@ -139,7 +140,7 @@ def test_collect_takes_the_tree_at_rest_whatever_the_agent_left(
     """`collect` stops the container for good and reads the tree with the engine's
     archive API: nothing runs in the container, so nothing the agent left running,
     killed, filled or removed there keeps it from reading what the agent left."""
-    from pytest_reactbench.sandbox.base import ArchiveTooLarge
+    from pytest_reactbench.sandbox.errors import ArchiveTooLarge
 
     image = docker_backend.bake(recipe(tmp_path, "FROM reactbench/system\nWORKDIR /app\n", timeout=600),
                                 lambda _: None)
@@ -190,7 +191,7 @@ def test_timeout_kills_the_whole_tree(tmp_path: Path, docker_backend: DockerBack
 
 def test_container_removed_from_outside_is_a_sandbox_error(tmp_path: Path,
                                                            docker_backend: DockerBackend) -> None:
-    from pytest_reactbench.sandbox.base import SandboxError
+    from pytest_reactbench.sandbox.errors import SandboxError
 
     image = docker_backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
     box = docker_backend.boot(image, network=False, limits=Limits(), labels={})
@@ -205,7 +206,7 @@ def test_container_removed_while_the_agent_runs_is_a_sandbox_error(tmp_path: Pat
     """`docker rm -f` kills first and removes after: the agent's command ends as if
     killed, and a collection that came between the two would read a tree about to go.
     Whichever the collection meets, it is the run's error, never the agent's fail."""
-    from pytest_reactbench.sandbox.base import SandboxError
+    from pytest_reactbench.sandbox.errors import SandboxError
 
     image = docker_backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
     box = docker_backend.boot(image, network=False, limits=Limits(), labels={})

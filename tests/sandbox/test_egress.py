@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from pytest_reactbench.sandbox.base import EGRESS_PORT, Limits
+from pytest_reactbench.sandbox.base import Limits
 from pytest_reactbench.sandbox.docker import DockerBackend
+from pytest_reactbench.sandbox.egress import EGRESS_PORT
 from pytest_reactbench.sandbox.local import LocalBackend
 from pytest_reactbench.sandbox.options import SandboxOptions
 from tests.sandbox.helpers import recipe

@@ -27,13 +27,14 @@ from typing import Any
 import docker
 import pytest
 
-from pytest_reactbench.plugin.bakes import prebake
 from pytest_reactbench.results.load import junit_testcases
-from pytest_reactbench.sandbox import engines as engines_module
-from pytest_reactbench.sandbox.base import EngineLost, Image, ImageRecipe, SandboxError
+from pytest_reactbench.sandbox.base import Capabilities, Image, ImageRecipe
+from pytest_reactbench.sandbox.docker import wanted as wanted_module
 from pytest_reactbench.sandbox.docker.ledger import Ledger, Room
-from pytest_reactbench.sandbox.engines import EnginePool
+from pytest_reactbench.sandbox.docker.pool import EnginePool
+from pytest_reactbench.sandbox.errors import EngineLost, SandboxError
 from pytest_reactbench.sandbox.options import SandboxOptions
+from pytest_reactbench.sandbox.prebake import prebake
 from tests.sandbox.extra_engines import ExtraEngine, build_tiny_base, extra_engine, tiny_task
 
 MAIN = "unix:///var/run/docker.sock"
@@ -252,11 +253,13 @@ def test_a_sandbox_larger_than_the_engine_is_refused_at_once(tmp_path: Path) -> 
 @pytest.fixture(autouse=True)
 def _copies_start_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     # The fakes' lists change only under the test's own hand: no settling to wait for.
-    monkeypatch.setattr(engines_module, "WANTED_SETTLE_SECONDS", 0.0)
+    monkeypatch.setattr(wanted_module, "WANTED_SETTLE_SECONDS", 0.0)
 
 
 class FakeEngine:
     """What the pool asks of an engine, without one: the placement logic alone."""
+
+    capabilities = Capabilities(formal=True)
 
     def __init__(self, options: SandboxOptions, host: str) -> None:
         self.engine = host

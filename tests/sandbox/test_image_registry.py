@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.sandbox.image_registry import ImageRegistry, is_missing, parse_image_registry
-from pytest_reactbench.sandbox.options import SandboxOptions
+from pytest_reactbench.sandbox.docker.image_registry import ImageRegistry, is_missing
+from pytest_reactbench.sandbox.options import SandboxOptions, parse_image_registry
 from tests.sandbox.helpers import busybox_image, free_port, loopback_registry, recipe
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.sandbox.base import BakeError, Limits
+from pytest_reactbench.sandbox.base import Limits
+from pytest_reactbench.sandbox.errors import BakeError
 from pytest_reactbench.sandbox.local import LocalBackend
 from pytest_reactbench.sandbox.local import sandbox as local
 from pytest_reactbench.sandbox.options import SandboxOptions
@@ -172,7 +173,7 @@ def test_sweep_removes_sandboxes_of_dead_runs(tmp_path: Path, local_backend: Loc
 
 
 def test_missing_host_tools_are_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_reactbench.sandbox.base import SandboxError
+    from pytest_reactbench.sandbox.errors import SandboxError
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

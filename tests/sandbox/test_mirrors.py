@@ -17,19 +17,21 @@ from pathlib import Path
 
 import pytest
 
+from pytest_reactbench.sandbox.docker.mirrors import (
+    MirrorDaemon,
+    original_step,
+    preferred_port,
+    with_build_args,
+)
 from pytest_reactbench.sandbox.mirrors import (
     LOCAL_MOUNT,
     GitMirror,
     GitMirrorError,
-    MirrorDaemon,
     git_env,
     key_of,
     local_binds,
-    original_step,
     parse_git_mirrors,
-    preferred_port,
     relevant,
-    with_build_args,
 )
 
 
@@ -156,7 +158,8 @@ def test_the_daemon_dies_with_its_session(tmp_path: Path) -> None:
     bare_repository(tmp_path, "org/app")
     script = (
         "import sys, time\n"
-        "from pytest_reactbench.sandbox.mirrors import GitMirror, MirrorDaemon\n"
+        "from pytest_reactbench.sandbox.docker.mirrors import MirrorDaemon\n"
+        "from pytest_reactbench.sandbox.mirrors import GitMirror\n"
         f"m = GitMirror('https://github.com/', {str(tmp_path / 'mirror')!r})\n"
         "print(next(iter(MirrorDaemon([m]).rewrites([m]))), flush=True)\n"
         "time.sleep(60)\n"
@@ -245,7 +248,8 @@ def test_a_daemon_whose_users_died_is_swept(tmp_path: Path) -> None:
     root = tmp_path / "daemons"
     script = (
         "import sys, time\nfrom pathlib import Path\n"
-        "from pytest_reactbench.sandbox.mirrors import GitMirror, MirrorDaemon\n"
+        "from pytest_reactbench.sandbox.docker.mirrors import MirrorDaemon\n"
+        "from pytest_reactbench.sandbox.mirrors import GitMirror\n"
         f"m = GitMirror('https://github.com/', {str(folder)!r})\n"
         f"print(next(iter(MirrorDaemon([m], Path({str(root)!r})).rewrites([m]))), flush=True)\n"
         "time.sleep(60)\n"
@@ -278,7 +282,7 @@ def test_a_stopped_supervisor_goes_only_once_its_daemon_is_gone(tmp_path: Path) 
     second to die."""
     import fcntl
 
-    from pytest_reactbench.sandbox import mirrors
+    from pytest_reactbench.sandbox.docker import mirrors
 
     folder = str(tmp_path / "mirror")
     pid_file = tmp_path / "daemon.pid"

@@ -16,8 +16,9 @@ import docker
 import pytest
 
 from pytest_reactbench.results import BaseImage
-from pytest_reactbench.sandbox.base import BakeError, Image, Limits
+from pytest_reactbench.sandbox.base import Image, Limits
 from pytest_reactbench.sandbox.docker import DockerBackend
+from pytest_reactbench.sandbox.errors import BakeError
 from pytest_reactbench.sandbox.options import ImagesMode, SandboxOptions
 from tests.sandbox.helpers import busybox_image, free_port, loopback_registry, recipe
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.sandbox import seccomp
-from pytest_reactbench.sandbox.seccomp import DENIED, PROFILES, UnsupportedArch, program
+from pytest_reactbench.sandbox.local import seccomp
+from pytest_reactbench.sandbox.local.seccomp import DENIED, PROFILES, UnsupportedArch, program
 
 ARCHES = ("x86_64", "aarch64")
 AUDIT = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}

@@ -9,7 +9,16 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from pytest_reactbench.sandbox.base import Backend, ExecResult, Image, ImageRecipe, Limits, Progress, Sandbox
+from pytest_reactbench.sandbox.base import (
+    Backend,
+    Capabilities,
+    ExecResult,
+    Image,
+    ImageRecipe,
+    Limits,
+    Progress,
+    Sandbox,
+)
 from pytest_reactbench.sandbox.local import LocalBackend
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.registry import BackendFactory
@@ -40,7 +49,7 @@ class TimedSandbox(Sandbox):
 
 class WrappedBackend(Backend):
     name = "wrapped"
-    formal = False
+    capabilities = Capabilities(formal=False)
 
     def __init__(self, options: SandboxOptions) -> None:
         self.inner = LocalBackend(options)

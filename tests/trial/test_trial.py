@@ -8,6 +8,7 @@ import tarfile
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,8 @@ import pytest
 from pytest_reactbench.agents import AgentContext, AgentOutcome, NopAgent, OracleAgent
 from pytest_reactbench.results import RunRecords, TrialResult, Verdict
 from pytest_reactbench.results.load import read_record
-from pytest_reactbench.sandbox.base import BakeError, Image, Sandbox, SandboxError
+from pytest_reactbench.sandbox.base import Capabilities, Image, Sandbox
+from pytest_reactbench.sandbox.errors import BakeError, SandboxError
 from pytest_reactbench.sandbox.local import LocalBackend
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.tasks import Task, load_task
@@ -325,7 +327,9 @@ def test_a_trial_that_ends_early_does_not_wait_for_the_verifiers_bake(
 class FormalLocal(LocalBackend):
     """The local backend as a formal one would be: only what `formal` says changes."""
 
-    formal = True
+    @property
+    def capabilities(self) -> Capabilities:
+        return replace(super().capabilities, formal=True)
 
 
 class VerifierBakeFails(Stages):

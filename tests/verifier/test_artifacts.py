@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.sandbox.base import SandboxError
+from pytest_reactbench.sandbox.errors import SandboxError
 from pytest_reactbench.verifier import (
     RewardFileError,
     RewardFileNotFoundError,
@@ -137,7 +137,7 @@ class _AtRest:
         self.asked: list[tuple[str, list[str], int]] = []
 
     def collect(self, src: str, exclude: list[str], limit: int) -> bytes:
-        from pytest_reactbench.sandbox.base import ArchiveTooLarge
+        from pytest_reactbench.sandbox.errors import ArchiveTooLarge
 
         self.asked.append((src, exclude, limit))
         tree = self.trees[src]

@@ -224,8 +224,9 @@ def test_a_hidden_spec_that_does_not_compile_refuses_its_task_at_the_bake(tmp_pa
     # (On docker: the bake runs the unit command where it fills Node's compile cache.)
     """The base runs the unit command at the verifier's bake: a spec with a syntax error
     (it would fail every submission alike) is a harness error there, named with its line."""
-    from pytest_reactbench.sandbox.base import BakeError, ImageRecipe
+    from pytest_reactbench.sandbox.base import ImageRecipe
     from pytest_reactbench.sandbox.docker import DockerBackend
+    from pytest_reactbench.sandbox.errors import BakeError
     from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle
     from pytest_reactbench.verifier.layer import grader_layer
 

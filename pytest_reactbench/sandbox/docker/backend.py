@@ -15,26 +15,17 @@ import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
-from pytest_reactbench.results.records import pid_alive
-from pytest_reactbench.sandbox.bake import (
-    Pruned,
-)
-from pytest_reactbench.sandbox.base import (
-    EGRESS_PORT,
-    EGRESS_SCRIPT,
-    PIDS_LIMIT,
-    Image,
-    Limits,
-    Progress,
-    Sandbox,
-    SandboxError,
-    proxy_env,
-    tar_of,
-)
+from pytest_reactbench.host import pid_alive
+from pytest_reactbench.sandbox.archives import tar_of
+from pytest_reactbench.sandbox.bake import Pruned
+from pytest_reactbench.sandbox.base import PIDS_LIMIT, Capabilities, Image, Limits, Progress, Sandbox
+from pytest_reactbench.sandbox.docker.image_registry import ImageRegistry
 from pytest_reactbench.sandbox.docker.images import ImageBaking
 from pytest_reactbench.sandbox.docker.ledger import Ledger, Room, ledger_path, trial_of
+from pytest_reactbench.sandbox.docker.mirrors import MirrorDaemon
 from pytest_reactbench.sandbox.docker.sandbox import (
     DEFAULT_ENGINE,
     LABEL,
@@ -45,8 +36,8 @@ from pytest_reactbench.sandbox.docker.sandbox import (
     engine_kwargs,
 )
 from pytest_reactbench.sandbox.docker.share import RECIPE_LABEL
-from pytest_reactbench.sandbox.image_registry import ImageRegistry
-from pytest_reactbench.sandbox.mirrors import MirrorDaemon
+from pytest_reactbench.sandbox.egress import EGRESS_PORT, EGRESS_SCRIPT, proxy_env
+from pytest_reactbench.sandbox.errors import SandboxError
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import (
     SYSTEM_IMAGE,
@@ -74,7 +65,6 @@ def _created(image: Any) -> float:
 
 class DockerBackend(ImageBaking):
     name = "docker"
-    formal = True
     recipe_version = "2"
 
     def __init__(self, options: SandboxOptions, host: str | None = None) -> None:
@@ -114,8 +104,6 @@ class DockerBackend(ImageBaking):
         # One push at a time: pushes share the engine's upload and its compression.
         self._pusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reactbench-push")
         self._pushes: list[Future[None]] = []
-        # Bakes are mostly downloads and installs: as many at once as the engine has CPUs.
-        self.bake_slots = max(1, min(8, self._engine_cpus))
 
     def boot(self, image: Image, *, network: bool, limits: Limits,
              labels: Mapping[str, str], egress: Sequence[str] = ()) -> Sandbox:
@@ -233,11 +221,16 @@ class DockerBackend(ImageBaking):
             raise SandboxError(f"cannot start the egress proxy: {exc}") from None
         return gate
 
-    @property
-    def reaches_host_loopback(self) -> bool:  # type: ignore[override]
-        """An engine on this host: its bridge's address is this host's, where a relay
-        serves a loopback port to the proxy. A remote engine's is not."""
-        return not self.engine.startswith(("tcp://", "ssh://", "http://", "https://"))
+    @cached_property
+    def capabilities(self) -> Capabilities:
+        # The host's loopback is reached from an engine on this host: its bridge's address
+        # is this host's, where a relay serves a loopback port to the proxy. A remote
+        # engine's is not. Bakes are mostly downloads and installs: as many at once as
+        # the engine has CPUs.
+        return Capabilities(
+            formal=True,
+            reaches_host_loopback=not self.engine.startswith(("tcp://", "ssh://", "http://", "https://")),
+            bake_slots=max(1, min(8, self._engine_cpus)))
 
     def _bridge_address(self) -> str:
         """This host's address on the engine's default bridge (where the proxy runs)."""

@@ -16,23 +16,15 @@ from pathlib import Path
 
 from pytest_reactbench.results import BaseImage
 from pytest_reactbench.sandbox import dockerfile as df
-from pytest_reactbench.sandbox.bake import (
-    NotBaked,
-    Parent,
-    replace_if_changed,
-)
-from pytest_reactbench.sandbox.base import (
-    BakeError,
-    Downloads,
-    Image,
-    ImageRecipe,
-    Progress,
-)
+from pytest_reactbench.sandbox.base import Downloads, Image, ImageRecipe, Progress
+from pytest_reactbench.sandbox.bases import NotBaked, Parent
 from pytest_reactbench.sandbox.buildlog import BuildLog
+from pytest_reactbench.sandbox.docker.mirrors import MirrorDaemon, original_step, with_build_args
 from pytest_reactbench.sandbox.docker.sandbox import docker_sdk
 from pytest_reactbench.sandbox.docker.share import RECIPE_LABEL, SharedImages
-from pytest_reactbench.sandbox.locks import file_lock
-from pytest_reactbench.sandbox.mirrors import MirrorDaemon, git_env, original_step, relevant, with_build_args
+from pytest_reactbench.sandbox.errors import BakeError
+from pytest_reactbench.sandbox.locks import file_lock, replace_if_changed
+from pytest_reactbench.sandbox.mirrors import git_env, relevant
 from pytest_reactbench.sandbox.recipes import (
     SYSTEM_IMAGE,
     from_instructions,

@@ -25,10 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_reactbench.results.records import pid_alive
-from pytest_reactbench.sandbox.base import (
-    SandboxError,
-)
+from pytest_reactbench.host import pid_alive
+from pytest_reactbench.sandbox.errors import SandboxError
 from pytest_reactbench.sandbox.locks import locked_json
 
 if TYPE_CHECKING:

@@ -10,17 +10,10 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_reactbench.sandbox.base import (
-    MAX_EXEC_OUTPUT,
-    ChunkReader,
-    ExecResult,
-    Sandbox,
-    SandboxError,
-    capped,
-    egress_lines,
-    empty_tar,
-    repack,
-)
+from pytest_reactbench.sandbox.archives import ChunkReader, empty_tar, repack
+from pytest_reactbench.sandbox.base import MAX_EXEC_OUTPUT, ExecResult, Sandbox, capped
+from pytest_reactbench.sandbox.egress import egress_lines
+from pytest_reactbench.sandbox.errors import SandboxError
 from pytest_reactbench.sandbox.relay import LoopbackRelay
 
 DEFAULT_ENGINE = "unix:///var/run/docker.sock"

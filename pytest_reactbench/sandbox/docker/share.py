@@ -12,19 +12,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from pytest_reactbench.results import BaseImage
-from pytest_reactbench.sandbox.bake import (
-    BakingBackend,
-    Parent,
-    PublicImageUnavailable,
-)
-from pytest_reactbench.sandbox.base import (
-    Image,
-    ImageRecipe,
-    Progress,
-    SandboxError,
-)
+from pytest_reactbench.sandbox.bake import BakingBackend
+from pytest_reactbench.sandbox.base import Image, ImageRecipe, Progress
+from pytest_reactbench.sandbox.bases import Parent, PublicImageUnavailable
+from pytest_reactbench.sandbox.docker.image_registry import ImageRegistry, RegistryUnavailable, is_missing
 from pytest_reactbench.sandbox.docker.sandbox import docker_sdk
-from pytest_reactbench.sandbox.image_registry import ImageRegistry, RegistryUnavailable, is_missing
+from pytest_reactbench.sandbox.errors import SandboxError
 from pytest_reactbench.sandbox.recipes import (
     strip_tag,
 )

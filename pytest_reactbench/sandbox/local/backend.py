@@ -12,22 +12,21 @@ import tempfile
 import time
 import warnings
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 from pathlib import Path
 
-from pytest_reactbench.results.records import pid_alive
-from pytest_reactbench.sandbox import seccomp
+from pytest_reactbench.host import pid_alive
 from pytest_reactbench.sandbox.bake import Pruned
-from pytest_reactbench.sandbox.base import (
-    EGRESS_PORT,
-    EGRESS_SCRIPT,
-    Image,
-    Limits,
-    Progress,
-    Sandbox,
-    SandboxError,
-    proxy_env,
+from pytest_reactbench.sandbox.base import Capabilities, Image, Limits, Progress, Sandbox
+from pytest_reactbench.sandbox.egress import EGRESS_PORT, EGRESS_SCRIPT, proxy_env
+from pytest_reactbench.sandbox.errors import SandboxError
+from pytest_reactbench.sandbox.local import seccomp
+from pytest_reactbench.sandbox.local.cgroups import (
+    ResourceGroup,
+    UnenforcedLimits,
+    resource_group_of,
+    stale_groups,
 )
-from pytest_reactbench.sandbox.cgroups import ResourceGroup, UnenforcedLimits, resource_group_of, stale_groups
 from pytest_reactbench.sandbox.local.images import LocalImages
 from pytest_reactbench.sandbox.local.sandbox import (
     DEFAULT_ENV,
@@ -47,9 +46,6 @@ from pytest_reactbench.sandbox.relay import loopback_port, loopback_ports, with_
 
 class LocalBackend(LocalImages):
     name = "local"
-    formal = False
-    reaches_host_loopback = True
-    adds_users = False
     recipe_version = "3"
     runs_public_images = False
 
@@ -70,8 +66,15 @@ class LocalBackend(LocalImages):
         self._warned_unlimited = False
         self._noted_registry = False
 
-    @property
-    def untrusted_refusal(self) -> str | None:  # type: ignore[override]
+    @cached_property
+    def capabilities(self) -> Capabilities:
+        # A development backend on the host: its proxy is on the host's loopback, its
+        # /etc is the host's (no users added), and its bakes share the host's CPUs.
+        return Capabilities(formal=False, reaches_host_loopback=True, adds_users=False,
+                            untrusted_refusal=self._untrusted_refusal(),
+                            bake_slots=max(1, min(4, os.cpu_count() or 1)))
+
+    def _untrusted_refusal(self) -> str | None:
         if not maps_ids():
             return ("the local backend holds an agent only when it runs as root, which maps the "
                     "sandbox's ids onto ids no host user has; as another user its sandbox's root "

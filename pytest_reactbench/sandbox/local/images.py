@@ -15,15 +15,11 @@ from pathlib import Path
 
 from pytest_reactbench.results import BaseImage
 from pytest_reactbench.sandbox import dockerfile as df
-from pytest_reactbench.sandbox.bake import BakingBackend, Parent
-from pytest_reactbench.sandbox.base import (
-    BakeError,
-    Image,
-    ImageRecipe,
-    Progress,
-    SandboxError,
-)
+from pytest_reactbench.sandbox.bake import BakingBackend
+from pytest_reactbench.sandbox.base import Image, ImageRecipe, Progress
+from pytest_reactbench.sandbox.bases import Parent
 from pytest_reactbench.sandbox.buildlog import step_failure
+from pytest_reactbench.sandbox.errors import BakeError, SandboxError
 from pytest_reactbench.sandbox.local.sandbox import (
     CA_MOUNT,
     CONTEXT_MOUNT,

@@ -19,20 +19,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pytest_reactbench.sandbox import seccomp
-from pytest_reactbench.sandbox.base import (
-    EGRESS_PORT,
-    MAX_EXEC_OUTPUT,
-    ExecResult,
-    Limits,
-    Sandbox,
-    SandboxError,
-    capped,
-    egress_lines,
-    repack,
-    tar_of,
-)
-from pytest_reactbench.sandbox.cgroups import ResourceGroup
+from pytest_reactbench.sandbox.archives import repack, tar_of
+from pytest_reactbench.sandbox.base import MAX_EXEC_OUTPUT, ExecResult, Limits, Sandbox, capped
+from pytest_reactbench.sandbox.egress import EGRESS_PORT, egress_lines
+from pytest_reactbench.sandbox.errors import SandboxError
+from pytest_reactbench.sandbox.local import seccomp
+from pytest_reactbench.sandbox.local.cgroups import ResourceGroup
 
 Role = Literal["bake", "verifier", "agent"]
 ROOTS = ("app", "opt", "tests", "logs", "tmp", "root", "solution")
@@ -72,7 +64,7 @@ CA_MOUNT = "/run/reactbench/ca.crt"
 #: Every id of a sandbox maps to the host's ids from ID_BASE on (65536 of them): a
 #: range no host user has, so a sandbox's root owns nothing on the host but the
 #: sandbox's own layers, and its capabilities (in its own user namespace) reach nothing
-#: of the host's. Only root can map a range; see `untrusted_refusal`.
+#: of the host's. Only root can map a range; see `Capabilities.untrusted_refusal`.
 ID_BASE = 1 << 30
 ID_COUNT = 1 << 16
 #: Where each command's private mount namespace gathers what the sandbox binds, on a

@@ -18,7 +18,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from pytest_reactbench.sandbox.base import SandboxError
+from pytest_reactbench.sandbox.errors import SandboxError
 
 SEAL = "seal.json"
 

@@ -1,6 +1,7 @@
 """A pool of Docker engines for one run.
 
-The room each engine has is its ledger's (`docker/ledger.py`).
+The room each engine has is its ledger's (`ledger.py`), the images bound for it are
+listed in `wanted.py`, and its sandboxes are wrapped by `pooled.py`.
 
 `EnginePool`: the docker backend over several engines (`--reactbench-docker-host`,
 repeated). Each trial is placed on a live engine, the one with the fewest trials
@@ -23,89 +24,28 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 from pytest_reactbench.sandbox.base import (
     Backend,
-    BakeError,
-    EngineLost,
-    ExecResult,
+    Capabilities,
     Image,
     ImageRecipe,
     Limits,
     Progress,
     Sandbox,
-    SandboxError,
 )
-from pytest_reactbench.sandbox.docker import DockerBackend
-from pytest_reactbench.sandbox.locks import file_lock, locked_json
+from pytest_reactbench.sandbox.docker.backend import DockerBackend
+from pytest_reactbench.sandbox.docker.pooled import PooledSandbox
+from pytest_reactbench.sandbox.docker.wanted import Wanted
+from pytest_reactbench.sandbox.downloads import Traffic
+from pytest_reactbench.sandbox.errors import BakeError, EngineLost, SandboxError
+from pytest_reactbench.sandbox.locks import file_lock
 from pytest_reactbench.sandbox.options import SandboxOptions
 
 if TYPE_CHECKING:
     from pytest_reactbench.sandbox.bake import BakeRecord
-
-#: An image wanted on an engine that no engine of a pool has after this long is
-#: forgotten (the run that wanted it died before it was baked).
-WANTED_SECONDS = 3600.0
-#: A copy waits until the list of images wanted on its engine has not changed for
-#: this long (the prebake lists a session's images one recipe at a time), at most
-#: WANTED_SETTLE_MAX_SECONDS.
-WANTED_SETTLE_SECONDS = 3.0
-WANTED_SETTLE_MAX_SECONDS = 60.0
-
-
-class Wanted:
-    """The images bound for one engine, listed by every process of this machine that
-    knows one is needed there (the prebake lists all of a session's), so that whichever
-    process copies images to the engine next copies them all in one save."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = path.with_suffix(".lock")
-
-    @contextlib.contextmanager
-    def _open(self) -> Iterator[dict[str, float]]:
-        with locked_json(self.path, self._lock) as data:
-            try:
-                wanted = {str(k): float(v) for k, v in data.items()}
-            except (ValueError, TypeError):
-                wanted = {}
-            yield wanted
-            data.clear()
-            data.update(wanted)
-
-    def settle(self) -> None:
-        """Wait until the list has been still for WANTED_SETTLE_SECONDS: a copy that
-        starts while the prebake is listing would send the rest in a second save,
-        with every layer they share again."""
-        deadline = time.monotonic() + WANTED_SETTLE_MAX_SECONDS
-        while time.monotonic() < deadline:
-            try:
-                still = time.time() - self.path.stat().st_mtime
-            except OSError:
-                return
-            if still >= WANTED_SETTLE_SECONDS:
-                return
-            time.sleep(WANTED_SETTLE_SECONDS - still)
-
-    def add(self, refs: Sequence[str]) -> None:
-        if refs:
-            with self._open() as data:
-                for ref in refs:
-                    data.setdefault(ref, time.time())
-
-    def listed(self) -> list[str]:
-        with self._open() as data:
-            for ref, since in list(data.items()):
-                if time.time() - since > WANTED_SECONDS:
-                    del data[ref]
-            return sorted(data)
-
-    def done(self, refs: Sequence[str]) -> None:
-        with self._open() as data:
-            for ref in refs:
-                data.pop(ref, None)
 
 
 def _identity(recipe: ImageRecipe) -> tuple[str, str, str]:
@@ -116,80 +56,17 @@ def _digest(recipe: ImageRecipe) -> str:
     return hashlib.sha256("\0".join(_identity(recipe)).encode()).hexdigest()[:16]
 
 
-class PooledSandbox(Sandbox):
-    """A sandbox on one engine of the pool: a failure the engine's death explains
-    becomes `EngineLost`."""
-
-    backend = "docker"
-
-    def __init__(self, inner: Sandbox, engine: DockerBackend, pool: EnginePool) -> None:
-        self.inner = inner
-        self.engine = engine.engine
-        self.room_wait = inner.room_wait
-        self._member = engine
-        self._pool = pool
-        self._closed = False
-
-    @contextlib.contextmanager
-    def _watch(self) -> Iterator[None]:
-        # A dead engine surfaces as anything from a SandboxError to a bare connection
-        # error of the HTTP client; whichever it is, the engine's silence decides.
-        try:
-            yield
-        except EngineLost:
-            raise
-        except Exception as exc:
-            lost = self._pool.explain(self._member, exc)
-            if lost is None:
-                raise
-            raise lost from None
-
-    def exec(self, cmd: str | Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None,
-             timeout: float | None = None, user: str | None = None) -> ExecResult:
-        with self._watch():
-            return self.inner.exec(cmd, cwd=cwd, env=env, timeout=timeout, user=user)
-
-    def put_archive(self, dest: str, data: bytes) -> None:
-        with self._watch():
-            self.inner.put_archive(dest, data)
-
-    def get_archive(self, src: str, exclude: Sequence[str] = ()) -> bytes:
-        with self._watch():
-            return self.inner.get_archive(src, exclude)
-
-    def collect(self, src: str, exclude: Sequence[str], limit: int) -> bytes:
-        with self._watch():
-            return self.inner.collect(src, exclude, limit)
-
-    def end_leftovers(self) -> None:
-        with self._watch():
-            self.inner.end_leftovers()
-
-    def egress_requests(self) -> list[dict[str, Any]]:
-        with self._watch():
-            return self.inner.egress_requests()
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self.inner.close()
-        finally:
-            self._pool.closed(self)
-
-
 class EnginePool(Backend):
     """The docker backend over several engines."""
 
     name = "docker"
-    formal = True
 
     def __init__(self, options: SandboxOptions,
                  member: Callable[[SandboxOptions, str], DockerBackend] | None = None) -> None:
         if member is None:
             member = DockerBackend
         self.options = options
+        self.image_map = dict(options.image_map)
         self.members: list[DockerBackend] = []
         #: Engines that did not answer when the pool was made: lost from the start.
         self.unreachable: dict[str, str] = {}
@@ -291,14 +168,24 @@ class EnginePool(Backend):
 
     # -- images ------------------------------------------------------------------------
 
+    @cached_property
+    def capabilities(self) -> Capabilities:
+        # A pool's trials may land on remote engines: its sandboxes are not said to
+        # reach this host's loopback. It bakes as many at once as its largest engine.
+        return Capabilities(formal=True,
+                            bake_slots=max(member.capabilities.bake_slots for member in self.members))
+
     @property
     def bakes(self) -> list[BakeRecord]:
         """Every member's bake records (the session's bake summary reads them)."""
         return [record for member in self.members for record in member.bakes]
 
-    @property
-    def bake_slots(self) -> int:
-        return max(member.bake_slots for member in self.members)
+    def bake_records(self) -> list[BakeRecord]:
+        return self.bakes
+
+    def download_traffic(self) -> Traffic:
+        """Every member's download cache's traffic (one cache per engine)."""
+        return sum((member.download_traffic() for member in self.members), Traffic())
 
     def bake(self, recipe: ImageRecipe, progress: Progress) -> Image:
         return self._bake_on(self._place(), recipe, progress)

@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-from pytest_reactbench.results.records import pid_alive
+from pytest_reactbench.host import pid_alive
 from pytest_reactbench.sandbox.base import PIDS_LIMIT, Limits
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")

@@ -1,4 +1,4 @@
-"""Host helpers the backends share."""
+"""What the host says of its processes, as the backends and the run records ask it."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from pytest_reactbench.results.records import pid_alive
-from pytest_reactbench.results.records import pid_alive as record_owner_alive
+from pytest_reactbench.host import pid_alive
+from pytest_reactbench.results import pid_alive as record_owner_alive
 
 
 def test_a_zombie_is_not_alive() -> None:
