@@ -19,8 +19,9 @@ from pathlib import Path
 
 from pytest_reactbench.controls import stop_controls
 from pytest_reactbench.mining.changes import MiningError, check_repository, git, resolve
-from pytest_reactbench.mining.mine import Request, mine, slug
+from pytest_reactbench.mining.mine import mine, slug
 from pytest_reactbench.mining.refusals import Reason
+from pytest_reactbench.mining.request import Request
 
 
 @dataclass

@@ -18,8 +18,9 @@ from pytest_reactbench.mining.changes import (
     read_changes,
     resolve,
 )
-from pytest_reactbench.mining.mine import Request, describe
+from pytest_reactbench.mining.description import describe
 from pytest_reactbench.mining.refusals import Reason, control_refusals, early_refusals, one_line
+from pytest_reactbench.mining.request import Request
 from pytest_reactbench.mining.runners import REGISTRY_LACKS
 from pytest_reactbench.results import Gate, TrialResult, Verdict
 from tests.mining.history import commit, run_git
@@ -293,7 +294,7 @@ def test_a_pull_request_describes_itself_when_the_github_cli_can(
 def test_ctrl_c_during_a_batch_starts_no_further_change(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_reactbench.mining import batch
-    from pytest_reactbench.mining.mine import Request
+    from pytest_reactbench.mining.request import Request
 
     repo = tmp_path / "repo"
     repo.mkdir()

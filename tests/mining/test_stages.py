@@ -1,8 +1,8 @@
 """The stages of mining that need no repository: the triage of a surveyed change."""
 
 from pytest_reactbench.mining.changes import Change
-from pytest_reactbench.mining.mine import Survey, triage
 from pytest_reactbench.mining.runners import Runners, Toolchain
+from pytest_reactbench.mining.survey import Survey, triage
 
 NPM = Toolchain("npm", None, "no packageManager, no lockfile")
 

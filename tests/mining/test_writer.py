@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_reactbench.mining.changes import Kind, MiningError, read_changes
-from pytest_reactbench.mining.mine import expected_tests
+from pytest_reactbench.mining.proof import expected_tests
 from pytest_reactbench.mining.runners import (
     Runners,
     detect_runners,
