@@ -235,7 +235,9 @@ class SharedImages(BakingBackend):
             # not the public image, and pulling over it would overwrite it.
             raise PublicImageUnavailable(
                 f"the engine's {name} is a stand-in an older version tagged so, not the public "
-                f"image; `docker rmi {name}` removes that name")
+                f"image (it carries the stand-ins' label {RECIPE_LABEL}); `docker rmi {name}` removes "
+                f"that name, and an image of yours built FROM a stand-in clears the label it "
+                f"inherits with `LABEL {RECIPE_LABEL}=\"\"`")
         if image is None:
             if not pull:
                 raise PublicImageUnavailable("it is not on the engine")
