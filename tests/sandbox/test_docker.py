@@ -290,3 +290,52 @@ def test_tmp_is_bounded_and_executable(tmp_path: Path, docker_backend: DockerBac
         assert_tmp_is_usable_scratch(box)
     finally:
         box.close()
+
+
+class SlowToDieEngine:
+    """An engine whose kill gives up before the container's processes are gone (as
+    Docker's does for a fork bomb on a loaded host: 500, "did not receive an exit
+    event"), and whose first wait runs out."""
+
+    def __init__(self, waits_out: int) -> None:
+        self.calls: list[str] = []
+        self.waits_out = waits_out
+
+    def kill(self, container: str) -> None:
+        import requests
+
+        self.calls.append("kill")
+        response = requests.Response()
+        response.status_code = 500
+        raise docker.errors.APIError("tried to kill container, but did not receive an exit event",
+                                     response=response)
+
+    def wait(self, container: str, timeout: int) -> dict[str, int]:
+        import requests
+
+        self.calls.append("wait")
+        if self.calls.count("wait") <= self.waits_out:
+            raise requests.exceptions.ReadTimeout("read timed out")
+        return {"StatusCode": 137}
+
+    def inspect_container(self, container: str) -> dict[str, dict[str, str]]:
+        return {"State": {"Status": "exited"}}
+
+
+def test_a_container_slow_to_die_is_waited_for_not_given_up() -> None:
+    from types import SimpleNamespace
+
+    from pytest_reactbench.sandbox.docker.sandbox import STOP_ATTEMPTS, DockerSandbox
+    from pytest_reactbench.sandbox.errors import SandboxError
+
+    # The engine's own kill gives up, and the first wait runs out: killed again, waited on.
+    engine = SlowToDieEngine(waits_out=1)
+    box = DockerSandbox(SimpleNamespace(id="c1", name="reactbench-c1"), engine, on_close=None)
+    box._stop()
+    assert engine.calls == ["kill", "wait", "kill", "wait"]
+    # One that never stops is an error, after every attempt.
+    engine = SlowToDieEngine(waits_out=STOP_ATTEMPTS)
+    box = DockerSandbox(SimpleNamespace(id="c2", name="reactbench-c2"), engine, on_close=None)
+    with pytest.raises(SandboxError, match="could not stop container reactbench-c2"):
+        box._stop()
+    assert engine.calls == ["kill", "wait"] * STOP_ATTEMPTS

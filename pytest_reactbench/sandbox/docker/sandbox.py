@@ -19,6 +19,8 @@ from pytest_reactbench.sandbox.relay import LoopbackRelay
 DEFAULT_ENGINE = "unix:///var/run/docker.sock"
 #: The most a container being stopped for collection may take to stop.
 STOP_TIMEOUT = 60
+#: Kills sent, each followed by a wait of STOP_TIMEOUT, before a container that will not stop is an error.
+STOP_ATTEMPTS = 3
 #: The size of the reads of an archive's stream from the engine.
 ARCHIVE_CHUNK = 1024 * 1024
 #: What the engine says when the path to archive leads to no directory (a file on the
@@ -255,12 +257,22 @@ class DockerSandbox(Sandbox):
 
         self._stopped = True
         try:
-            try:
-                self.api.kill(self.container.id)
-            except errors.APIError as exc:
-                if exc.status_code != 409:  # 409: not running (the agent ended its main process)
-                    raise
-            self.api.wait(self.container.id, timeout=STOP_TIMEOUT)
+            for attempt in range(1, STOP_ATTEMPTS + 1):
+                try:
+                    self.api.kill(self.container.id)
+                except errors.APIError as exc:
+                    # 409: not running (the agent ended its main process). 500, "did not
+                    # receive an exit event": the SIGKILL went, but the container's
+                    # processes (a fork bomb's thousands, on a loaded host) take longer
+                    # to go than the engine waits for them: wait on, as for any kill.
+                    if exc.status_code not in (409, 500):
+                        raise
+                try:
+                    self.api.wait(self.container.id, timeout=STOP_TIMEOUT)
+                    break
+                except requests.RequestException:  # still running after STOP_TIMEOUT
+                    if attempt == STOP_ATTEMPTS:
+                        raise
             # A removal from outside the run (`docker rm -f`) marks the container as
             # being removed before it kills it: what stopped it was not the agent, and
             # its filesystem is about to go. Nothing in the container can set this.
@@ -306,3 +318,4 @@ class DockerSandbox(Sandbox):
             return
         self._closed = True
         self._on_close(self.container, self.gate)
+
