@@ -175,16 +175,28 @@ def test_collect_takes_the_tree_at_rest_whatever_the_agent_left(
     assert ours(docker_backend) == []
 
 
-def test_timeout_kills_the_whole_tree(tmp_path: Path, docker_backend: DockerBackend) -> None:
+@pytest.mark.parametrize("tree", ["sleepers", "fork-bomb"])
+def test_timeout_kills_the_whole_tree(tmp_path: Path, docker_backend: DockerBackend, tree: str) -> None:
+    """A timed-out command's processes all go, those that left its tree included, and
+    a fork bomb's at the pids limit (each kill frees a slot the bomb would refill)."""
+    from pytest_reactbench.sandbox.docker.sandbox import LEFTOVERS
+
     image = docker_backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
     box = docker_backend.boot(image, network=False, limits=Limits(), labels={})
+    command = {"sleepers": "sleep 300 & (setsid sleep 301 &); sleep 302",
+               "fork-bomb": "(setsid bash -c 'f(){ f|f& }; f' >/dev/null 2>&1 &); sleep 302"}[tree]
     try:
         started = time.monotonic()
-        result = box.exec("sleep 300 & (setsid sleep 301 &); sleep 302", timeout=1)
+        result = box.exec(command, timeout=3)
         assert result.timed_out and result.exit_code == 124
         assert time.monotonic() - started < 15
-        left = box.exec("ps -eo args").text
-        assert "sleep 30" not in left, left
+        left = box.exec(["sh", "-c", LEFTOVERS], cwd="/")
+        assert left.ok and left.text.split() == [], left.text[:200]
+        assert "sleep infinity" in box.exec("ps -eo args").text  # the container's main process lives on
+        # Stopped for collection, its CPU quota is lifted first (the engine took it): a
+        # fork bomb's processes, throttled, outlive the engine's wait for their exit.
+        box.collect("/nowhere", [], 1024)
+        assert box.api.inspect_container(box.container.id)["HostConfig"]["CpuQuota"] == -1
     finally:
         box.close()
 
@@ -321,6 +333,9 @@ class SlowToDieEngine:
     def inspect_container(self, container: str) -> dict[str, dict[str, str]]:
         return {"State": {"Status": "exited"}}
 
+    def update_container(self, container: str, cpu_quota: int) -> None:
+        self.calls.append(f"quota {cpu_quota}")
+
 
 def test_a_container_slow_to_die_is_waited_for_not_given_up() -> None:
     from types import SimpleNamespace
@@ -332,10 +347,11 @@ def test_a_container_slow_to_die_is_waited_for_not_given_up() -> None:
     engine = SlowToDieEngine(waits_out=1)
     box = DockerSandbox(SimpleNamespace(id="c1", name="reactbench-c1"), engine, on_close=None)
     box._stop()
-    assert engine.calls == ["kill", "wait", "kill", "wait"]
+    # The quota is lifted first: a throttled fork bomb outlives the engine's wait.
+    assert engine.calls == ["quota -1", "kill", "wait", "kill", "wait"]
     # One that never stops is an error, after every attempt.
     engine = SlowToDieEngine(waits_out=STOP_ATTEMPTS)
     box = DockerSandbox(SimpleNamespace(id="c2", name="reactbench-c2"), engine, on_close=None)
     with pytest.raises(SandboxError, match="could not stop container reactbench-c2"):
         box._stop()
-    assert engine.calls == ["kill", "wait"] * STOP_ATTEMPTS
+    assert engine.calls == ["quota -1"] + ["kill", "wait"] * STOP_ATTEMPTS
