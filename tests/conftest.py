@@ -119,9 +119,9 @@ def docker_client() -> Iterator[Any]:
 def docker_backend(bake_cache: Path) -> Iterator[Any]:
     """A docker backend on the session's bake cache, never the user's: the engine's
     images are content-hashed, so each image is baked once per machine all the same."""
+    from pytest_reactbench.plugin.options import environment_sandbox_options
     from pytest_reactbench.sandbox.docker import DockerBackend
-    from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle
 
-    backend = DockerBackend(SandboxOptions(cache=bake_cache, ca_bundle=default_ca_bundle()))
+    backend = DockerBackend(environment_sandbox_options(cache=bake_cache))
     yield backend
     backend.close()

@@ -22,10 +22,10 @@ import docker
 import pytest
 
 from pytest_reactbench.cli import main
+from pytest_reactbench.plugin.options import environment_sandbox_options
 from pytest_reactbench.results.load import junit_testcases
 from pytest_reactbench.sandbox.base import ImageRecipe
 from pytest_reactbench.sandbox.docker import RECIPE_LABEL, DockerBackend
-from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle
 from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP, images_dir
 from pytest_reactbench.tasks import find_tasks
 from tests.mining.history import build_history
@@ -130,8 +130,8 @@ def public_images(tmp_path_factory: pytest.TempPathFactory, bake_cache: Path,
     made: list[str] = []
     try:
         # As the suite's runs bake them (its cache, CA bundle and download cache): reused.
-        backend = DockerBackend(SandboxOptions(cache=bake_cache, download_cache=bake_cache / "downloads",
-                                               ca_bundle=default_ca_bundle(), images="stand-in"))
+        backend = DockerBackend(environment_sandbox_options(
+            cache=bake_cache, download_cache=bake_cache / "downloads", images="stand-in"))
         try:
             stand_ins = {name: backend.bake(_recipe(recipe), print).ref for name, recipe in PUBLIC.items()}
         finally:
