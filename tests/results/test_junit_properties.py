@@ -78,3 +78,26 @@ def test_the_documented_names_are_all_still_written() -> None:
     assert not undocumented(names), sorted(names)
     unwritten = {pattern for pattern in documented() if not any(fnmatchcase(n, pattern) for n in names)}
     assert not unwritten, sorted(unwritten)
+
+
+def test_usage_goes_through_its_properties_and_back() -> None:
+    """An agent CLI's version, tokens and cost, as their properties write them."""
+    original = TrialResult(task="counter-reset", agent="claude-code", verdict=Verdict.PASSED,
+                           agent_run=AgentRun(version="2.1.332", input_tokens=2400, output_tokens=160,
+                                              cost_usd=0.0128))
+    props = dict(original.properties())
+    assert props["reactbench.agent_version"] == "2.1.332"
+    assert props["reactbench.input_tokens"] == "2400" and props["reactbench.output_tokens"] == "160"
+    assert props["reactbench.cost_usd"] == "0.012800"
+    readable = {name: value for name, value in props.items() if name != "reactbench.result"}
+    for given in (props, readable):  # the whole result, and the readable properties alone
+        back = TrialResult.from_properties(given)
+        assert back is not None
+        run = back.agent_run
+        assert (run.version, run.input_tokens, run.output_tokens, run.cost_usd) == (
+            "2.1.332", 2400, 160, 0.0128)
+
+
+def test_no_usage_no_property() -> None:
+    props = dict(TrialResult(task="t", agent="oracle", verdict=Verdict.PASSED).properties())
+    assert not any(k.endswith(("_tokens", "cost_usd", "agent_version")) for k in props)
