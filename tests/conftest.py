@@ -25,7 +25,8 @@ def _registry_signs(spec: str = "pnpm@11.10.0") -> bool:
 # The suite's bakes fetch pinned package managers (corepack, pnpm's own switch): on a
 # machine whose registry serves no signatures they run as a user behind such a mirror
 # would, with --reactbench-unsigned-registry (here through its variable, which the test
-# sessions and backends inherit). A test of the default sets the variable itself.
+# sessions read, and the tests' own backends through the option table:
+# environment_sandbox_options). A test of the default sets the variable itself.
 if "REACTBENCH_UNSIGNED_REGISTRY" not in os.environ:
     os.environ["REACTBENCH_UNSIGNED_REGISTRY"] = "0" if _registry_signs() else "1"
 
