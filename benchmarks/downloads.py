@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pytest_reactbench.plugin.options import environment_sandbox_options
 from pytest_reactbench.sandbox.base import ImageRecipe
 from pytest_reactbench.sandbox.mirrors import parse_git_mirrors
-from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle, default_cache
 from pytest_reactbench.tasks import load_task
 
 
@@ -58,14 +58,13 @@ def main() -> None:
     rounds: list[list[tuple[str, float, int, int]]] = []
     with tempfile.TemporaryDirectory(prefix="reactbench-downloads-") as tmp:
         for label in ("empty download cache", "warm download cache"):
-            options = SandboxOptions(cache=Path(tmp, f"bakes-{len(rounds)}"), git_mirrors=mirrors,
-                                     ca_bundle=default_ca_bundle(), download_cache=Path(tmp, "downloads"))
+            options = environment_sandbox_options(cache=Path(tmp, f"bakes-{len(rounds)}"),
+                                                  git_mirrors=mirrors, download_cache=Path(tmp, "downloads"))
             backend = BUILTIN_BACKENDS[args.backend](options)
             baked = []
             try:
                 if not rounds and args.backend == "docker":
-                    shared = BUILTIN_BACKENDS["docker"](SandboxOptions(cache=default_cache(),
-                                                                       ca_bundle=default_ca_bundle()))
+                    shared = BUILTIN_BACKENDS["docker"](environment_sandbox_options())
                     for recipe in recipes:  # the bases only: a look-up of each FROM
                         for line in recipe.dockerfile.read_text().splitlines():
                             if line.startswith("ARG BASE_IMAGE="):

@@ -321,12 +321,12 @@ def grader_bases(copies: Sequence[Path], tags: PublicTags) -> None:
     checkout's plugin bakes it, is tagged `reactbench-bench/<base>-grader:latest`, and
     the copy's tests/Dockerfile builds on it: Harbor's verifier then starts from what
     ours does."""
+    from pytest_reactbench.plugin.options import environment_sandbox_options
     from pytest_reactbench.sandbox.base import ImageRecipe
     from pytest_reactbench.sandbox.docker import DockerBackend
-    from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle, default_cache
     from pytest_reactbench.verifier.layer import GRADER_DIR, grader_layer, uses_grader
 
-    backend = DockerBackend(SandboxOptions(cache=default_cache(), ca_bundle=default_ca_bundle()))
+    backend = DockerBackend(environment_sandbox_options())
     made: dict[str, str] = {}
     try:
         for copy in copies:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pytest_reactbench.plugin.options import environment_sandbox_options, setting
 from pytest_reactbench.sandbox.docker import DockerBackend
-from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle, default_cache
 from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP, recipe_dir
 from pytest_reactbench.tasks.load import load_task
 from pytest_reactbench.trial import Stages
@@ -39,7 +39,7 @@ def _step(created_by: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cache", type=Path, default=default_cache())
+    parser.add_argument("--cache", type=Path, default=setting("cache"))
     parser.add_argument("--docker-host", default="")
     parser.add_argument("--top", type=int, default=3, help="layers shown per image")
     args = parser.parse_args()
@@ -51,7 +51,7 @@ def main() -> int:
         return 1
     if args.docker_host:
         os.environ["DOCKER_HOST"] = args.docker_host
-    backend = DockerBackend(SandboxOptions(cache=args.cache, ca_bundle=default_ca_bundle()))
+    backend = DockerBackend(environment_sandbox_options(cache=args.cache))
     try:
         import docker
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from common import ROOT, trial_records
 
-from pytest_reactbench.sandbox.options import default_cache
+from pytest_reactbench.plugin.options import setting
 
 PHASES = ("bake", "boot", "agent", "artifacts", "verifier_boot", "clean_room", "grading",
           "teardown", "other")
@@ -161,7 +161,7 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default="local,docker")
     parser.add_argument("--agents", default="oracle")
-    parser.add_argument("--cache", type=Path, default=default_cache(),
+    parser.add_argument("--cache", type=Path, default=setting("cache"),
                         help="bake cache (default: the user's, so bakes are reused)")
     parser.add_argument("--before", metavar="REF",
                         help="also run the verifier of this commit, side by side, and compare")

@@ -49,10 +49,11 @@ sys.path.insert(0, str(ROOT))
 
 import docker  # noqa: E402
 
+from pytest_reactbench.plugin.options import environment_sandbox_options, setting  # noqa: E402
 from pytest_reactbench.sandbox.base import Image, ImageRecipe  # noqa: E402
 from pytest_reactbench.sandbox.docker import ROOT_IMAGE, DockerBackend  # noqa: E402
 from pytest_reactbench.sandbox.docker.pool import EnginePool  # noqa: E402
-from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle, default_cache  # noqa: E402
+from pytest_reactbench.sandbox.options import SandboxOptions  # noqa: E402
 from tests.sandbox.extra_engines import build_tiny_base, extra_engine, tiny_task  # noqa: E402
 from tests.sandbox.helpers import loopback_registry  # noqa: E402
 
@@ -141,9 +142,9 @@ def empty_engine(options: SandboxOptions) -> Iterator[DockerBackend]:
 
 
 def images(args: argparse.Namespace) -> None:
-    cache = default_cache()
+    cache = setting("cache")
     # The suite's own bake options: the keys are those of its images on the main engine.
-    options = SandboxOptions(cache=cache, ca_bundle=default_ca_bundle(), download_cache=cache / "downloads")
+    options = environment_sandbox_options(cache=cache, download_cache=cache / "downloads")
     main = DockerBackend(options, MAIN)
     try:
         wanted = shipped_images(main)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from common import run_suite
 
-from pytest_reactbench.sandbox.options import default_cache
+from pytest_reactbench.plugin.options import setting
 
 
 def main() -> None:
@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--dist", default="load", help="xdist's scheduling (load, worksteal, ...)")
     parser.add_argument("--attempts", type=int, default=1, help="trials per task and agent")
-    parser.add_argument("--cache", type=Path, default=default_cache())
+    parser.add_argument("--cache", type=Path, default=setting("cache"))
     args = parser.parse_args()
     counts = [int(n) for n in args.workers.split(",")]
     with tempfile.TemporaryDirectory(prefix="reactbench-scaling-") as tmp:

@@ -25,7 +25,8 @@ def _registry_signs(spec: str = "pnpm@11.10.0") -> bool:
 # The suite's bakes fetch pinned package managers (corepack, pnpm's own switch): on a
 # machine whose registry serves no signatures they run as a user behind such a mirror
 # would, with --reactbench-unsigned-registry (here through its variable, which the test
-# sessions and backends inherit). A test of the default sets the variable itself.
+# sessions read, and the tests' own backends through the option table:
+# environment_sandbox_options). A test of the default sets the variable itself.
 if "REACTBENCH_UNSIGNED_REGISTRY" not in os.environ:
     os.environ["REACTBENCH_UNSIGNED_REGISTRY"] = "0" if _registry_signs() else "1"
 
@@ -119,9 +120,9 @@ def docker_client() -> Iterator[Any]:
 def docker_backend(bake_cache: Path) -> Iterator[Any]:
     """A docker backend on the session's bake cache, never the user's: the engine's
     images are content-hashed, so each image is baked once per machine all the same."""
+    from pytest_reactbench.plugin.options import environment_sandbox_options
     from pytest_reactbench.sandbox.docker import DockerBackend
-    from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle
 
-    backend = DockerBackend(SandboxOptions(cache=bake_cache, ca_bundle=default_ca_bundle()))
+    backend = DockerBackend(environment_sandbox_options(cache=bake_cache))
     yield backend
     backend.close()

@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_reactbench.results import TrialResult
+from pytest_reactbench.results.load import from_junit
+
 #: The built-in backends as a parameter; the docker one carries the `docker` marker,
 #: so `pytest -m "not docker"` runs everything else on a machine without an engine.
 BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
@@ -107,3 +110,10 @@ class LoopbackServer:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def junit_results(path: Path) -> list[TrialResult]:
+    """The trials of a JUnit XML file, read back as every report reads them. Tests read
+    results through TrialResult, never by the properties' names: those are a published
+    format, pinned once (tests/results/test_junit_properties.py)."""
+    return from_junit(path)

@@ -1,5 +1,6 @@
 """The package's shape, read from its source (no sandbox, no pytest run): the Trial is
-the only maker of a result, and failures and events are compared through their types.
+the only maker of a result, failures and events are compared through their types, and
+only the option table reads the settings' environment variables.
 
 Reading a result back (status.json, JUnit properties) is not making one: it belongs
 to `results/`, beside the model, because the reports and `reactbench` commands read
@@ -164,3 +165,63 @@ def f(result, record, e):
     makers = _Makers()
     makers.visit(tree)
     assert len(makers.found) == 1
+
+
+#: The one reader of the settings' variables.
+TABLE = PACKAGE / "plugin" / "options.py"
+
+
+def _env_reads(tree: ast.Module, names: set[str]) -> Iterator[tuple[ast.AST, str]]:
+    """Reads of the variables `names` from the environment: `os.environ.get(NAME)`,
+    `os.getenv(NAME)`, `os.environ[NAME]` (not an assignment to it: a variable the
+    product sets for a sandbox is no setting), `NAME in os.environ`."""
+    def environ(node: ast.AST) -> bool:
+        return _name(node) == "environ"
+
+    def named(node: ast.AST) -> str | None:
+        return node.value if isinstance(node, ast.Constant) and node.value in names else None
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and named(node.args[0]):
+            func = node.func
+            if (isinstance(func, ast.Attribute) and func.attr in ("get", "pop") and environ(func.value)) \
+                    or _name(func) == "getenv":
+                yield node, str(named(node.args[0]))
+        elif isinstance(node, ast.Subscript) and environ(node.value) and named(node.slice) \
+                and isinstance(node.ctx, ast.Load):
+            yield node, str(named(node.slice))
+        elif isinstance(node, ast.Compare) and named(node.left) and any(environ(c) for c in node.comparators):
+            yield node, str(named(node.left))
+
+
+def _declared_variables() -> set[str]:
+    from pytest_reactbench.plugin.options import OPTIONS
+
+    return {option.env for option in OPTIONS if option.env}
+
+
+def test_only_the_option_table_reads_the_settings_variables() -> None:
+    declared = _declared_variables()
+    assert {"REACTBENCH_CA_BUNDLE", "REACTBENCH_UNSIGNED_REGISTRY", "REACTBENCH_CACHE"} <= declared
+    found = sorted(f"{_where(path, node)}: {name}" for path, tree in _modules() if path != TABLE
+                   for node, name in _env_reads(tree, declared))
+    assert not found, ("a setting's variable is read outside the option table "
+                       f"(plugin/options.py): take its value as an argument, and resolve it with "
+                       f"the table (`setting`, `environment_sandbox_options`): {found}")
+
+
+def test_the_environment_walk_finds_every_kind_of_read() -> None:
+    source = '''
+import os
+from os import environ, getenv
+a = os.environ.get("REACTBENCH_CA_BUNDLE")
+b = getenv("REACTBENCH_CACHE", "")
+c = environ["REACTBENCH_UNSIGNED_REGISTRY"]
+d = "REACTBENCH_CACHE" in os.environ
+env = {"REACTBENCH_CACHE": "set for a sandbox"}
+os.environ["REACTBENCH_CACHE"] = "set, not read"
+e = os.environ.get("REACTBENCH_INSTRUCTION_FILE")
+'''
+    found = [name for _, name in _env_reads(ast.parse(source), _declared_variables())]
+    assert found == ["REACTBENCH_CA_BUNDLE", "REACTBENCH_CACHE", "REACTBENCH_UNSIGNED_REGISTRY",
+                     "REACTBENCH_CACHE"], found

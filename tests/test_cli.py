@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from pytest_reactbench.cli import main
+from pytest_reactbench.plugin.options import environment_sandbox_options
 from pytest_reactbench.sandbox.base import Limits
 from pytest_reactbench.sandbox.local import LocalBackend
-from pytest_reactbench.sandbox.options import SandboxOptions
 
 
 @pytest.mark.slow
@@ -32,7 +32,7 @@ def test_images_builds_the_playwright_stand_in(capsys, tmp_path: Path,  # type: 
     assert entry["name"] == public and entry["origin"] == "stand-in" and entry["image"]
     assert entry["recipe"] == "images/react-bench-verifier-base" and "reusing baked image" in said.err
     # Chromium sits where the scaffold's Playwright looks for it, offline.
-    backend = LocalBackend(SandboxOptions(cache=cache))
+    backend = LocalBackend(environment_sandbox_options(cache=cache))
     directory = Path(__file__).resolve().parents[1] / "images" / "react-bench-verifier-base"
     from pytest_reactbench.sandbox.base import ImageRecipe
 
@@ -71,7 +71,7 @@ def test_images_rejects_a_bad_map_entry(capsys) -> None:  # type: ignore[no-unty
 def test_images_prune_removes_what_no_run_used(capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from tests.sandbox.helpers import recipe
 
-    backend = LocalBackend(SandboxOptions(cache=tmp_path / "cache"))
+    backend = LocalBackend(environment_sandbox_options(cache=tmp_path / "cache"))
     try:
         image = backend.bake(recipe(tmp_path, "FROM reactbench/system\nRUN echo x > /app/x\n"),
                              lambda _: None)

@@ -6,6 +6,10 @@ pytest and resolves them: the command line, then the environment, then the ini f
 then the default. A repeatable option takes the ini's entries, then the command
 line's (or, when it `replaces`, the command line's alone when it gives any). A value
 that does not parse is a usage error naming where it came from.
+
+The table is the only reader of the settings' `REACTBENCH_*` variables (the sandbox
+layer is given each value): an entry point without a pytest Config (a script, a test
+fixture) reads them through `setting` and `environment_sandbox_options`.
 """
 
 from __future__ import annotations
@@ -394,3 +398,26 @@ def resolve_command(args: argparse.Namespace, here: Path) -> dict[str, Any]:
     """The sandbox rows' values for a `reactbench` command: its options, then the
     environment, then the defaults (a usage error names the option)."""
     return _resolved(SANDBOX_OPTIONS, lambda o: getattr(args, o.dest), lambda o: None, here, here)
+
+
+def _nothing_given(option: Option) -> Any:
+    return [] if option.kind == "many" else None
+
+
+def setting(field: str, here: Path | None = None) -> Any:
+    """One row's value where there is no command line nor ini file (a script, a test
+    fixture): its environment variable, else its default. The rows above it are
+    resolved the same way, for its conversion to read."""
+    at = next((i for i, o in enumerate(OPTIONS) if o.field == field), None)
+    if at is None:
+        raise KeyError(f"no option sets {field!r}")
+    where = here or Path.cwd()
+    return _resolved(OPTIONS[:at + 1], _nothing_given, lambda o: None, where, where)[field]
+
+
+def environment_sandbox_options(**given: Any) -> SandboxOptions:
+    """A backend's options made outside a session or a `reactbench` command: the fields
+    `given`, the sandbox rows that have a variable from it (else their default), and
+    SandboxOptions' own defaults for the rest."""
+    read = {o.field: setting(o.field) for o in SANDBOX_OPTIONS if o.env and o.field not in given}
+    return SandboxOptions(**{**read, **given})

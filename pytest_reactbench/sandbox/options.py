@@ -1,5 +1,6 @@
-"""What a backend is made from: `SandboxOptions`, read by the plugin from its options
-and ini keys or by `reactbench images` from its flags."""
+"""What a backend is made from: `SandboxOptions`, whose values the option table
+(plugin/options.py) resolves from flags, ini keys and the environment; this layer reads
+no setting from the environment itself, it is given each one."""
 
 from __future__ import annotations
 
@@ -28,10 +29,8 @@ def default_cache() -> Path:
 
 
 def default_ca_bundle() -> Path | None:
-    """Bakes trust what the host trusts (a TLS-inspecting proxy's CA included)."""
-    value = os.environ.get("REACTBENCH_CA_BUNDLE")
-    if value:
-        return None if value == "none" else Path(value)
+    """The default of `--reactbench-ca-bundle`: bakes trust what the host trusts (a
+    TLS-inspecting proxy's CA included, when it is installed there)."""
     return HOST_CA_BUNDLE if HOST_CA_BUNDLE.is_file() else None
 
 
@@ -71,11 +70,6 @@ def parse_yes(text: str, source: str) -> bool:
     if value not in YES + NO:
         raise ValueError(f"{source}: {text!r} is not a yes or no (1/0, true/false, yes/no, on/off)")
     return value in YES
-
-
-def default_unsigned_registry() -> bool:
-    """REACTBENCH_UNSIGNED_REGISTRY, where no option says otherwise; off by default."""
-    return parse_yes(os.environ.get("REACTBENCH_UNSIGNED_REGISTRY", ""), "env REACTBENCH_UNSIGNED_REGISTRY")
 
 
 #: What docker-py reaches an engine through.
@@ -129,7 +123,7 @@ class SandboxOptions:
     ca_bundle: Path | None = None
     #: Bakes and sandboxes accept a package registry that serves no npm signatures (a
     #: mirror's): UNSIGNED_REGISTRY_ENV.
-    unsigned_registry: bool = field(default_factory=default_unsigned_registry)
+    unsigned_registry: bool = False
     images: ImagesMode = "auto"
     #: Git URL prefixes fetched from local mirrors during bakes (`--reactbench-git-mirror`).
     git_mirrors: tuple[GitMirror, ...] = ()

@@ -17,9 +17,9 @@ import docker
 import pytest
 
 from pytest_reactbench.agents.command import load_presets
-from pytest_reactbench.results.load import junit_testcases
+from pytest_reactbench.results import Gate
 from tests.agents.model_server import INPUT_TOKENS, ModelServer, Script
-from tests.helpers import write_task
+from tests.helpers import junit_results, write_task
 from tests.results.test_report import _browser, _text
 from tests.results.test_trajectory import harbor, harbor_reads  # noqa: F401 (harbor: a fixture)
 
@@ -107,16 +107,16 @@ def test_cli_solves_a_shipped_task_and_fails_a_wrong_answer(
             f"--rootdir={suite.path}", f"--reactbench-records={suite.path / 'records'}",
             "--junitxml=out.xml", str(SHIPPED), str(task))
     print(result.stdout.str()[-6000:])
-    outcomes = {props["reactbench.task"]: props for _, props in junit_testcases(suite.path / "out.xml")}
+    outcomes = {r.task: r for r in junit_results(suite.path / "out.xml")}
     shipped, public = outcomes["counter-reset"], outcomes["write-greeting"]
-    assert shipped["reactbench.verdict"] == "passed", shipped.get("reactbench.message")
-    assert public["reactbench.verdict"] == "failed" and public["reactbench.gate.tests"] == "0"
+    assert shipped.verdict == "passed", shipped.message
+    assert public.verdict == "failed" and public.grading.gates.get(Gate.TESTS) is False
     presets = load_presets()
     version = presets[cli].version if cli in presets else "anthropic "
-    for props in (shipped, public):
-        assert props["reactbench.agent_version"].startswith(version)
-        assert int(props["reactbench.input_tokens"]) >= (INPUT_TOKENS if cli != "aider" else 1)
-        assert int(props["reactbench.output_tokens"]) > 0
+    for outcome in (shipped, public):
+        assert outcome.agent_run.version.startswith(version)
+        assert (outcome.agent_run.input_tokens or 0) >= (INPUT_TOKENS if cli != "aider" else 1)
+        assert (outcome.agent_run.output_tokens or 0) > 0
     assert API[cli] in server.apis()
     # Every model request carried the key, and came through the egress gate.
     assert all(seen.headers.get("x-api-key") == KEY or KEY in seen.headers.get("authorization", "")
@@ -124,7 +124,7 @@ def test_cli_solves_a_shipped_task_and_fails_a_wrong_answer(
     name = NAME.get(cli, cli)
     status = json.loads(next((suite.path / "records").glob(f"*/counter-reset__{name}__1/status.json"))
                         .read_text())
-    assert status["agent_run"]["version"] == shipped["reactbench.agent_version"]
+    assert status["agent_run"]["version"] == shipped.agent_run.version
     # Its transcript: the scripted shell call that wrote the change (Aider's: the edit
     # its chat history says it applied), in the record and on the trial's page as a
     # browser shows it.
@@ -186,6 +186,6 @@ def test_a_gateway_on_the_host_loopback_serves_claude_code_on_docker(
             f"--rootdir={suite.path}", f"--reactbench-records={suite.path / 'records'}",
             "--junitxml=out.xml", str(SHIPPED))
     print(result.stdout.str()[-4000:])
-    (props,) = [p for _, p in junit_testcases(suite.path / "out.xml")]
-    assert props["reactbench.verdict"] == "passed", props.get("reactbench.message")
+    (outcome,) = junit_results(suite.path / "out.xml")
+    assert outcome.verdict == "passed", outcome.message
     assert "messages" in server.apis()

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_reactbench.results.load import junit_testcases
+from pytest_reactbench.results import TrialResult
 from tests.agents.model_server import ModelServer, Script
 from tests.agents.test_cli_agents import KEY, SHIPPED, bridge_gateway
+from tests.helpers import junit_results
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,23 +54,22 @@ def test_the_readme_ci_gate_works_as_written(tmp_path: Path, bake_cache: Path) -
     base = (SHIPPED / "environment" / "app" / "src" / "Counter.tsx").read_text()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "PYTEST_"))}
 
-    def run_suite(answer: str) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[str, str]]]:
+    def run_suite(answer: str) -> tuple[subprocess.CompletedProcess[str], dict[str, TrialResult]]:
         script = Script(answers={"Add a **Reset** button": {"src/Counter.tsx": answer}}, key=KEY)
         (project / "new.xml").unlink(missing_ok=True)
         with ModelServer(script, host=bridge_gateway()) as server:
             done = step(job, "Run the suite", project,
                         {**env, "ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": server.url})
         print(done.stdout[-4000:], done.stderr[-2000:])
-        cases = {f"{p['reactbench.task']}#{p['reactbench.attempt']}": p
-                 for _, p in junit_testcases(project / "new.xml")}
+        cases = {f"{r.task}#{r.attempt}": r for r in junit_results(project / "new.xml")}
         return done, cases
 
     # The main branch's run: the agent solves the task in each of its three attempts.
     done, cases = run_suite(counter)
     assert done.returncode == 0
     assert sorted(cases) == ["counter-reset#1", "counter-reset#2", "counter-reset#3"]
-    assert {p["reactbench.verdict"] for p in cases.values()} == {"passed"}
-    assert all(int(p["reactbench.output_tokens"]) > 0 for p in cases.values())
+    assert {r.verdict for r in cases.values()} == {"passed"}
+    assert all((r.agent_run.output_tokens or 0) > 0 for r in cases.values())
     assert list((project / ".reactbench" / "records").glob("*/counter-reset__claude-code__3/status.json"))
     shutil.copy(project / "new.xml", project / "ci" / "baseline.xml")
     same = step(job, "Gate on the baseline", project, env)
@@ -79,7 +79,7 @@ def test_the_readme_ci_gate_works_as_written(tmp_path: Path, bake_cache: Path) -
     # goes on (pytest's exit 1), and the gate step fails the job on the regression.
     done, cases = run_suite(base)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert {p["reactbench.verdict"] for p in cases.values()} == {"failed"}
+    assert {r.verdict for r in cases.values()} == {"failed"}
     gate = step(job, "Gate on the baseline", project, env)
     assert gate.returncode == 1, gate.stdout + gate.stderr
     assert "1 regression(s)" in gate.stdout, gate.stdout

@@ -8,15 +8,15 @@ from typing import Any
 import pytest
 
 from pytest_reactbench.agents import ToolAgent, ToolError, Tools
+from pytest_reactbench.plugin.options import environment_sandbox_options
 from pytest_reactbench.sandbox.base import Limits
 from pytest_reactbench.sandbox.local import LocalBackend
-from pytest_reactbench.sandbox.options import SandboxOptions
 from tests.sandbox.helpers import recipe
 
 
 @pytest.fixture
 def tools(tmp_path: Path, bake_cache: Path):  # type: ignore[no-untyped-def]
-    backend = LocalBackend(SandboxOptions(cache=bake_cache, image_map={}))
+    backend = LocalBackend(environment_sandbox_options(cache=bake_cache, image_map={}))
     image = backend.bake(recipe(tmp_path, "FROM reactbench/system\nWORKDIR /app\n"
                                 "RUN printf 'one\\ntwo\\nthree\\n' > notes.txt && mkdir -p src\n"),
                          lambda _: None)

@@ -11,7 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from pytest_reactbench.results.load import junit_testcases
+from tests.helpers import junit_results
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = ROOT / "tasks" / "counter-reset"
@@ -59,14 +59,12 @@ def test_command_and_python_agents(tmp_path: Path) -> None:
         env={**os.environ, "PYTHONPATH": str(tmp_path)},
     )
     assert xml.exists(), proc.stdout + proc.stderr
-    props = {}
-    for _, p in junit_testcases(xml):
-        props[p["reactbench.agent"]] = p
-    assert props["scripted"]["reactbench.verdict"] == "passed", proc.stdout[-4000:]
-    assert props["breaker"]["reactbench.verdict"] == "failed"
-    assert props["breaker"]["reactbench.diff.files"] == "src/Counter.tsx"
-    assert props["tool-agent"]["reactbench.verdict"] == "passed", proc.stdout[-4000:]
-    assert props["tool-agent"]["reactbench.diff.stat"] == "1 files, +3 -0"
+    results = {r.agent: r for r in junit_results(xml)}
+    assert results["scripted"].verdict == "passed", proc.stdout[-4000:]
+    assert results["breaker"].verdict == "failed"
+    assert results["breaker"].submission.diff.files == ["src/Counter.tsx"]
+    assert results["tool-agent"].verdict == "passed", proc.stdout[-4000:]
+    assert str(results["tool-agent"].submission.diff) == "1 files, +3 -0"
     (record,) = (tmp_path / "records").glob("*/counter-reset__tool-agent__1")
     events = [json.loads(line) for line in (record / "events.jsonl").read_text().splitlines()]
     tools = [e["tool"] for e in events if e["event"] == "tool"]
@@ -86,7 +84,7 @@ def test_the_readme_example_agent_in_the_root_conftest(tmp_path: Path) -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=900,
     )
     assert xml.exists(), proc.stdout + proc.stderr
-    ((_, props),) = junit_testcases(xml)
-    assert props["reactbench.agent"] == "add-reset-button"
-    assert props["reactbench.verdict"] == "passed", proc.stdout[-4000:]
-    assert props["reactbench.diff.files"] == "src/Counter.tsx"
+    (outcome,) = junit_results(xml)
+    assert outcome.agent == "add-reset-button"
+    assert outcome.verdict == "passed", proc.stdout[-4000:]
+    assert outcome.submission.diff.files == ["src/Counter.tsx"]

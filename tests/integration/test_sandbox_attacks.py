@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.results.load import junit_testcases
+from pytest_reactbench.results import Gate
+from tests.helpers import junit_results
 from tests.sandbox.escape import ATTACKS as ESCAPES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,11 +81,9 @@ def test_an_agent_that_breaks_its_sandbox_fails_and_never_forges_its_diff(tmp_pa
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert xml.exists(), proc.stdout[-4000:] + proc.stderr[-4000:]
-    verdicts = {props["reactbench.agent"]: props for _, props in junit_testcases(xml)}
+    verdicts = {r.agent: r for r in junit_results(xml)}
     assert set(verdicts) == {*ATTACKS, "nop"}, proc.stdout[-4000:]
-    ended = {name: (props["reactbench.verdict"], props.get("reactbench.failure", ""),
-                    props.get("reactbench.message", "")[:300])
-             for name, props in verdicts.items()}
+    ended = {name: (r.verdict, str(r.failure), r.message[:300]) for name, r in verdicts.items()}
     failed = {name: verdict for name, (verdict, _, _) in ended.items()}
     assert failed == dict.fromkeys(verdicts, "failed"), ended
     # Each graded on what it left: the tests' gate for those whose workspace could be
@@ -92,7 +91,7 @@ def test_an_agent_that_breaks_its_sandbox_fails_and_never_forges_its_diff(tmp_pa
     assert ended["sparse-2g"][1] == "submission", ended
     assert "more than 128 MiB" in ended["sparse-2g"][2], ended
     for name in set(ATTACKS) - {"sparse-2g"}:
-        assert verdicts[name]["reactbench.gate.tests"] == "0", (name, ended[name])
+        assert verdicts[name].grading.gates.get(Gate.TESTS) is False, (name, ended[name])
     # The records' diffs are the harness's: the agent's change, nothing its git printed.
     diffs = {}
     for name in ATTACKS:
@@ -102,7 +101,7 @@ def test_an_agent_that_breaks_its_sandbox_fails_and_never_forges_its_diff(tmp_pa
         assert FORGED not in (diffs[name] or ""), name
     for name in ("fork-bomb", "memory-full", "main-killed", "forged-diff"):
         assert diffs[name] is not None and "+// the agent was here" in diffs[name], (name, diffs[name])
-        assert "src/Counter.tsx" in verdicts[name]["reactbench.diff.files"].split(), name
+        assert "src/Counter.tsx" in verdicts[name].submission.diff.files, name
     forged = diffs["forged-diff"] or ""
     assert "diff --git a/.gitattributes b/.gitattributes" in forged and "diff --git a/.git/" not in forged
     # Removing the workspace is a diff that deletes every file of it.

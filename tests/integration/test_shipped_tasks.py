@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.results.load import junit_testcases
+from pytest_reactbench.results import Gate
 from pytest_reactbench.tasks import find_tasks, load_task
-from tests.helpers import BACKENDS
+from tests.helpers import BACKENDS, junit_results
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(p.name for p in find_tasks(ROOT / "tasks"))
@@ -39,15 +39,13 @@ def test_controls_on_shipped_tasks(tmp_path: Path, backend: str) -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=1800,
     )
     assert xml.exists(), proc.stdout + proc.stderr
-    verdicts = {}
-    for _, props in junit_testcases(xml):
-        verdicts[(props["reactbench.task"], props["reactbench.agent"])] = props
+    verdicts = {(r.task, r.agent): r for r in junit_results(xml)}
     assert set(verdicts) == {(t, a) for t in SHIPPED for a in ("oracle", "nop")}, proc.stdout
     for task in SHIPPED:
         oracle, nop = verdicts[(task, "oracle")], verdicts[(task, "nop")]
-        assert oracle["reactbench.verdict"] == "passed", proc.stdout[-4000:]
-        assert oracle["reactbench.gate.react_doctor"] == "1"
-        assert nop["reactbench.verdict"] == "failed", proc.stdout[-4000:]
-        assert nop["reactbench.gate.tests"] == "0"
-        assert oracle["reactbench.backend"] == backend
+        assert oracle.verdict == "passed", proc.stdout[-4000:]
+        assert oracle.grading.gates.get(Gate.REACT_DOCTOR) is True
+        assert nop.verdict == "failed", proc.stdout[-4000:]
+        assert nop.grading.gates.get(Gate.TESTS) is False
+        assert oracle.provenance.backend == backend
     assert proc.returncode == 1  # the nop items fail, as they must

@@ -171,25 +171,21 @@ def test_describe_from_a_merge_a_range_and_the_user(tmp_path: Path) -> None:
     assert describe(given, base, head) == ("Mine", "The body", "given")
 
 
-def controls(tmp_path: Path, nop: dict[str, str], oracle: dict[str, str],
+def controls(tmp_path: Path, nop: dict[str, object], oracle: dict[str, object],
              grade: dict[str, object] | None = None) -> ControlRun:
-    """Controls as their JUnit properties say, the oracle's grade details included."""
+    """Controls' results (TrialResult's fields), the oracle's grade details included."""
     grade = grade or {}
     failing = grade.get("tests", {}).get("failing", [])  # type: ignore[attr-defined]
     new = grade.get("react_doctor", {}).get("new", [])  # type: ignore[attr-defined]
-    details = {"reactbench.tests.failing": "; ".join(failing),
-               "reactbench.react_doctor.new": "; ".join(f"{f['rule']} {f['file']}:{f['line']}" for f in new)}
-    results = {}
-    for agent, values in (("nop", nop), ("oracle", oracle)):
-        props = {"reactbench.task": "t", "reactbench.agent": agent,
-                 **{f"reactbench.{k}": v for k, v in values.items()},
-                 **(details if agent == "oracle" else {})}
-        results[("t", agent)] = TrialResult.from_properties(props)
-    return ControlRun(results, "")  # type: ignore[arg-type]
+    details = {"failing_specs": failing, "findings": new}
+    results = {("t", agent): TrialResult.model_validate(
+        {"task": "t", "agent": agent, **values, **(details if agent == "oracle" else {})})
+        for agent, values in (("nop", nop), ("oracle", oracle))}
+    return ControlRun(results, "")
 
 
-PASS = {"verdict": "passed", "gate.tests": "1", "gate.react_doctor": "1"}
-FAIL_TESTS = {"verdict": "failed", "gate.tests": "0", "gate.react_doctor": "1", "failure": "tests"}
+PASS = {"verdict": "passed", "gates": {"tests": True, "react_doctor": True}}
+FAIL_TESTS = {"verdict": "failed", "gates": {"tests": False, "react_doctor": True}, "failure": "tests"}
 
 
 def texts(reasons: list[Reason]) -> list[str]:
@@ -205,7 +201,7 @@ def test_control_refusals_say_which_control_and_gate(tmp_path: Path) -> None:
     assert texts(control_refusals(failing, "t")) == [
         "its tests do not pass with the reference change (oracle: tests gate 0): src/a.spec.ts > adds"]
     doctor = controls(tmp_path, FAIL_TESTS,
-                      {"verdict": "failed", "gate.tests": "1", "gate.react_doctor": "0"},
+                      {"verdict": "failed", "gates": {"tests": True, "react_doctor": False}},
                       {"react_doctor": {"new": [{"rule": "no-array-index-as-key", "file": "src/L.tsx",
                                                  "line": 7}]}})
     assert texts(control_refusals(doctor, "t")) == [

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from pytest_reactbench.cli import main
-from pytest_reactbench.results.load import junit_testcases
+from pytest_reactbench.results import Gate
 from pytest_reactbench.tasks import load_task
+from tests.helpers import junit_results
 from tests.mining.history import History, build_history, commit, run_git
 from tests.reliability.faults import process_tree
 
@@ -61,15 +62,13 @@ def test_a_merged_pull_request_becomes_a_task_the_plugin_runs(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--reactbench-agent=oracle,nop",
          f"--reactbench-records={tmp_path / 'records'}", f"--junitxml={xml}", f"--rootdir={tmp_path}",
          str(task)], cwd=tmp_path, capture_output=True, text=True, timeout=900)
-    verdicts = {}
-    for _, props in junit_testcases(xml):
-        verdicts[props["reactbench.agent"]] = props
-    assert verdicts["oracle"]["reactbench.verdict"] == "passed", proc.stdout[-3000:]
-    assert verdicts["nop"]["reactbench.verdict"] == "failed", proc.stdout[-3000:]
-    assert verdicts["nop"]["reactbench.gate.tests"] == "0"
+    verdicts = {r.agent: r for r in junit_results(xml)}
+    assert verdicts["oracle"].verdict == "passed", proc.stdout[-3000:]
+    assert verdicts["nop"].verdict == "failed", proc.stdout[-3000:]
+    assert verdicts["nop"].grading.gates.get(Gate.TESTS) is False
     assert proc.returncode == 1  # nop fails, as it must
     # The oracle's graded submission carried the rename, the deletion and the binaries.
-    grade = json.loads(Path(verdicts["oracle"]["reactbench.record"], "verifier", "grade.json").read_text())
+    grade = json.loads(Path(verdicts["oracle"].record, "verifier", "grade.json").read_text())
     assert {"src/display.ts", "src/legacy.ts", "src/assets/badge.png", "src/assets/logo.png"} \
         <= set(grade["submission"]["changed"])
 
@@ -256,8 +255,8 @@ def test_a_reference_that_adds_react_doctor_findings_makes_a_task_that_tolerates
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--reactbench-agent=oracle",
          f"--reactbench-records={tmp_path / 'records'}", f"--junitxml={xml}", f"--rootdir={tmp_path}",
          str(task)], cwd=tmp_path, capture_output=True, text=True, timeout=900)
-    props = next(p for _, p in junit_testcases(xml))
-    assert props["reactbench.verdict"] == "passed", proc.stdout[-3000:]
-    grade = json.loads(Path(props["reactbench.record"], "verifier", "grade.json").read_text())
+    outcome = next(iter(junit_results(xml)))
+    assert outcome.verdict == "passed", proc.stdout[-3000:]
+    grade = json.loads(Path(outcome.record, "verifier", "grade.json").read_text())
     assert grade["react_doctor"]["new"] == []
     assert [f["rule"] for f in grade["react_doctor"]["ignored"]] == ["no-array-index-as-key"]

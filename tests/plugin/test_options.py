@@ -9,10 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.plugin.options import OPTIONS, REPLAYED
+from pytest_reactbench.plugin.options import OPTIONS, REPLAYED, environment_sandbox_options, setting
 from pytest_reactbench.plugin.session import replay_options
 from pytest_reactbench.plugin.settings import Settings, read_settings
-from pytest_reactbench.sandbox.options import PACKAGE_MANAGER_ENV, UNSIGNED_REGISTRY_ENV, SandboxOptions
+from pytest_reactbench.sandbox.options import (
+    PACKAGE_MANAGER_ENV,
+    UNSIGNED_REGISTRY_ENV,
+    SandboxOptions,
+    default_ca_bundle,
+)
 
 Read = Callable[..., Settings]
 
@@ -125,6 +130,32 @@ def test_the_unsigned_registry_reaches_bakes_and_sandboxes_only_when_asked(
     assert SandboxOptions().package_manager_env == dict(PACKAGE_MANAGER_ENV)
     assert SandboxOptions(unsigned_registry=True).package_manager_env == {**PACKAGE_MANAGER_ENV,
                                                                         **UNSIGNED_REGISTRY_ENV}
-    # A backend made outside a pytest session (`reactbench images`, the miner) reads the variable.
+    # The sandbox layer is given it, never reads the variable: outside a pytest session
+    # (a script, a test fixture) the table reads it.
     monkeypatch.setenv("REACTBENCH_UNSIGNED_REGISTRY", "yes")
-    assert SandboxOptions().unsigned_registry is True
+    assert SandboxOptions().unsigned_registry is False
+    assert setting("unsigned_registry") is True
+    assert environment_sandbox_options().unsigned_registry is True
+    assert environment_sandbox_options(unsigned_registry=False).unsigned_registry is False
+
+
+def test_outside_a_session_the_table_reads_the_environment_then_the_default(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("REACTBENCH_CA_BUNDLE", raising=False)
+    monkeypatch.delenv("REACTBENCH_CACHE", raising=False)
+    assert setting("ca_bundle") == default_ca_bundle()
+    bundle = tmp_path / "proxy.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    monkeypatch.setenv("REACTBENCH_CA_BUNDLE", str(bundle))
+    monkeypatch.setenv("REACTBENCH_CACHE", str(tmp_path / "cache"))
+    made = environment_sandbox_options(image_map={})
+    assert (made.ca_bundle, made.cache, made.image_map) == (bundle, tmp_path / "cache", {})
+    assert environment_sandbox_options(cache=tmp_path / "given").cache == tmp_path / "given"
+    monkeypatch.setenv("REACTBENCH_CA_BUNDLE", "none")
+    assert setting("ca_bundle") is None
+    # A value that does not parse names the variable, as in a session.
+    monkeypatch.setenv("REACTBENCH_CA_BUNDLE", str(tmp_path / "missing.pem"))
+    with pytest.raises(pytest.UsageError, match=r"env REACTBENCH_CA_BUNDLE: .* is not a file"):
+        environment_sandbox_options()
+    with pytest.raises(KeyError):
+        setting("no_such_field")

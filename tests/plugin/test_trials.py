@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.results.load import junit_testcases
-from tests.helpers import write_task
+from pytest_reactbench.results import Gate, TrialResult
+from tests.helpers import junit_results, write_task
 
 SLEEPER_CONFTEST = """
 import pytest
@@ -39,8 +39,8 @@ def pytest_reactbench_agents():
 """
 
 
-def properties(xml: Path) -> dict[str, dict[str, str]]:
-    return {f"{props.get('reactbench.task', '')}::{name}": props for name, props in junit_testcases(xml)}
+def results(xml: Path) -> dict[str, TrialResult]:
+    return {f"{r.task}::{r.agent}": r for r in junit_results(xml)}
 
 
 def leftover_sandboxes(cache: Path) -> list[Path]:
@@ -64,15 +64,15 @@ def test_pass_and_fail_with_junit_properties(suite: pytest.Pytester, bake_cache:
         "*tests gate: 0*",
         "*Run record: *alpha__nop__1*",
     ])
-    props = properties(suite.path / "r.xml")
-    oracle = next(v for k, v in props.items() if k.endswith("oracle"))
-    nop = next(v for k, v in props.items() if k.endswith("nop"))
-    assert oracle["reactbench.verdict"] == "passed" and oracle["reactbench.reward"] == "1"
-    assert oracle["reactbench.gate.tests"] == "1" and oracle["reactbench.gate.react_doctor"] == "1"
-    assert oracle["reactbench.backend"] == "local" and oracle["reactbench.task"] == "alpha"
-    assert float(oracle["reactbench.duration.verify"]) > 0
-    assert {"reactbench.duration.bake", "reactbench.duration.agent"} <= oracle.keys()
-    assert nop["reactbench.verdict"] == "failed" and nop["reactbench.failure"] == "tests"
+    outcomes = results(suite.path / "r.xml")
+    oracle = next(v for k, v in outcomes.items() if k.endswith("oracle"))
+    nop = next(v for k, v in outcomes.items() if k.endswith("nop"))
+    assert oracle.verdict == "passed" and oracle.grading.reward == 1
+    assert oracle.grading.gates == {Gate.TESTS: True, Gate.REACT_DOCTOR: True}
+    assert oracle.provenance.backend == "local" and oracle.task == "alpha"
+    assert oracle.durations["verify"] > 0
+    assert {"bake", "agent"} <= oracle.durations.keys()
+    assert nop.verdict == "failed" and nop.failure == "tests"
     records = statuses(suite)
     assert records["alpha__oracle__1"]["verdict"] == "passed"
     # Each record holds a gate-level JUnit file of its own.
@@ -92,12 +92,12 @@ def test_timed_out_and_crashed_agents_are_still_graded(suite: pytest.Pytester,
     # The sleeper wrote the answer before it hung: graded, and it passes.
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*The agent ended: crashed.*"])
-    props = properties(suite.path / "r.xml")
-    sleeper = next(v for k, v in props.items() if k.endswith("sleeper"))
-    crasher = next(v for k, v in props.items() if k.endswith("crasher"))
-    assert sleeper["reactbench.agent_ending"] == "timeout"
-    assert sleeper["reactbench.verdict"] == "passed"
-    assert crasher["reactbench.agent_ending"] == "crashed"
+    outcomes = results(suite.path / "r.xml")
+    sleeper = next(v for k, v in outcomes.items() if k.endswith("sleeper"))
+    crasher = next(v for k, v in outcomes.items() if k.endswith("crasher"))
+    assert sleeper.agent_run.ending == "timeout"
+    assert sleeper.verdict == "passed"
+    assert crasher.agent_run.ending == "crashed"
     assert "the agent fell over" in next(
         (suite.path / "records").glob("*/alpha__crasher__1/agent.log")).read_text()
     assert leftover_sandboxes(bake_cache) == []
@@ -189,9 +189,9 @@ def test_xdist_and_last_failed(suite: pytest.Pytester, bake_cache: Path) -> None
     result = suite.runpytest_subprocess("--reactbench-agent=oracle,nop", "-n", "2",
                                         "--junitxml=r.xml")
     result.assert_outcomes(passed=3, failed=3)
-    props = properties(suite.path / "r.xml")
-    assert len(props) == 6
-    assert {p["reactbench.verdict"] for p in props.values()} == {"passed", "failed"}
+    outcomes = results(suite.path / "r.xml")
+    assert len(outcomes) == 6
+    assert {r.verdict for r in outcomes.values()} == {"passed", "failed"}
     run_dirs = list((suite.path / "records").iterdir())
     assert len(run_dirs) == 1, "all workers write into one run"
     assert len(list(run_dirs[0].glob("*/status.json"))) == 6

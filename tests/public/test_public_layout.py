@@ -22,12 +22,13 @@ import docker
 import pytest
 
 from pytest_reactbench.cli import main
-from pytest_reactbench.results.load import junit_testcases
+from pytest_reactbench.plugin.options import environment_sandbox_options
+from pytest_reactbench.results import BaseImage, Gate
 from pytest_reactbench.sandbox.base import ImageRecipe
 from pytest_reactbench.sandbox.docker import RECIPE_LABEL, DockerBackend
-from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle
 from pytest_reactbench.sandbox.recipes import DEFAULT_IMAGE_MAP, images_dir
 from pytest_reactbench.tasks import find_tasks
+from tests.helpers import junit_results
 from tests.mining.history import build_history
 from tests.sandbox.extra_engines import ExtraEngine, extra_engine
 from tests.sandbox.helpers import loopback_registry
@@ -68,21 +69,20 @@ def test_shipped_tasks_on_the_public_layout(tmp_path: Path, public_images: Publi
         cwd=ROOT, capture_output=True, text=True, timeout=2400,
     )
     assert xml.exists(), proc.stdout[-4000:] + proc.stderr[-4000:]
-    verdicts = {(props["reactbench.task"], props["reactbench.agent"]): props
-                for _, props in junit_testcases(xml)}
+    verdicts = {(r.task, r.agent): r for r in junit_results(xml)}
     assert set(verdicts) == {(t, a) for t in SHIPPED for a in ("oracle", "nop")}, proc.stdout[-4000:]
     for task in SHIPPED:
         oracle, nop = verdicts[(task, "oracle")], verdicts[(task, "nop")]
-        assert oracle["reactbench.verdict"] == "passed", (task, proc.stdout[-6000:])
-        assert nop["reactbench.verdict"] == "failed", (task, proc.stdout[-6000:])
-        assert nop["reactbench.gate.tests"] == "0"
-        for props in (oracle, nop):
-            bases = props["reactbench.bases"]
-            assert "(stand-in)" not in bases, bases
+        assert oracle.verdict == "passed", (task, proc.stdout[-6000:])
+        assert nop.verdict == "failed", (task, proc.stdout[-6000:])
+        assert nop.grading.gates.get(Gate.TESTS) is False
+        for outcome in (oracle, nop):
+            bases = outcome.provenance.bases
+            assert all(base.origin != "stand-in" for base in bases), bases
             # The verifier's base as the registry has it, by its digest.
-            assert any(f"{name}@{digest} (public)" in bases
+            assert any(BaseImage(name=name, digest=digest, origin="public") in bases
                        for name, digest in public_images.digests.items()), bases
-            assert props["reactbench.formal"] == "1", props
+            assert outcome.provenance.formal, outcome
     assert proc.returncode == 1  # the nop items fail, as they must
 
 
@@ -102,12 +102,13 @@ def test_a_mined_task_on_the_public_layout(tmp_path: Path, public_images: Public
          f"--reactbench-docker-host={public_images.engine.url}",
          f"--reactbench-records={tmp_path / 'records'}", f"--junitxml={xml}", f"--rootdir={tmp_path}",
          str(task)], cwd=tmp_path, capture_output=True, text=True, timeout=1800)
-    verdicts = {props["reactbench.agent"]: props for _, props in junit_testcases(xml)} if xml.exists() else {}
+    verdicts = {r.agent: r for r in junit_results(xml)} if xml.exists() else {}
     assert set(verdicts) == {"oracle", "nop"}, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert verdicts["oracle"]["reactbench.verdict"] == "passed", proc.stdout[-6000:]
-    assert verdicts["nop"]["reactbench.verdict"] == "failed", proc.stdout[-6000:]
-    for props in verdicts.values():
-        assert "(stand-in)" not in props["reactbench.bases"], props["reactbench.bases"]
+    assert verdicts["oracle"].verdict == "passed", proc.stdout[-6000:]
+    assert verdicts["nop"].verdict == "failed", proc.stdout[-6000:]
+    for outcome in verdicts.values():
+        bases = outcome.provenance.bases
+        assert all(base.origin != "stand-in" for base in bases), bases
 
 
 @dataclass
@@ -130,8 +131,8 @@ def public_images(tmp_path_factory: pytest.TempPathFactory, bake_cache: Path,
     made: list[str] = []
     try:
         # As the suite's runs bake them (its cache, CA bundle and download cache): reused.
-        backend = DockerBackend(SandboxOptions(cache=bake_cache, download_cache=bake_cache / "downloads",
-                                               ca_bundle=default_ca_bundle(), images="stand-in"))
+        backend = DockerBackend(environment_sandbox_options(
+            cache=bake_cache, download_cache=bake_cache / "downloads", images="stand-in"))
         try:
             stand_ins = {name: backend.bake(_recipe(recipe), print).ref for name, recipe in PUBLIC.items()}
         finally:

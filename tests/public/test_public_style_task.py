@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reactbench.results.load import junit_testcases
+from pytest_reactbench.results import Gate, TrialResult
+from tests.helpers import junit_results
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "https://github.com/"
@@ -157,7 +158,7 @@ def write_task(root: Path, pinned: str, clone_step: str = PUBLIC_CLONE) -> Path:
 
 
 def run_task(tmp_path: Path, backend: str, clone_step: str = PUBLIC_CLONE,
-             agents: str = "oracle,nop") -> tuple[dict[str, dict[str, str]], str]:
+             agents: str = "oracle,nop") -> tuple[dict[str, TrialResult], str]:
     mirror, pinned = make_mirror(tmp_path)
     task = write_task(tmp_path, pinned, clone_step)
     xml = tmp_path / "r.xml"
@@ -171,28 +172,28 @@ def run_task(tmp_path: Path, backend: str, clone_step: str = PUBLIC_CLONE,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert xml.exists(), proc.stdout + proc.stderr
-    verdicts = {props["reactbench.agent"]: props for _, props in junit_testcases(xml)}
+    verdicts = {r.agent: r for r in junit_results(xml)}
     return verdicts, proc.stdout + proc.stderr
 
 
 @pytest.mark.docker
 def test_public_style_task_on_docker(tmp_path: Path) -> None:
     verdicts, out = run_task(tmp_path, "docker")
-    assert verdicts["oracle"]["reactbench.verdict"] == "passed", out[-6000:]
-    assert verdicts["nop"]["reactbench.verdict"] == "failed", out[-6000:]
-    assert verdicts["nop"]["reactbench.gate.tests"] == "0"
+    assert verdicts["oracle"].verdict == "passed", out[-6000:]
+    assert verdicts["nop"].verdict == "failed", out[-6000:]
+    assert verdicts["nop"].grading.gates.get(Gate.TESTS) is False
 
 
 def test_public_style_task_on_local(tmp_path: Path) -> None:
     verdicts, out = run_task(tmp_path, "local", LOCAL_CLONE)
-    assert verdicts["oracle"]["reactbench.verdict"] == "passed", out[-6000:]
-    assert verdicts["nop"]["reactbench.verdict"] == "failed", out[-6000:]
-    assert verdicts["nop"]["reactbench.gate.tests"] == "0"
+    assert verdicts["oracle"].verdict == "passed", out[-6000:]
+    assert verdicts["nop"].verdict == "failed", out[-6000:]
+    assert verdicts["nop"].grading.gates.get(Gate.TESTS) is False
 
 
 def test_the_public_clone_over_app_points_to_docker_on_local(tmp_path: Path) -> None:
     verdicts, out = run_task(tmp_path, "local", PUBLIC_CLONE, agents="oracle")
-    assert verdicts["oracle"]["reactbench.verdict"] == "error"
+    assert verdicts["oracle"].verdict == "error"
     # The clone is line 4 of both Dockerfiles; the agent's is baked first.
     assert "environment/Dockerfile:4: step failed" in out, out[-4000:]
     assert "cannot be removed; build this task with --reactbench-sandbox=docker" in out

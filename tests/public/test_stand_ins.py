@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from pytest_reactbench.plugin.options import environment_sandbox_options, setting
 from pytest_reactbench.sandbox.base import ImageRecipe, Limits
 from pytest_reactbench.sandbox.docker import DockerBackend
 from pytest_reactbench.sandbox.docker.images import ROOT_IMAGE
 from pytest_reactbench.sandbox.errors import BakeError
-from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle
 from tests.sandbox.helpers import recipe
 
 pytestmark = pytest.mark.docker
@@ -80,8 +79,8 @@ def test_a_registry_without_signatures_is_accepted_only_when_the_user_says_so(
     verifies. With --reactbench-unsigned-registry the bake and the offline sandbox run
     the pnpm they have; without it, on a registry that serves no signatures, the bake
     stops with a hint naming the option."""
-    trusting = DockerBackend(SandboxOptions(cache=docker_backend.options.cache, ca_bundle=default_ca_bundle(),
-                                            unsigned_registry=True))
+    trusting = DockerBackend(environment_sandbox_options(cache=docker_backend.options.cache,
+                                                         unsigned_registry=True))
     try:
         image = trusting.bake(pinned_pnpm_recipe(tmp_path / "trusting", "trusting"), lambda _: None)
         box = trusting.boot(image, network=False, limits=Limits(), labels={})
@@ -92,10 +91,10 @@ def test_a_registry_without_signatures_is_accepted_only_when_the_user_says_so(
             box.close()
     finally:
         trusting.close()
-    strict = DockerBackend(SandboxOptions(cache=docker_backend.options.cache, ca_bundle=default_ca_bundle(),
-                                          unsigned_registry=False))
+    strict = DockerBackend(environment_sandbox_options(cache=docker_backend.options.cache,
+                                                       unsigned_registry=False))
     try:
-        if os.environ.get("REACTBENCH_UNSIGNED_REGISTRY") == "1":  # this machine's registry: no signatures
+        if setting("unsigned_registry"):  # this machine's registry: no signatures
             with pytest.raises(BakeError) as refused:
                 strict.bake(pinned_pnpm_recipe(tmp_path / "strict", "strict"), lambda _: None)
             assert f"Refusing to run pnpm@{PINNED_PNPM}" in str(refused.value), refused.value

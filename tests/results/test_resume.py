@@ -15,8 +15,8 @@ import pytest
 
 from pytest_reactbench.cli import main
 from pytest_reactbench.results import TrialRecord
-from pytest_reactbench.results.load import from_records, junit_testcases
-from tests.helpers import write_task
+from pytest_reactbench.results.load import from_records
+from tests.helpers import junit_results, write_task
 
 
 def solver_failing_on_beta(flag: str, fault: str) -> str:
@@ -85,10 +85,9 @@ def test_resume_runs_only_what_has_no_score(suite: pytest.Pytester) -> None:
     assert sorted(set(after) - set(before)) == [
         "beta__solver__1.1", "delta__solver__1.1", "gamma__nop__1", "gamma__solver__1"]
     # The kept trials' JUnit entries point at their first records.
-    props = {(p["reactbench.task"], p["reactbench.agent"]): p
-             for _, p in junit_testcases(suite.path / "resumed.xml")}
-    assert props["alpha", "nop"]["reactbench.record"] == str(run / "alpha__nop__1")
-    assert props["beta", "solver"]["reactbench.record"] == str(run / "beta__solver__1.1")
+    kept = {(r.task, r.agent): r for r in junit_results(suite.path / "resumed.xml")}
+    assert kept["alpha", "nop"].record == str(run / "alpha__nop__1")
+    assert kept["beta", "solver"].record == str(run / "beta__solver__1.1")
     # One leaderboard for the whole run, from the session and from the records alike.
     report = (run / "report.md").read_text()
     assert "| solver | 100% |" in report and "| 4/4 | 0/4 |" in report

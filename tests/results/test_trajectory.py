@@ -30,13 +30,13 @@ from pytest_reactbench.agents import ToolAgent
 from pytest_reactbench.agents.command import CommandAgent, CommandSpec
 from pytest_reactbench.agents.tools import ToolError, Tools
 from pytest_reactbench.cli import main
+from pytest_reactbench.plugin.options import environment_sandbox_options
 from pytest_reactbench.results import RunRecords, TrialResult, Verdict
 from pytest_reactbench.results.manifest import RunManifest
 from pytest_reactbench.results.trajectory import TRAJECTORY, write_trajectory
 from pytest_reactbench.sandbox.base import Image, Sandbox
 from pytest_reactbench.sandbox.errors import SandboxError
 from pytest_reactbench.sandbox.local import LocalBackend
-from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.tasks import Task, load_task
 from pytest_reactbench.trial import Stages, Trial
 from pytest_reactbench.trial.stages import Role
@@ -214,7 +214,7 @@ def run(tmp_path_factory: pytest.TempPathFactory, bake_cache: Path) -> Iterator[
     that fails, and a trial that ends in an error before its agent acts."""
     root = tmp_path_factory.mktemp("harbor-run")
     task = load_task(write_task(root / "tasks", "alpha"))
-    backend = LocalBackend(SandboxOptions(cache=bake_cache))
+    backend = LocalBackend(environment_sandbox_options(cache=bake_cache))
     records = RunRecords(root / "records", "run-harbor")
     records.write_manifest(RunManifest(run_id="run-harbor", agents=["writer", "echo", "unlucky"], attempts=1))
     results = {}

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
+from pytest_reactbench.plugin.options import environment_sandbox_options
 from pytest_reactbench.sandbox.local import LocalBackend
-from pytest_reactbench.sandbox.options import SandboxOptions
 
 
 @pytest.fixture
 def local_backend(tmp_path: Path) -> LocalBackend:
-    return LocalBackend(SandboxOptions(cache=tmp_path / "cache", image_map={}))
+    return LocalBackend(environment_sandbox_options(cache=tmp_path / "cache", image_map={}))
 
 
 @pytest.fixture

@@ -30,9 +30,9 @@ def recipe(tmp_path: Path, dockerfile: str, files: dict[str, str] | None = None,
 def kill_a_bake_half_way(backend: str, cache: Path, r: ImageRecipe) -> None:
     """Bakes `r` on `backend` in another process, SIGKILLed during its `RUN sleep` step."""
     script = (f"from pathlib import Path\nfrom pytest_reactbench.sandbox.base import ImageRecipe\n"
-              f"from pytest_reactbench.sandbox.options import SandboxOptions\n"
+              f"from pytest_reactbench.plugin.options import environment_sandbox_options\n"
               f"from pytest_reactbench.sandbox.registry import BUILTIN_BACKENDS\n"
-              f"BUILTIN_BACKENDS[{backend!r}](SandboxOptions(cache=Path({str(cache)!r}))).bake("
+              f"BUILTIN_BACKENDS[{backend!r}](environment_sandbox_options(cache=Path({str(cache)!r}))).bake("
               f"ImageRecipe('t', Path({str(r.dockerfile)!r}), Path({str(r.context)!r})), print)\n")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_reactbench.plugin.options import environment_sandbox_options
 from pytest_reactbench.sandbox.errors import BakeError
 from pytest_reactbench.sandbox.local import LocalBackend
-from pytest_reactbench.sandbox.options import SandboxOptions
 from tests.sandbox.helpers import recipe
 
 #: A step slow enough that every other bake is waiting on the lock when it fails.
@@ -27,7 +27,7 @@ def starts(lines: list[str]) -> int:
 
 
 def test_a_failed_bake_is_not_built_again_by_a_thread_waiting_on_it(tmp_path: Path) -> None:
-    backend = LocalBackend(SandboxOptions(cache=tmp_path / "cache", image_map={}))
+    backend = LocalBackend(environment_sandbox_options(cache=tmp_path / "cache", image_map={}))
     r = recipe(tmp_path, FAILING.format(tag=tmp_path.name))
     lines: list[str] = []
     errors: list[str] = []
@@ -53,9 +53,9 @@ from pathlib import Path
 from pytest_reactbench.sandbox.errors import BakeError
 from pytest_reactbench.sandbox.base import ImageRecipe
 from pytest_reactbench.sandbox.local import LocalBackend
-from pytest_reactbench.sandbox.options import SandboxOptions
+from pytest_reactbench.plugin.options import environment_sandbox_options
 cache, session, dockerfile = (Path(a) for a in sys.argv[1:4])
-backend = LocalBackend(SandboxOptions(cache=cache, image_map={}, session_dir=session))
+backend = LocalBackend(environment_sandbox_options(cache=cache, image_map={}, session_dir=session))
 try:
     backend.bake(ImageRecipe("test", dockerfile, dockerfile.parent), lambda line: print(line, flush=True))
 except BakeError as exc:
@@ -89,13 +89,13 @@ def test_a_failed_bake_is_built_once_by_the_processes_of_a_session(tmp_path: Pat
 @pytest.mark.parametrize("scope", ["thread", "process"])
 def test_the_recorded_failure_names_the_first_cause(tmp_path: Path, scope: str) -> None:
     """What a waiting bake raises is the failure itself, not a generic refusal."""
-    backend = LocalBackend(SandboxOptions(cache=tmp_path / "cache", image_map={},
-                                          session_dir=tmp_path / "session"))
+    backend = LocalBackend(environment_sandbox_options(cache=tmp_path / "cache", image_map={},
+                                                       session_dir=tmp_path / "session"))
     r = recipe(tmp_path, "FROM reactbench/system\nRUN echo broken-step && exit 4\n")
     with pytest.raises(BakeError) as first:
         backend.bake(r, lambda _: None)
     other = backend if scope == "thread" else LocalBackend(
-        SandboxOptions(cache=tmp_path / "cache", image_map={}, session_dir=tmp_path / "session"))
+        environment_sandbox_options(cache=tmp_path / "cache", image_map={}, session_dir=tmp_path / "session"))
     lines: list[str] = []
     with pytest.raises(BakeError) as second:
         other.bake(r, lines.append)

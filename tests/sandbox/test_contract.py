@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from pytest_reactbench.plugin.extensions import command_hook, registered
+from pytest_reactbench.plugin.options import environment_sandbox_options
 from pytest_reactbench.sandbox.base import Backend, Capabilities, Image, Layer, Limits, Sandbox
 from pytest_reactbench.sandbox.errors import ArchiveTooLarge, SandboxError
-from pytest_reactbench.sandbox.options import SandboxOptions
 from tests.reliability.faults import pids_with
 from tests.sandbox.escape import attack
 from tests.sandbox.helpers import recipe
@@ -29,7 +29,7 @@ BACKENDS_UNDER_TEST = ["local", pytest.param("docker", marks=pytest.mark.docker)
 def backend(request: pytest.FixtureRequest, bake_cache: Path) -> Iterator[Backend]:
     # Made the way `reactbench images` and the plugin make them: through the hook.
     factories = registered(command_hook(["tests.sandbox.wrapped"])).backends
-    made = factories[request.param](SandboxOptions(cache=bake_cache))
+    made = factories[request.param](environment_sandbox_options(cache=bake_cache))
     yield made
     made.close()
 

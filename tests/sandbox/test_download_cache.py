@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_reactbench.plugin.options import environment_sandbox_options
 from pytest_reactbench.sandbox.base import ImageRecipe, Limits
 from pytest_reactbench.sandbox.downloads import DownloadCache, preferred_port
-from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.registry import BUILTIN_BACKENDS
 from tests.helpers import BACKENDS, LoopbackServer, http_get
 from tests.sandbox.helpers import recipe
@@ -117,8 +117,8 @@ def test_a_missing_package_is_not_kept_and_stale_metadata_beats_a_registry_that_
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_second_bake_of_the_same_packages_downloads_nothing(tmp_path: Path, bake_cache: Path,
                                                                 backend: str) -> None:
-    made = BUILTIN_BACKENDS[backend](SandboxOptions(cache=bake_cache,
-                                                    download_cache=tmp_path / "downloads"))
+    made = BUILTIN_BACKENDS[backend](environment_sandbox_options(cache=bake_cache,
+                                                                 download_cache=tmp_path / "downloads"))
     refs = []
     try:
         lines: list[str] = []
@@ -206,7 +206,7 @@ def test_a_locked_pnpm_install_fetches_tarballs_only_as_the_public_images_do(
     package managers do not: a locked install fetches its tarballs only, and a sandbox
     (a verifier's, offline) runs pnpm the same way."""
     downloads = tmp_path / "downloads"
-    made = BUILTIN_BACKENDS[backend](SandboxOptions(cache=bake_cache, download_cache=downloads))
+    made = BUILTIN_BACKENDS[backend](environment_sandbox_options(cache=bake_cache, download_cache=downloads))
     image = None
     try:
         # The system layer first (on docker its packages are packed through the cache).
@@ -243,7 +243,7 @@ def test_each_byte_is_counted_once_for_the_session_with_bakes_side_by_side(
     monkeypatch.setattr(f"{__name__}.TARBALL", tarball)
 
     def backend() -> LocalBackend:
-        made = LocalBackend(SandboxOptions(cache=tmp_path / "cache", image_map={}))
+        made = LocalBackend(environment_sandbox_options(cache=tmp_path / "cache", image_map={}))
         made.downloads = DownloadCache(tmp_path / "downloads", upstream=upstream.url)
         return made
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from pytest_reactbench.plugin.options import environment_sandbox_options
 from pytest_reactbench.sandbox.base import Limits
 from pytest_reactbench.sandbox.docker import DockerBackend
 from pytest_reactbench.sandbox.egress import EGRESS_PORT
 from pytest_reactbench.sandbox.local import LocalBackend
-from pytest_reactbench.sandbox.options import SandboxOptions
 from tests.sandbox.helpers import recipe
 
 # A request through the proxy named by the sandbox's environment; prints status and body.
@@ -81,7 +81,7 @@ def fetch(box, url: str) -> str:  # type: ignore[no-untyped-def]
 
 def test_local_egress_reaches_only_the_declared_hosts(tmp_path: Path, bake_cache: Path,
                                                       server: int) -> None:
-    backend = LocalBackend(SandboxOptions(cache=bake_cache, image_map={}))
+    backend = LocalBackend(environment_sandbox_options(cache=bake_cache, image_map={}))
     image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
     box = backend.boot(image, network=False, limits=Limits(), labels={}, egress=("127.0.0.1",))
     try:
@@ -107,8 +107,8 @@ def test_local_egress_reaches_only_the_declared_hosts(tmp_path: Path, bake_cache
 @pytest.mark.docker
 def test_docker_egress_reaches_only_the_declared_hosts(tmp_path: Path, bake_cache: Path,
                                                        host_server: int) -> None:
-    backend = DockerBackend(SandboxOptions(cache=bake_cache,
-                                           ca_bundle=Path("/etc/ssl/certs/ca-certificates.crt")))
+    backend = DockerBackend(environment_sandbox_options(cache=bake_cache,
+                                                        ca_bundle=Path("/etc/ssl/certs/ca-certificates.crt")))
     image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=1800), lambda _: None)
     box = backend.boot(image, network=False, limits=Limits(), labels={"task": "egress"},
                        egress=("127.0.0.1",))
@@ -166,8 +166,8 @@ def test_docker_egress_reaches_only_the_declared_hosts(tmp_path: Path, bake_cach
 @pytest.mark.docker
 def test_docker_egress_reaches_a_gateway_on_the_host_loopback_and_only_its_port(
         tmp_path: Path, bake_cache: Path, server: int) -> None:
-    backend = DockerBackend(SandboxOptions(cache=bake_cache,
-                                           ca_bundle=Path("/etc/ssl/certs/ca-certificates.crt")))
+    backend = DockerBackend(environment_sandbox_options(cache=bake_cache,
+                                                        ca_bundle=Path("/etc/ssl/certs/ca-certificates.crt")))
     image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=1800), lambda _: None)
     # `server` listens on this host's 127.0.0.1 only, as a local gateway does.
     # Declared as `localhost`: any loopback name of the port is the same gateway.
@@ -202,7 +202,7 @@ def test_docker_egress_reaches_a_gateway_on_the_host_loopback_and_only_its_port(
 
 def test_local_egress_reaches_a_gateway_on_the_host_loopback_and_only_its_port(
         tmp_path: Path, bake_cache: Path, server: int) -> None:
-    backend = LocalBackend(SandboxOptions(cache=bake_cache, image_map={}))
+    backend = LocalBackend(environment_sandbox_options(cache=bake_cache, image_map={}))
     image = backend.bake(recipe(tmp_path, "FROM reactbench/system\n"), lambda _: None)
     # Declared as `localhost`: any loopback name of the port is the same gateway.
     box = backend.boot(image, network=False, limits=Limits(), labels={}, egress=(f"localhost:{server}",))

@@ -27,7 +27,7 @@ from typing import Any
 import docker
 import pytest
 
-from pytest_reactbench.results.load import junit_testcases
+from pytest_reactbench.results import Gate
 from pytest_reactbench.sandbox.base import Capabilities, Image, ImageRecipe
 from pytest_reactbench.sandbox.docker import wanted as wanted_module
 from pytest_reactbench.sandbox.docker.ledger import Ledger, Room
@@ -35,6 +35,7 @@ from pytest_reactbench.sandbox.docker.pool import EnginePool
 from pytest_reactbench.sandbox.errors import EngineLost, SandboxError
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.prebake import prebake
+from tests.helpers import junit_results
 from tests.sandbox.extra_engines import ExtraEngine, build_tiny_base, extra_engine, tiny_task
 
 MAIN = "unix:///var/run/docker.sock"
@@ -71,9 +72,7 @@ def base_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def _verdicts(xml: Path) -> dict[str, tuple[str, str]]:
-    return {f"{p['reactbench.task']}::{p['reactbench.agent']}": (p["reactbench.verdict"],
-                                                                p.get("reactbench.engine", ""))
-            for _, p in junit_testcases(xml)}
+    return {f"{r.task}::{r.agent}": (r.verdict, r.provenance.engine) for r in junit_results(xml)}
 
 
 def _our_containers(url: str, run_dirs: list[Path]) -> list[str]:
@@ -120,19 +119,19 @@ def test_the_shipped_suite_over_three_engines_has_the_verdicts_of_one(
         cwd=ROOT, capture_output=True, text=True, timeout=1800)
     output = (proc.stdout + proc.stderr)[-4000:]
     assert xml.exists(), output
-    results = {(p["reactbench.task"], p["reactbench.agent"]): p for _, p in junit_testcases(xml)}
+    results = {(r.task, r.agent): r for r in junit_results(xml)}
     shipped = sorted(path.name for path in (ROOT / "tasks").iterdir() if (path / "task.toml").is_file())
     assert set(results) == {(t, a) for t in shipped for a in ("oracle", "nop")}, output
     # The verdicts of one engine (tests/integration/test_shipped_tasks.py): every
     # reference solution scores 1, the untouched repository 0.
     for task in shipped:
-        assert results[(task, "oracle")]["reactbench.verdict"] == "passed", output
-        assert results[(task, "oracle")]["reactbench.gate.react_doctor"] == "1"
-        assert results[(task, "nop")]["reactbench.verdict"] == "failed", output
-        assert results[(task, "nop")]["reactbench.gate.tests"] == "0"
+        assert results[(task, "oracle")].verdict == "passed", output
+        assert results[(task, "oracle")].grading.gates.get(Gate.REACT_DOCTOR) is True
+        assert results[(task, "nop")].verdict == "failed", output
+        assert results[(task, "nop")].grading.gates.get(Gate.TESTS) is False
     assert proc.returncode == 1, output  # the nop items fail, as they must
     # Every engine ran trials, and the run's manifest and records name them.
-    assert {p["reactbench.engine"] for p in results.values()} == set(hosts), output
+    assert {r.provenance.engine for r in results.values()} == set(hosts), output
     run = next(records.iterdir())
     assert json.loads((run / "manifest.json").read_text())["engines"] == hosts
     for status in run.glob("*/status.json"):
@@ -144,12 +143,12 @@ def test_the_shipped_suite_over_three_engines_has_the_verdicts_of_one(
     # (then copied with what was listed by then); not one copy per image.
     copies = re.findall(r"copied (\d+) image\(s\) to (\S+) in", proc.stderr)
     for engine in engines:
-        placed = sum(1 for p in results.values() if p["reactbench.engine"] == engine.url)
+        placed = sum(1 for r in results.values() if r.provenance.engine == engine.url)
         assert 1 <= len([n for n, url in copies if url == engine.url]) <= placed + 1, copies
     held = {engine.url: _image_ids(engine.url) for engine in engines}
     for task in shipped:
         for role in ("agent", "verifier"):
-            digests = {results[(task, agent)][f"reactbench.image.{role}"] for agent in ("oracle", "nop")}
+            digests = {results[(task, agent)].provenance.images[role] for agent in ("oracle", "nop")}
             assert len(digests) == 1, (task, role, digests)
             assert all(digests <= ids for ids in held.values()), (task, role, digests)
     for url in hosts:

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_reactbench.plugin.options import environment_sandbox_options
 from pytest_reactbench.sandbox.docker.image_registry import ImageRegistry, is_missing
-from pytest_reactbench.sandbox.options import SandboxOptions, parse_image_registry
+from pytest_reactbench.sandbox.options import parse_image_registry
 from tests.sandbox.helpers import busybox_image, free_port, loopback_registry, recipe
 
 
@@ -70,7 +71,7 @@ def test_a_fresh_engine_pulls_a_baked_image_instead_of_baking_it(
         prefix = f"127.0.0.1:{port}/shared"
         r = recipe(tmp_path, f"FROM {base}\nRUN echo {uuid.uuid4().hex} > /baked\n", timeout=300)
         first_lines: list[str] = []
-        first = DockerBackend(SandboxOptions(cache=tmp_path / "one", image_registry=prefix))
+        first = DockerBackend(environment_sandbox_options(cache=tmp_path / "one", image_registry=prefix))
         try:
             baked = first.bake(r, first_lines.append)
         finally:
@@ -84,7 +85,7 @@ def test_a_fresh_engine_pulls_a_baked_image_instead_of_baking_it(
         assert docker_client.images.list(name=remote.rsplit(":", 1)[0]) == []  # type: ignore[attr-defined]
 
         lines: list[str] = []
-        second = DockerBackend(SandboxOptions(cache=tmp_path / "two", image_registry=prefix))
+        second = DockerBackend(environment_sandbox_options(cache=tmp_path / "two", image_registry=prefix))
         try:
             pulled = second.bake(r, lines.append)
         finally:
@@ -105,7 +106,7 @@ def test_a_registry_that_is_down_means_baking_with_one_warning(
     from pytest_reactbench.sandbox.docker import DockerBackend
 
     down = f"127.0.0.1:{free_port()}/shared"
-    backend = DockerBackend(SandboxOptions(cache=tmp_path / "cache", image_registry=down))
+    backend = DockerBackend(environment_sandbox_options(cache=tmp_path / "cache", image_registry=down))
     lines: list[str] = []
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -137,7 +138,8 @@ def test_a_bad_registry_option_is_a_usage_error_naming_it(suite: pytest.Pytester
 def test_the_local_backend_notes_once_that_it_does_not_use_the_registry(tmp_path: Path) -> None:
     from pytest_reactbench.sandbox.local import LocalBackend
 
-    backend = LocalBackend(SandboxOptions(cache=tmp_path / "cache", image_registry="127.0.0.1:5000/x"))
+    backend = LocalBackend(environment_sandbox_options(cache=tmp_path / "cache",
+                                                       image_registry="127.0.0.1:5000/x"))
     lines: list[str] = []
     for n in range(2):
         backend.bake(recipe(tmp_path / str(n), f"FROM reactbench/system\nRUN echo {n} > /tmp/n\n"),

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_reactbench.plugin.options import environment_sandbox_options
 from pytest_reactbench.sandbox.base import Limits
 from pytest_reactbench.sandbox.errors import BakeError
 from pytest_reactbench.sandbox.local import LocalBackend
 from pytest_reactbench.sandbox.local import sandbox as local
-from pytest_reactbench.sandbox.options import SandboxOptions
 from tests.sandbox.helpers import assert_tmp_is_usable_scratch, kill_a_bake_half_way, recipe
 
 
@@ -181,13 +181,13 @@ def test_missing_host_tools_are_listed(tmp_path: Path, monkeypatch: pytest.Monke
         (bin_dir / tool).symlink_to(f"/usr/bin/{tool}")
     monkeypatch.setenv("PATH", str(bin_dir))
     with pytest.raises(SandboxError, match=r"missing: bwrap, node, pnpm \(on Debian: apt-get"):
-        LocalBackend(SandboxOptions(cache=tmp_path / "cache", image_map={}))
+        LocalBackend(environment_sandbox_options(cache=tmp_path / "cache", image_map={}))
 
 
 def test_a_bake_killed_half_way_is_never_reused(tmp_path: Path) -> None:
     r = recipe(tmp_path, "FROM reactbench/system\nRUN echo one > /app/one\nRUN sleep 60\n")
     kill_a_bake_half_way("local", tmp_path / "cache", r)
-    local_backend = LocalBackend(SandboxOptions(cache=tmp_path / "cache", image_map={}))
+    local_backend = LocalBackend(environment_sandbox_options(cache=tmp_path / "cache", image_map={}))
     # Only a temporary folder exists: nothing was published under the recipe's key.
     assert list(local_backend.images.glob("*.tmp-*"))
     assert [p for p in local_backend.images.iterdir() if p.is_dir() and ".tmp-" not in p.name] == []

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_reactbench.plugin.options import environment_sandbox_options
 from pytest_reactbench.sandbox.base import Limits
 from pytest_reactbench.sandbox.local import LocalBackend
-from pytest_reactbench.sandbox.options import SandboxOptions
 from tests.sandbox.helpers import busybox_image, recipe
 
 HOUR = 3600.0
@@ -31,8 +31,8 @@ def test_local_prune_keeps_used_images_and_the_layers_under_them(tmp_path: Path)
     parent_dir = tmp_path / "parent"
     parent_dir.mkdir()
     (parent_dir / "Dockerfile").write_text("FROM reactbench/system\nRUN echo parent > /app/p.txt\n")
-    backend = LocalBackend(SandboxOptions(cache=tmp_path / "cache",
-                                          image_map={"example.com/parent": str(parent_dir)}))
+    backend = LocalBackend(environment_sandbox_options(cache=tmp_path / "cache",
+                                                       image_map={"example.com/parent": str(parent_dir)}))
     try:
         # The child's chain holds the parent's layer: the parent stays with it.
         child = backend.bake(recipe(tmp_path / "c", "FROM example.com/parent\nRUN echo child > /app/c.txt\n"),
@@ -71,7 +71,7 @@ def test_docker_prune_removes_only_what_no_run_used(tmp_path: Path) -> None:
         client = engine.client()
         base = f"reactbench-test/prune-base:{uuid.uuid4().hex[:8]}"
         busybox_image(client, tmp_path, "base", base)
-        backend = DockerBackend(SandboxOptions(cache=tmp_path / "cache"), engine.url)
+        backend = DockerBackend(environment_sandbox_options(cache=tmp_path / "cache"), engine.url)
         try:
             stale = backend.bake(recipe(tmp_path / "s", f"FROM {base}\nRUN echo stale > /stale\n",
                                         timeout=300), lambda _: None)

@@ -15,11 +15,12 @@ from pathlib import Path
 import docker
 import pytest
 
+from pytest_reactbench.plugin.options import environment_sandbox_options
 from pytest_reactbench.results import BaseImage
 from pytest_reactbench.sandbox.base import Image, Limits
 from pytest_reactbench.sandbox.docker import DockerBackend
 from pytest_reactbench.sandbox.errors import BakeError
-from pytest_reactbench.sandbox.options import ImagesMode, SandboxOptions
+from pytest_reactbench.sandbox.options import ImagesMode
 from tests.sandbox.helpers import busybox_image, free_port, loopback_registry, recipe
 
 pytestmark = pytest.mark.docker
@@ -70,7 +71,7 @@ def registry(tmp_path_factory: pytest.TempPathFactory,
 def backend_for(cache: Path, reg: Registry, images: ImagesMode) -> DockerBackend:
     stand_in = str(reg.stand_in)
     image_map = {reg.name.rsplit(":", 1)[0]: stand_in, reg.down.rsplit(":", 1)[0]: stand_in}
-    return DockerBackend(SandboxOptions(cache=cache, image_map=image_map, images=images))
+    return DockerBackend(environment_sandbox_options(cache=cache, image_map=image_map, images=images))
 
 
 def bake_and_read(backend: DockerBackend, tmp_path: Path, dockerfile: str, tidy: list[str],
@@ -215,7 +216,8 @@ def test_an_unreachable_public_registry_falls_back_fast(
         tidy: list[str]) -> None:
     # ghcr.io is out of reach from the test machines (and has no such image anyway).
     name = f"ghcr.io/millionco/react-bench-probe-{uuid.uuid4().hex[:8]}"
-    backend = DockerBackend(SandboxOptions(cache=bake_cache, image_map={name: str(registry.stand_in)}))
+    backend = DockerBackend(environment_sandbox_options(cache=bake_cache,
+                                                        image_map={name: str(registry.stand_in)}))
     started = time.monotonic()
     lines: list[str] = []
     try:

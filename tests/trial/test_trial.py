@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from pytest_reactbench.agents import AgentContext, AgentOutcome, NopAgent, OracleAgent
+from pytest_reactbench.plugin.options import environment_sandbox_options
 from pytest_reactbench.results import RunRecords, TrialResult, Verdict
 from pytest_reactbench.results.load import read_record
 from pytest_reactbench.sandbox.base import Capabilities, Image, Sandbox
 from pytest_reactbench.sandbox.errors import BakeError, SandboxError
 from pytest_reactbench.sandbox.local import LocalBackend
-from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.tasks import Task, load_task
 from pytest_reactbench.trial import Stages, Trial, TrialOptions
 from pytest_reactbench.trial.stages import Role
@@ -28,7 +28,7 @@ from tests.helpers import write_task
 
 @pytest.fixture
 def backend(bake_cache: Path) -> Iterator[LocalBackend]:
-    backend = LocalBackend(SandboxOptions(cache=bake_cache))
+    backend = LocalBackend(environment_sandbox_options(cache=bake_cache))
     yield backend
     backend.close()
 
@@ -342,7 +342,7 @@ class VerifierBakeFails(Stages):
 def test_only_a_scored_trial_is_a_formal_result(tmp_path: Path, bake_cache: Path) -> None:
     task = load_task(write_task(tmp_path / "tasks", "alpha"))
     records = RunRecords(tmp_path / "records", "run1")
-    backend = FormalLocal(SandboxOptions(cache=bake_cache))
+    backend = FormalLocal(environment_sandbox_options(cache=bake_cache))
     try:
         scored = Trial(task, OracleAgent(), stages=stages(backend), records=records).run()
         failing = VerifierBakeFails(backend, lambda line: None, {"run": "t", "worker": "c"})
