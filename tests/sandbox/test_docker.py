@@ -14,11 +14,11 @@ from pathlib import Path
 import docker
 import pytest
 
+from pytest_reactbench.plugin.options import environment_sandbox_options
 from pytest_reactbench.sandbox.base import Limits
 from pytest_reactbench.sandbox.docker import LABEL, DockerBackend
 from pytest_reactbench.sandbox.docker.images import pinned_packages
 from pytest_reactbench.sandbox.errors import BakeError, SandboxError
-from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import images_dir
 from tests.sandbox.helpers import assert_tmp_is_usable_scratch, kill_a_bake_half_way, recipe
 
@@ -49,7 +49,7 @@ def test_sessions_with_different_caches_bake_a_recipe_once(
 
     docker_backend.bake(recipe(tmp_path, "FROM reactbench/system\n", timeout=600), lambda _: None)
     text = f"FROM reactbench/system\nRUN echo {uuid.uuid4().hex} > /token && sleep 3\n"
-    others = [DockerBackend(SandboxOptions(cache=tmp_path / f"cache-{i}", ca_bundle=docker_backend.ca_bundle))
+    others = [DockerBackend(environment_sandbox_options(cache=tmp_path / f"cache-{i}"))
               for i in range(2)]
     try:
         with ThreadPoolExecutor(2) as pool:
@@ -70,7 +70,7 @@ def test_a_fresh_bake_cache_finds_the_system_layer_without_its_packages(
     the image without packing a tarball, even with the npm registry out of reach."""
     made = docker_backend.system_layer(lambda _: None, time.monotonic() + 1800, build=True)
     monkeypatch.setenv("npm_config_registry", "http://127.0.0.1:9/")
-    fresh = DockerBackend(SandboxOptions(cache=tmp_path / "fresh", ca_bundle=docker_backend.ca_bundle))
+    fresh = DockerBackend(environment_sandbox_options(cache=tmp_path / "fresh"))
     lines: list[str] = []
     try:
         found = fresh.system_layer(lines.append, time.monotonic() + 60, build=True)
@@ -239,7 +239,7 @@ def sessions_of_a_host_of_their_own(cache: Path, count: int) -> list[DockerBacke
     every sweep on this machine takes its own host's dead runs, so only these sweeps can
     take a dead run of that host, whatever the other test workers are doing."""
     host = f"sweep-{uuid.uuid4().hex[:12]}"
-    return [DockerBackend(SandboxOptions(cache=cache, owner=f"{host}:{pid}"))
+    return [DockerBackend(environment_sandbox_options(cache=cache, owner=f"{host}:{pid}"))
             for pid in (os.getpid(), os.getppid())[:count]]
 
 

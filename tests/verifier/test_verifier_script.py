@@ -123,12 +123,12 @@ def test_the_scan_reads_the_graded_tree_beside_the_tests_never_the_hidden_specs(
 def test_the_room_loads_its_commands_from_a_compile_cache_it_cannot_change(bake_cache: Path) -> None:
     """The bake fills Node's compile cache with what the room's commands load; the
     room's user reads it (a hit per module), owns nothing in it, and cannot write it."""
+    from pytest_reactbench.plugin.options import environment_sandbox_options
     from pytest_reactbench.sandbox.base import ImageRecipe, Limits
     from pytest_reactbench.sandbox.docker import DockerBackend
-    from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle
     from pytest_reactbench.verifier.layer import grader_layer
 
-    backend = DockerBackend(SandboxOptions(cache=bake_cache, ca_bundle=default_ca_bundle()))
+    backend = DockerBackend(environment_sandbox_options(cache=bake_cache))
     tests = ROOT / "tasks" / "counter-reset" / "tests"
     try:
         image = backend.bake(ImageRecipe("counter-reset/tests", tests / "Dockerfile", tests, timeout=1800,
@@ -224,10 +224,10 @@ def test_a_hidden_spec_that_does_not_compile_refuses_its_task_at_the_bake(tmp_pa
     # (On docker: the bake runs the unit command where it fills Node's compile cache.)
     """The base runs the unit command at the verifier's bake: a spec with a syntax error
     (it would fail every submission alike) is a harness error there, named with its line."""
+    from pytest_reactbench.plugin.options import environment_sandbox_options
     from pytest_reactbench.sandbox.base import ImageRecipe
     from pytest_reactbench.sandbox.docker import DockerBackend
     from pytest_reactbench.sandbox.errors import BakeError
-    from pytest_reactbench.sandbox.options import SandboxOptions, default_ca_bundle
     from pytest_reactbench.verifier.layer import grader_layer
 
     tests = tmp_path / "tests"
@@ -237,7 +237,7 @@ def test_a_hidden_spec_that_does_not_compile_refuses_its_task_at_the_bake(tmp_pa
     at = next(n for n, line in enumerate(lines) if "expect(" in line)
     lines[at] = lines[at].replace("expect(", "expect((", 1)
     spec.write_text("".join(lines))
-    backend = DockerBackend(SandboxOptions(cache=bake_cache, ca_bundle=default_ca_bundle()))
+    backend = DockerBackend(environment_sandbox_options(cache=bake_cache))
     try:
         with pytest.raises(BakeError) as refused:
             backend.bake(ImageRecipe("broken-spec/tests", tests / "Dockerfile", tests, timeout=900,
