@@ -34,6 +34,7 @@ from pytest_reactbench.sandbox.mirrors import key_of, relevant
 from pytest_reactbench.sandbox.options import SandboxOptions
 from pytest_reactbench.sandbox.recipes import (
     FromRef,
+    code_key,
     from_refs,
     recipe_key,
 )
@@ -75,8 +76,14 @@ class Pruned:
 class BakingBackend(FromResolution, Backend):
     """A backend whose images are baked from Dockerfiles by the shared template."""
 
-    #: Bumped whenever the backend's way of building changes, so old images are not reused.
-    recipe_version: str
+    #: The modules whose code turns a recipe into an image: their code is in every key
+    #: (`code_key`), so a change of the way of building is never served an old image.
+    build_modules: tuple[str, ...]
+
+    @property
+    def build_logic(self) -> str:
+        return code_key(*self.build_modules)
+
     @property
     def lock_dir(self) -> Path:
         """Where the bake locks are: beside the images the backend keeps in its cache."""
@@ -208,7 +215,7 @@ class BakingBackend(FromResolution, Backend):
         mirrors = relevant(self.options.git_mirrors, recipe.dockerfile, recipe.context)
         key = recipe_key(
             *([key_of(mirrors)] if mirrors else []),
-            self.recipe_version,
+            self.build_logic,
             *(parent.identity for parent in parents),
             recipe.dockerfile.read_text(),
             json.dumps(sorted(recipe.build_args.items())),

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import ast
+import functools
 import hashlib
+import importlib.util
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -108,6 +111,27 @@ def hash_tree(root: Path, digest: hashlib._Hash | None = None, skip: Path | None
                 for chunk in iter(lambda: f.read(1 << 20), b""):
                     h.update(chunk)
     return h.hexdigest()
+
+
+@functools.cache
+def code_key(*modules: str) -> str:
+    """What the named modules' code does, as a hash: their syntax trees with docstrings
+    left out, so a comment or a docstring edited keeps every image baked, and any change
+    of the code that builds rebakes what it built (no version to remember to bump)."""
+    h = hashlib.sha256()
+    for name in modules:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            raise ImportError(f"no module {name} to hash")
+        tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                    and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)):
+                node.body = body[1:] or [ast.Pass()]
+        h.update(name.encode() + b"\0" + ast.dump(tree).encode() + b"\0")
+    return h.hexdigest()[:24]
 
 
 def recipe_key(*parts: str, context: Path | None = None, skip: Path | None = None) -> str:

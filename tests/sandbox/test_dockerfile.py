@@ -110,3 +110,30 @@ def test_a_typo_is_an_unknown_instruction_whatever_the_backend(tmp_path: Path) -
     df.check_instructions(path)
     with pytest.raises(df.DockerfileError, match="ONBUILD is not supported by the local backend"):
         df.parse(path)
+
+
+def test_an_image_key_holds_the_code_that_builds_and_not_its_prose(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backends' keys hash the modules that build (`build_modules`): a change of
+    what that code does rebakes, a comment or a docstring edited does not."""
+    from pytest_reactbench.sandbox.docker import DockerBackend
+    from pytest_reactbench.sandbox.local import LocalBackend
+    from pytest_reactbench.sandbox.recipes import code_key
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = tmp_path / "reactbench_build_probe.py"
+
+    def key_of(source: str) -> str:
+        module.write_text(source)
+        code_key.cache_clear()
+        return code_key("reactbench_build_probe")
+
+    first = key_of('"""Builds."""\ndef step():\n    """Runs."""\n    return "npm ci"  # one\n')
+    assert key_of('"""Builds the image."""\n\n# a comment\ndef step():\n    """Runs it."""\n'
+                  '    return "npm ci"  # two\n') == first
+    assert key_of('"""Builds."""\ndef step():\n    """Runs."""\n    return "npm install"\n') != first
+    with pytest.raises(ImportError, match="no_such_build_module"):
+        code_key("no_such_build_module")
+    # Each backend names modules that exist, and the two ways of building differ.
+    code_key.cache_clear()
+    assert code_key(*DockerBackend.build_modules) != code_key(*LocalBackend.build_modules)

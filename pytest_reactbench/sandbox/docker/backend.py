@@ -65,7 +65,8 @@ def _created(image: Any) -> float:
 
 class DockerBackend(ImageBaking):
     name = "docker"
-    recipe_version = "2"
+    build_modules = ("pytest_reactbench.sandbox.docker.images", "pytest_reactbench.sandbox.docker.mirrors",
+                     "pytest_reactbench.sandbox.recipes")
 
     def __init__(self, options: SandboxOptions, host: str | None = None) -> None:
         docker = docker_sdk()

@@ -46,7 +46,8 @@ from pytest_reactbench.sandbox.relay import loopback_port, loopback_ports, with_
 
 class LocalBackend(LocalImages):
     name = "local"
-    recipe_version = "3"
+    build_modules = ("pytest_reactbench.sandbox.local.images", "pytest_reactbench.sandbox.local.seal",
+                     "pytest_reactbench.sandbox.mirrors", "pytest_reactbench.sandbox.recipes")
     runs_public_images = False
 
     def __init__(self, options: SandboxOptions) -> None:
