@@ -9,10 +9,12 @@ without tools (Aider, and a CLI's side questions), it answers with the files in
 Aider's whole-file format. Every request is kept, for the tests to read.
 
 A script may make the server fail as real gateways do (`Script.fault`): answer 500,
-503 or 429 (with Retry-After), a 200 with an HTML page, or a stream cut after its
-first event; or answer right, slowly ("slow": each response waits before its
-headers and between its stream's events, as a loaded gateway does). A server that is
-not there at all is a port where nothing listens (`free_port`).
+503 or 429 (with Retry-After), a 200 with an HTML page, a stream cut after its first
+event, or refuse the key (401); or answer right, slowly ("slow": each response waits
+before its headers and between its stream's events, as a loaded gateway does). A fault
+may also be the script's for the requests that carry a marker only (`Script.faults`),
+so that one server plays a different gateway to each task of a session. A server that
+is not there at all is a port where nothing listens (`free_port`).
 """
 
 from __future__ import annotations
@@ -39,15 +41,22 @@ class Script:
     #: The key the server accepts; any other is refused with 401.
     key: str = "sk-reactbench-test"
     final: str = "Done: the change is made."
-    #: How every model request fails ("" for not at all): "500", "503", "429", "html", "cut";
-    #: or "slow" (the right answer, `SLOW_SECONDS` late and as slow between events).
+    #: How every model request fails ("" for not at all): "500", "503", "429", "html", "cut",
+    #: "401" (the key refused); or "slow" (the right answer, `SLOW_SECONDS` late and as
+    #: slow between events).
     fault: str = ""
+    #: A marker (a word of a task's instruction) -> the fault of the requests that carry
+    #: it, in place of `fault`; the first marker found in a request wins.
+    faults: dict[str, str] = field(default_factory=dict)
 
     def files_for(self, request: str) -> dict[str, str]:
         for marker, files in self.answers.items():
             if marker in request:
                 return files
         return {}
+
+    def fault_for(self, request: str) -> str:
+        return next((fault for marker, fault in self.faults.items() if marker in request), self.fault)
 
     @staticmethod
     def command(files: dict[str, str]) -> str:
@@ -70,6 +79,8 @@ class Seen:
     path: str
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
+    #: The fault the server played on it ("" for none).
+    fault: str = ""
 
 
 def _shell_arguments(tool: Mapping[str, Any], command: str) -> dict[str, Any]:
@@ -112,6 +123,7 @@ class ModelServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             files: dict[str, str]
+            fault: str
 
             def log_message(self, format: str, *args: Any) -> None:
                 return None
@@ -142,17 +154,19 @@ class ModelServer:
                        "count_tokens" if path.endswith("/count_tokens") else
                        "responses" if path.endswith("/responses") else
                        "chat" if path.endswith("/chat/completions") else "other")
+                text = raw.decode("utf-8", "replace")
+                self.fault = server.script.fault_for(text)
                 with server._lock:
-                    server.requests.append(Seen(api, path, body, headers))
-                self.files = server.script.files_for(raw.decode("utf-8", "replace"))
+                    server.requests.append(Seen(api, path, body, headers, self.fault))
+                self.files = server.script.files_for(text)
                 key = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
-                if key != server.script.key:
+                if key != server.script.key or self.fault == "401":
                     self._refuse(api)
                     return
-                if server.script.fault == "slow":
+                if self.fault == "slow":
                     time.sleep(SLOW_SECONDS)
-                elif server.script.fault and api in ("messages", "responses", "chat"):
-                    self._fail(server.script.fault)
+                elif self.fault and api in ("messages", "responses", "chat"):
+                    self._fail(self.fault)
                     return
                 if api == "messages":
                     self._messages(body)
@@ -182,7 +196,7 @@ class ModelServer:
                 self.send_header("Connection", "close")
                 self.end_headers()
                 for at, (name, data) in enumerate(events):
-                    if at and server.script.fault == "slow":
+                    if at and self.fault == "slow":
                         time.sleep(SLOW_SECONDS / 4)
                     text = data if isinstance(data, str) else json.dumps(data)
                     chunk = (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
