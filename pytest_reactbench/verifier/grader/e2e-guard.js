@@ -591,12 +591,18 @@ async function mountedComponents(cdp) {
     // where each was written (a hook's file) and what it was made in.
     let effect = props.get("updateQueue")?.objectId
       ? (await ownProperties(cdp, props.get("updateQueue").objectId)).props.get("lastEffect") : null;
+    /** @type {Set<string>} */
+    const seen = new Set();
     for (let n = 0; effect?.objectId && n < MAX_EFFECTS; n++) {
       const fields = (await ownProperties(cdp, effect.objectId)).props;
       const create = fields.get("create");
       if (create?.objectId) {
         const made = await madeIn(cdp, create.objectId);
-        if (made.location?.scriptId) owners.push({ location: made.location, names: made.names });
+        const at = made.location && `${made.location.scriptId}:${made.location.lineNumber}:${made.location.columnNumber}`;
+        // Round the ring once.
+        if (!at || seen.has(at)) break;
+        seen.add(at);
+        owners.push({ location: made.location, names: made.names });
       }
       effect = fields.get("next");
     }
@@ -682,7 +688,8 @@ async function watchLeaks(page, buildDir) {
     }
     await cdp.send("Runtime.releaseObjectGroup", { objectGroup: GROUP }).catch(() => {});
     await cdp.send("Debugger.disable").catch(() => {});
-    return { watching: true, leaks: leaks.slice(0, MAX_LEAKS), mounted, ms: Date.now() - started };
+    const once = (/** @type {any[]} */ list) => [...new Map(list.map((x) => [JSON.stringify(x), x])).values()];
+    return { watching: true, leaks: once(leaks).slice(0, MAX_LEAKS), mounted: once(mounted), ms: Date.now() - started };
   } catch (error) {
     if (page.isClosed()) return { watching: true, closed: true, leaks: [], mounted: [] };
     return { watching: false, problem: String(/** @type {Error} */ (error)?.message ?? error).split("\n")[0],

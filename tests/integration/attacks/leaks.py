@@ -160,7 +160,49 @@ ATTACKS: dict[str, str] = {
             """)),
 }
 
+# Seen only in the end-to-end run: a Ticker the counter mounts while it counts, which
+# starts an interval and a resize listener only in a real browser (not under jsdom, so
+# the unit specs and their watch see nothing) and cleans up neither. The e2e spec's
+# Reset unmounts it; what it started keeps running in the page.
+E2E_TICKER = """
+    import { useEffect, useState } from "react";
+
+    export default function Ticker(_: { count: number }) {
+      const [ticks, setTicks] = useState(0);
+      useEffect(() => {
+        if (navigator.userAgent.includes("jsdom")) return;
+        window.setInterval(() => setTicks((t) => t + 1), 1000);
+        window.addEventListener.bind(window)("resize", () => setTicks(window.innerWidth));
+      }, []);
+      return <span hidden>{ticks}</span>;
+    }
+    """
+ATTACKS["leak-e2e-interval-after-unmount"] = ticker(E2E_TICKER).replace(
+    "<Ticker count={{count}} />".replace("{{", "{").replace("}}", "}"),
+    "{{count > 0 \&\& <Ticker count={{count}} />}}".replace("{{", "{").replace("}}", "}"))
+E2E_ATTACKS = ("leak-e2e-interval-after-unmount",)
+
 CONTROLS: dict[str, str] = {
+    # Mounted to the end of the e2e test, in a real browser only: an interval and a
+    # resize listener live as the test ends, cleaned up on unmount.
+    "leak-control-e2e-still-mounted": ticker("""
+        import { useEffect, useState } from "react";
+
+        export default function Ticker(_: { count: number }) {
+          const [ticks, setTicks] = useState(0);
+          useEffect(() => {
+            if (navigator.userAgent.includes("jsdom")) return;
+            const id = window.setInterval(() => setTicks((t) => t + 1), 300);
+            const onResize = () => setTicks(window.innerWidth);
+            window.addEventListener("resize", onResize);
+            return () => {
+              window.clearInterval(id);
+              window.removeEventListener("resize", onResize);
+            };
+          }, []);
+          return <span hidden>{ticks}</span>;
+        }
+        """),
     # An interval and a resize listener, both cleaned up on unmount.
     "leak-control-cleaned-up": ticker("""
         import { useEffect, useState } from "react";
@@ -208,6 +250,11 @@ def check(verdicts: dict[str, dict[str, str]],
         found = [(f["rule"], f["file"]) for f in grade_json(props)["react_doctor"]["new"]]
         rule = "reactbench/leaked-listener" if "listener" in name else "reactbench/leaked-timer"
         assert (rule, "src/Ticker.tsx") in found, (name, found)
+    for name in E2E_ATTACKS:
+        # Seen by the e2e watch alone: both the interval and the listener, as e2e findings.
+        new = grade_json(verdicts[name])["react_doctor"]["new"]
+        e2e = {(f["rule"], f["file"]) for f in new if f["title"].endswith("(e2e)")}
+        assert e2e == {(rule, "src/Ticker.tsx") for rule in LEAK_RULES}, new
     for name in CONTROLS:
         props = verdicts[name]
         assert props["reactbench.verdict"] == "passed", (name, props.get("reactbench.message"))
