@@ -548,9 +548,10 @@ async function madeIn(cdp, objectId) {
  * root container among the body's child elements, as data through the protocol (a
  * getter the page defines is never called).
  * @param {any} cdp
+ * @param {{ roots: number, fibers: number, components: number }} counts  what was read, for the record
  * @returns {Promise<{ location: { scriptId: string, lineNumber: number, columnNumber: number }, names: string[] }[]>}
  */
-async function mountedComponents(cdp) {
+async function mountedComponents(cdp, counts) {
   const { root } = await cdp.send("DOM.getDocument", { depth: 3 });
   const html = (root.children ?? []).find((/** @type {any} */ n) => n.nodeName === "HTML");
   const body = (html?.children ?? []).find((/** @type {any} */ n) => n.nodeName === "BODY");
@@ -562,11 +563,17 @@ async function mountedComponents(cdp) {
     if (!object?.objectId) continue;
     const { props } = await ownProperties(cdp, object.objectId);
     const key = reactContainerKey([...props.keys()]);
-    const fiber = key && props.get(key)?.objectId;
-    if (fiber) fibers.push(fiber);
+    const first = key && props.get(key)?.objectId;
+    if (!first) continue;
+    // The fiber on the container is the root's first; its tree now is the root's
+    // `current` (its stateNode's), the one after the last commit.
+    const root = (await ownProperties(cdp, first)).props.get("stateNode")?.objectId;
+    const current = root && (await ownProperties(cdp, root)).props.get("current")?.objectId;
+    if (current) fibers.push(current);
   }
   /** @type {{ location: any, names: string[] }[]} */
   const owners = [];
+  counts.roots = fibers.length;
   let read = 0;
   while (fibers.length && read++ < MAX_FIBERS) {
     const id = /** @type {string} */ (fibers.pop());
@@ -586,6 +593,7 @@ async function mountedComponents(cdp) {
     const location = own.internal.get("[[FunctionLocation]]")?.value;
     if (!location?.scriptId) continue;
     const names = [String(own.props.get("name")?.value ?? ""), ...CLASS_METHODS];
+    counts.components++;
     owners.push({ location, names: [...new Set(names.filter(Boolean))] });
     // The effects of a function component (updateQueue.lastEffect, a ring by `next`):
     // where each was written (a hook's file) and what it was made in.
@@ -607,6 +615,7 @@ async function mountedComponents(cdp) {
       effect = fields.get("next");
     }
   }
+  counts.fibers = read;
   return owners;
 }
 
@@ -682,14 +691,16 @@ async function watchLeaks(page, buildDir) {
     }
     /** @type {{ file: string, names: string[] }[]} */
     const mounted = [];
-    for (const { location, names } of await mountedComponents(cdp)) {
+    const counts = { roots: 0, fibers: 0, components: 0 };
+    for (const { location, names } of await mountedComponents(cdp, counts)) {
       const source = at(location);
       if (source) mounted.push({ file: source, names });
     }
     await cdp.send("Runtime.releaseObjectGroup", { objectGroup: GROUP }).catch(() => {});
     await cdp.send("Debugger.disable").catch(() => {});
     const once = (/** @type {any[]} */ list) => [...new Map(list.map((x) => [JSON.stringify(x), x])).values()];
-    return { watching: true, leaks: once(leaks).slice(0, MAX_LEAKS), mounted: once(mounted), ms: Date.now() - started };
+    return { watching: true, leaks: once(leaks).slice(0, MAX_LEAKS), mounted: once(mounted), read: counts,
+      ms: Date.now() - started };
   } catch (error) {
     if (page.isClosed()) return { watching: true, closed: true, leaks: [], mounted: [] };
     return { watching: false, problem: String(/** @type {Error} */ (error)?.message ?? error).split("\n")[0],
