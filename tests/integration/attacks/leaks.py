@@ -178,8 +178,7 @@ E2E_TICKER = """
     }
     """
 ATTACKS["leak-e2e-interval-after-unmount"] = ticker(E2E_TICKER).replace(
-    "<Ticker count={{count}} />".replace("{{", "{").replace("}}", "}"),
-    "{{count > 0 \&\& <Ticker count={{count}} />}}".replace("{{", "{").replace("}}", "}"))
+    "<Ticker count={count} />", r"{count > 0 \&\& <Ticker count={count} />}")
 E2E_ATTACKS = ("leak-e2e-interval-after-unmount",)
 
 CONTROLS: dict[str, str] = {
