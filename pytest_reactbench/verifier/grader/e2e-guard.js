@@ -463,8 +463,6 @@ const TIMER_WINDOW_MS = 1200;
 const MAX_FIBERS = 3000;
 const MAX_LEAKS = 200;
 const MAX_EFFECTS = 16;
-// What a class component's own timers and listeners are made in.
-const CLASS_METHODS = ["componentDidMount", "componentDidUpdate", "constructor"];
 const GROUP = "reactbench-leak-watch";
 
 /**
@@ -542,7 +540,7 @@ async function madeIn(cdp, objectId) {
 
 /**
  * The code of the React components still mounted in the page: each component's
- * function with its name (and a class's methods that start things), and each of its
+ * function with its name, and each of its
  * effects' functions (a hook's, perhaps in a file of its own) with the names of the
  * functions it was made in. Read from the fiber tree of each
  * root container among the body's child elements, as data through the protocol (a
@@ -592,7 +590,9 @@ async function mountedComponents(cdp, counts) {
     const own = await ownProperties(cdp, type.objectId);
     const location = own.internal.get("[[FunctionLocation]]")?.value;
     if (!location?.scriptId) continue;
-    const names = [String(own.props.get("name")?.value ?? ""), ...CLASS_METHODS];
+    // Its name (a class's methods are not names of its own: what they start is known
+    // by the class's file).
+    const names = [String(own.props.get("name")?.value ?? "")];
     counts.components++;
     owners.push({ location, names: [...new Set(names.filter(Boolean))] });
     // The effects of a function component (updateQueue.lastEffect, a ring by `next`):
@@ -645,9 +645,14 @@ async function watchLeaks(page, buildDir) {
       const event = String(e.data?.eventName ?? "");
       if (frame?.location && /^instrumentation:set(Interval|Timeout)\.callback$/.test(event)) {
         const closures = (frame.scopeChain ?? []).filter((/** @type {any} */ s) => s.type === "closure");
+        // A callback run on an object of its own (a class component's arrow that keeps
+        // only `this`) was made in that object's method: Chromium runs a timer's
+        // callback on the window otherwise.
+        const receiver = frame.this?.type === "object" && frame.this.className !== "Window" ? 1 : 0;
         fired.push({
           location: frame.location, kind: event.includes("Interval") ? "an interval" : "a timeout",
-          closures: closures.length, owners: closures.map((/** @type {any} */ s) => s.name).filter(Boolean),
+          closures: closures.length + receiver,
+          owners: closures.map((/** @type {any} */ s) => s.name).filter(Boolean),
         });
       }
       cdp.send("Debugger.resume").catch(() => {});
