@@ -18,6 +18,8 @@
 // Written into the app beside our Playwright config by specs.mjs (writeE2eConfig), with
 // USER_BROWSER (user-browser.js) defined first.
 import { expect as baseExpect, test as baseTest } from "@playwright/test";
+import nodeFs from "node:fs";
+import nodePath from "node:path";
 import zlib from "node:zlib";
 
 export * from "@playwright/test";
@@ -437,6 +439,284 @@ function guardActions(page) {
   }
 }
 
+
+// ---- The leak watch: what the app left live, asked of the browser ----
+//
+// When a test ends (its page still open), the page's timers and the listeners on its
+// window and document are asked of the browser through the DevTools protocol, never of
+// page JavaScript: the listeners by DOMDebugger.getEventListeners on the main world's
+// window (an unforgeable name) and document (the DOM domain's node), the timers by the
+// callbacks Chromium runs in a short window (instrumentation breakpoints on
+// `setInterval.callback` and `setTimeout.callback`: each pause names the callback's
+// script and place, and is resumed at once). Each is named by its source file through
+// the build's hidden source maps (e2e-leaks.mjs), beside the files of the React
+// components still mounted (the fiber tree, read as data through the protocol). The
+// report is the test's annotation `reactbench-leaks`, judged by the grader
+// (leaks.mjs): a live timer or listener whose file is a changed one of the
+// submission's, with no component of that file still mounted, is a leak.
+
+/* global decodeMappings, originalFile, reactContainerKey, E2E_BUILD */
+
+// How long the timers' callbacks are watched: an interval up to this period is seen.
+const TIMER_WINDOW_MS = 1200;
+// Fibers read at most, and leaks reported at most.
+const MAX_FIBERS = 3000;
+const MAX_LEAKS = 200;
+const MAX_EFFECTS = 16;
+// The time the watch adds to a test's timeout.
+const WATCH_BUDGET_MS = 30_000;
+const GROUP = "reactbench-leak-watch";
+
+/**
+ * @param {string} buildDir
+ * @returns {(scriptUrl: string, line: number, column: number) => string | null}
+ */
+function sourceFiles(buildDir) {
+  /** @type {Map<string, { map: any, dir: string, decoded: number[][][] } | null>} */
+  const maps = new Map();
+  return (scriptUrl, line, column) => {
+    let pathname;
+    try {
+      pathname = decodeURIComponent(new URL(scriptUrl).pathname);
+    } catch {
+      return null;
+    }
+    const file = nodePath.join(buildDir, nodePath.normalize(pathname).replace(/^(\.\.[/\\])+/, ""));
+    if (!maps.has(file)) {
+      try {
+        const map = JSON.parse(nodeFs.readFileSync(`${file}.map`, "utf8"));
+        maps.set(file, { map, dir: nodePath.dirname(file), decoded: decodeMappings(map.mappings ?? "") });
+      } catch {
+        maps.set(file, null);
+      }
+    }
+    const entry = maps.get(file);
+    if (!entry) return null;
+    return originalFile(entry.map, entry.dir, line, column, nodePath.resolve, entry.decoded);
+  };
+}
+
+/**
+ * The own properties of a remote object, by name (values as the protocol gives them).
+ * @param {any} cdp
+ * @param {string} objectId
+ * @returns {Promise<{ props: Map<string, any>, internal: Map<string, any> }>}
+ */
+async function ownProperties(cdp, objectId) {
+  const { result, internalProperties } = await cdp.send("Runtime.getProperties",
+    { objectId, ownProperties: true, generatePreview: false });
+  /** @type {Map<string, any>} */
+  const props = new Map();
+  for (const p of result ?? []) if ("value" in p) props.set(p.name, p.value);
+  /** @type {Map<string, any>} */
+  const internal = new Map();
+  for (const p of internalProperties ?? []) internal.set(p.name, p.value);
+  return { props, internal };
+}
+
+/**
+ * What a function was made in: the names of the closures its code sees (its
+ * [[Scopes]], "Closure (name)"; an anonymous one counts, unnamed), and where it is.
+ * @param {any} cdp
+ * @param {string} objectId  the function
+ * @returns {Promise<{ closures: number, names: string[], location: any }>}
+ */
+async function madeIn(cdp, objectId) {
+  const { internal } = await ownProperties(cdp, objectId);
+  /** @type {string[]} */
+  const names = [];
+  let closures = 0;
+  const scopes = internal.get("[[Scopes]]")?.objectId;
+  if (scopes) {
+    const { result } = await cdp.send("Runtime.getProperties", { objectId: scopes, ownProperties: true });
+    for (const scope of result ?? []) {
+      const description = String(scope.value?.description ?? "");
+      if (!/^Closure\b/.test(description)) continue;
+      closures++;
+      const name = /^Closure \((.+)\)$/.exec(description)?.[1];
+      if (name) names.push(name);
+    }
+  }
+  return { closures, names, location: internal.get("[[FunctionLocation]]")?.value ?? null };
+}
+
+/**
+ * The code of the React components still mounted in the page: each component's
+ * function with its name, and each of its
+ * effects' functions (a hook's, perhaps in a file of its own) with the names of the
+ * functions it was made in. Read from the fiber tree of each
+ * root container among the body's child elements, as data through the protocol (a
+ * getter the page defines is never called).
+ * @param {any} cdp
+ * @param {{ roots: number, fibers: number, components: number }} counts  what was read, for the record
+ * @returns {Promise<{ location: { scriptId: string, lineNumber: number, columnNumber: number }, names: string[] }[]>}
+ */
+async function mountedComponents(cdp, counts) {
+  const { root } = await cdp.send("DOM.getDocument", { depth: 3 });
+  const html = (root.children ?? []).find((/** @type {any} */ n) => n.nodeName === "HTML");
+  const body = (html?.children ?? []).find((/** @type {any} */ n) => n.nodeName === "BODY");
+  /** @type {string[]} */
+  const fibers = [];
+  // React roots are rendered into the body's elements (the scaffold's #root).
+  for (const node of (body?.children ?? []).filter((/** @type {any} */ n) => n.nodeType === 1).slice(0, 50)) {
+    const { object } = await cdp.send("DOM.resolveNode", { backendNodeId: node.backendNodeId, objectGroup: GROUP });
+    if (!object?.objectId) continue;
+    const { props } = await ownProperties(cdp, object.objectId);
+    const key = reactContainerKey([...props.keys()]);
+    const first = key && props.get(key)?.objectId;
+    if (!first) continue;
+    // The fiber on the container is the root's first; its tree now is the root's
+    // `current` (its stateNode's), the one after the last commit.
+    const root = (await ownProperties(cdp, first)).props.get("stateNode")?.objectId;
+    const current = root && (await ownProperties(cdp, root)).props.get("current")?.objectId;
+    if (current) fibers.push(current);
+  }
+  /** @type {{ location: any, names: string[] }[]} */
+  const owners = [];
+  counts.roots = fibers.length;
+  let read = 0;
+  while (fibers.length && read++ < MAX_FIBERS) {
+    const id = /** @type {string} */ (fibers.pop());
+    const { props } = await ownProperties(cdp, id);
+    for (const next of ["child", "sibling"]) {
+      const value = props.get(next);
+      if (value?.objectId) fibers.push(value.objectId);
+    }
+    // A function component, a class, or memo/forwardRef around one.
+    let type = props.get("type");
+    for (let depth = 0; type?.objectId && type.type === "object" && depth < 3; depth++) {
+      const inner = (await ownProperties(cdp, type.objectId)).props;
+      type = inner.get("type") ?? inner.get("render");
+    }
+    if (type?.type !== "function" || !type.objectId) continue;
+    const own = await ownProperties(cdp, type.objectId);
+    const location = own.internal.get("[[FunctionLocation]]")?.value;
+    if (!location?.scriptId) continue;
+    // Its name (a class's methods are not names of its own: what they start is known
+    // by the class's file).
+    const names = [String(own.props.get("name")?.value ?? "")];
+    counts.components++;
+    owners.push({ location, names: [...new Set(names.filter(Boolean))] });
+    // The effects of a function component (updateQueue.lastEffect, a ring by `next`):
+    // where each was written (a hook's file) and what it was made in.
+    let effect = props.get("updateQueue")?.objectId
+      ? (await ownProperties(cdp, props.get("updateQueue").objectId)).props.get("lastEffect") : null;
+    /** @type {Set<string>} */
+    const seen = new Set();
+    for (let n = 0; effect?.objectId && n < MAX_EFFECTS; n++) {
+      const fields = (await ownProperties(cdp, effect.objectId)).props;
+      const create = fields.get("create");
+      if (create?.objectId) {
+        const made = await madeIn(cdp, create.objectId);
+        const at = made.location && `${made.location.scriptId}:${made.location.lineNumber}:${made.location.columnNumber}`;
+        // Round the ring once.
+        if (!at || seen.has(at)) break;
+        seen.add(at);
+        owners.push({ location: made.location, names: made.names });
+      }
+      effect = fields.get("next");
+    }
+  }
+  counts.fibers = read;
+  return owners;
+}
+
+/**
+ * What the app left live as the test ends: each timer whose callback ran in the window
+ * and each listener on the window and the document, with the source file of its code
+ * and the closures it was made in (how many, and their names); and the code still
+ * mounted: each mounted component's and effect's file, with the names it owns.
+ * @param {any} page
+ * @param {string} buildDir
+ * @returns {Promise<{ watching: boolean, closed?: boolean, problem?: string, ms?: number,
+ *   leaks: { kind: "timer" | "listener", what: string, files: string[], closures: number, owners: string[] }[],
+ *   mounted: { file: string, names: string[] }[] }>}
+ */
+async function watchLeaks(page, buildDir) {
+  if (page.isClosed()) return { watching: true, closed: true, leaks: [], mounted: [] };
+  const started = Date.now();
+  const cdp = await page.context().newCDPSession(page);
+  try {
+    /** @type {Map<string, string>} */
+    const scripts = new Map();
+    cdp.on("Debugger.scriptParsed", (/** @type {any} */ e) => scripts.set(e.scriptId, e.url));
+    /** @type {{ location: any, kind: string, closures: number, owners: string[] }[]} */
+    const fired = [];
+    cdp.on("Debugger.paused", (/** @type {any} */ e) => {
+      const frame = e.callFrames?.[0];
+      const event = String(e.data?.eventName ?? "");
+      if (frame?.location && /^instrumentation:set(Interval|Timeout)\.callback$/.test(event)) {
+        const closures = (frame.scopeChain ?? []).filter((/** @type {any} */ s) => s.type === "closure");
+        // A callback run on an object of its own (a class component's arrow that keeps
+        // only `this`) was made in that object's method: Chromium runs a timer's
+        // callback on the window otherwise.
+        const receiver = frame.this?.type === "object" && frame.this.className !== "Window" ? 1 : 0;
+        fired.push({
+          location: frame.location, kind: event.includes("Interval") ? "an interval" : "a timeout",
+          closures: closures.length + receiver,
+          owners: closures.map((/** @type {any} */ s) => s.name).filter(Boolean),
+        });
+      }
+      cdp.send("Debugger.resume").catch(() => {});
+    });
+    await cdp.send("Debugger.enable");
+    await cdp.send("DOM.enable");
+    const file = sourceFiles(buildDir);
+    const at = (/** @type {any} */ l) => file(scripts.get(l.scriptId) ?? "", l.lineNumber, l.columnNumber);
+    /** @type {{ kind: "timer" | "listener", what: string, files: string[], closures: number, owners: string[] }[]} */
+    const leaks = [];
+    // The timers: those whose callbacks run in the window.
+    for (const eventName of ["setInterval.callback", "setTimeout.callback"]) {
+      await cdp.send("EventBreakpoints.setInstrumentationBreakpoint", { eventName });
+    }
+    await new Promise((resolve) => setTimeout(resolve, TIMER_WINDOW_MS));
+    for (const eventName of ["setInterval.callback", "setTimeout.callback"]) {
+      await cdp.send("EventBreakpoints.removeInstrumentationBreakpoint", { eventName });
+    }
+    for (const f of fired) {
+      const source = at(f.location);
+      if (source) {
+        leaks.push({ kind: "timer", what: `${f.kind} still running`, files: [source], closures: f.closures,
+          owners: f.owners });
+      }
+    }
+    // The listeners: window by its unforgeable name, document as the DOM domain's node
+    // (in an object group, so that each listener's handler comes with it).
+    const { result: win } = await cdp.send("Runtime.evaluate", { expression: "window", objectGroup: GROUP });
+    const { root } = await cdp.send("DOM.getDocument", { depth: 0 });
+    const { object: doc } = await cdp.send("DOM.resolveNode", { nodeId: root.nodeId, objectGroup: GROUP });
+    for (const [target, object] of [["window", win], ["document", doc]]) {
+      if (!object?.objectId) throw new Error(`no ${target} object`);
+      const { listeners } = await cdp.send("DOMDebugger.getEventListeners", { objectId: object.objectId, depth: 0 });
+      for (const l of (listeners ?? []).slice(0, MAX_LEAKS)) {
+        const source = at(l);
+        if (!source) continue;
+        const made = l.handler?.objectId ? await madeIn(cdp, l.handler.objectId) : { closures: 0, names: [] };
+        leaks.push({ kind: "listener", what: `a "${l.type}" listener on the ${target}`, files: [source],
+          closures: made.closures, owners: made.names });
+      }
+    }
+    /** @type {{ file: string, names: string[] }[]} */
+    const mounted = [];
+    const counts = { roots: 0, fibers: 0, components: 0 };
+    for (const { location, names } of await mountedComponents(cdp, counts)) {
+      const source = at(location);
+      if (source) mounted.push({ file: source, names });
+    }
+    await cdp.send("Runtime.releaseObjectGroup", { objectGroup: GROUP }).catch(() => {});
+    await cdp.send("Debugger.disable").catch(() => {});
+    const once = (/** @type {any[]} */ list) => [...new Map(list.map((x) => [JSON.stringify(x), x])).values()];
+    return { watching: true, leaks: once(leaks).slice(0, MAX_LEAKS), mounted: once(mounted), read: counts,
+      ms: Date.now() - started };
+  } catch (error) {
+    if (page.isClosed()) return { watching: true, closed: true, leaks: [], mounted: [] };
+    return { watching: false, problem: String(/** @type {Error} */ (error)?.message ?? error).split("\n")[0],
+      leaks: [], mounted: [] };
+  } finally {
+    cdp.detach().catch(() => {});
+  }
+}
+
 export const test = baseTest.extend({
   browser: [async ({ browser }, use, workerInfo) => {
     disguiseBrowser(browser, profileOf(workerInfo));
@@ -450,6 +730,12 @@ export const test = baseTest.extend({
     await session(page, profileOf(testInfo));
     guardActions(page);
     await use(page);
+    // What the app left live as the test ends, for the grader's leak judgement: its
+    // own time, not the test's (a test near its timeout is not failed by the watch).
+    if (testInfo.timeout > 0) testInfo.setTimeout(testInfo.timeout + WATCH_BUDGET_MS);
+    const buildDir = nodePath.resolve(nodePath.dirname(testInfo.config.configFile ?? "."), E2E_BUILD);
+    const report = await watchLeaks(page, buildDir);
+    testInfo.annotations.push({ type: "reactbench-leaks", description: JSON.stringify(report) });
   },
 });
 

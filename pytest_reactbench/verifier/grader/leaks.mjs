@@ -53,8 +53,152 @@ const MAX_REPORTS = 500;
  * @property {Map<string, number>} ran
  */
 
+/**
+ * What the e2e guard reported as one e2e test ended (e2e-guard.js: watchLeaks), under
+ * one browser profile: what was live, by source file, and the files of the components
+ * still mounted.
+ * @typedef {object} E2eLeakReport
+ * @property {string} test  the test's key (spec file relative to /app, titles) and project
+ * @property {boolean} watching
+ * @property {string} [problem]
+ * @property {{ kind: string, what: string, files: string[], closures?: number, owners?: string[] }[]} leaks
+ *   what was live, with the file of its code and the closures it was made in
+ * @property {{ file: string, names: string[] }[]} mounted  the code still mounted: each
+ *   mounted component's and effect's file (absolute) and the names it owns
+ */
+
+/**
+ * What the e2e step left for the leak judgement: each test run (one a profile) with
+ * the guard's report, or null where it left none.
+ * @typedef {object} E2eLeakWatch
+ * @property {{ test: string, spec: string, report: E2eLeakReport | null }[]} runs
+ */
+
 /** @type {LeakWatch} */
 let watched = { installed: false, reports: [], ran: new Map() };
+/** @type {E2eLeakWatch} */
+let e2eWatched = { runs: [] };
+
+export const E2E_LEAKS_ANNOTATION = "reactbench-leaks";
+
+/**
+ * The e2e guard's leak reports in Playwright's JSON report: one per test run that ran
+ * (skipped runs have none), null where the guard left none.
+ * @param {any} report  Playwright's JSON report
+ * @param {string} [app]
+ * @returns {E2eLeakWatch}
+ */
+export function e2eLeakRuns(report, app = APP) {
+  /** @type {E2eLeakWatch["runs"]} */
+  const runs = [];
+  const root = report?.config?.rootDir ?? app;
+  /**
+   * @param {any} suite
+   * @param {string[]} trail
+   */
+  const visit = (suite, trail) => {
+    for (const spec of suite.specs ?? []) {
+      const file = path.relative(app, path.resolve(root, String(spec.file ?? suite.file ?? "")));
+      for (const test of spec.tests ?? []) {
+        for (const result of test.results ?? []) {
+          if (result.status === "skipped") continue;
+          const notes = [...(result.annotations ?? []), ...(test.annotations ?? [])]
+            .filter((a) => a?.type === E2E_LEAKS_ANNOTATION);
+          /** @type {E2eLeakReport | null} */
+          let parsed = null;
+          try {
+            const got = notes.length ? JSON.parse(String(notes.at(-1).description)) : null;
+            if (got && typeof got.watching === "boolean" && Array.isArray(got.leaks)) {
+              parsed = { ...got, mounted: Array.isArray(got.mounted) ? got.mounted : [] };
+            }
+          } catch {}
+          runs.push({ test: [file, ...trail, spec.title, String(test.projectName ?? "")].join(" > "), spec: file,
+            report: parsed });
+        }
+      }
+    }
+    for (const child of suite.suites ?? []) visit(child, [...trail, child.title]);
+  };
+  for (const suite of report?.suites ?? []) visit(suite, []);
+  return { runs };
+}
+
+/**
+ * Kept after the e2e step (with our config and guard: the annotations are the guard's).
+ * @param {any} report  Playwright's JSON report
+ */
+export function collectE2eLeaks(report) {
+  e2eWatched = e2eLeakRuns(report);
+}
+
+/** What collectE2eLeaks kept (and a fresh start for the next grading). */
+export function takeE2eLeaks() {
+  const taken = e2eWatched;
+  e2eWatched = { runs: [] };
+  return taken;
+}
+
+/**
+ * The e2e leak findings: a timer or listener live as an e2e test ended whose code is
+ * in a changed code file and was made inside a function (a closure: an effect's or a
+ * component's callback), when no code of that file is still mounted and none of the
+ * functions it was made in is a mounted component's or effect's (a component on screen
+ * may keep its own timers and listeners); and a test run the guard could not watch.
+ * @param {E2eLeakWatch} watch
+ * @param {string[]} changed  relative to `app`
+ * @param {string} [app]
+ * @returns {Finding[]}
+ */
+export function e2eLeakFindings(watch, changed, app = APP) {
+  const own = new Set(changed.filter(
+    (file) => CODE_EXTENSIONS.has(path.extname(file).toLowerCase()) && !SPEC_PATH.test(file)));
+  /** @type {Map<string, { rule: string, file: string, what: Set<string>, tests: Set<string> }>} */
+  const found = new Map();
+  /** @type {Map<string, string>} */
+  const silent = new Map();
+  for (const { test, spec, report } of watch.runs) {
+    // No report: the test had no page of the guard's (a spec that opens its own
+    // browser); what the guard's pages report is what is judged.
+    if (!report) continue;
+    if (!report.watching) {
+      if (!silent.has(spec)) silent.set(spec, `could not watch ${test} (${report.problem ?? "no reason"})`);
+      continue;
+    }
+    const mountedFiles = new Set(report.mounted.map((m) => path.relative(app, String(m?.file))));
+    const mountedNames = new Set(report.mounted.flatMap((m) => Array.isArray(m?.names) ? m.names.map(String) : []));
+    for (const leak of report.leaks) {
+      // Code made at the top of a module belongs to no component: not judged here.
+      if (!(Number(leak?.closures) > 0)) continue;
+      if ((Array.isArray(leak.owners) ? leak.owners : []).some((name) => mountedNames.has(String(name)))) continue;
+      const files = Array.isArray(leak.files) ? leak.files.map((f) => path.relative(app, String(f))) : [];
+      const file = files.find((f) => own.has(f) && !mountedFiles.has(f));
+      if (!file) continue;
+      const rule = leak.kind === "listener" ? LEAKED_LISTENER_RULE : LEAKED_TIMER_RULE;
+      const key = `${rule}\u0000${file}`;
+      const entry = found.get(key) ?? { rule, file, what: new Set(), tests: new Set() };
+      entry.what.add(String(leak.what ?? leak.kind));
+      entry.tests.add(test);
+      found.set(key, entry);
+    }
+  }
+  /** @type {Finding[]} */
+  const findings = [...found.values()].map(({ rule, file, what, tests }) => ({
+    rule, file, line: null,
+    title: rule === LEAKED_LISTENER_RULE ? "event listener left on after unmount (e2e)"
+      : "timer left running after unmount (e2e)",
+    message: `${[...what].join(", ")}, from ${file}, with no code of ${file} still mounted, as the e2e ` +
+      `test ${[...tests][0]} ended in the production build: clean it up when the component unmounts`,
+    category: "Correctness", count: `0 -> ${what.size}`,
+  }));
+  for (const [spec, why] of silent) {
+    findings.push({
+      rule: LEAK_WATCH_RULE, file: spec, line: null, title: "the e2e leak watch was silenced",
+      message: `the grader's e2e leak watch ${why}: no leak can be told from a watch that did not see the page`,
+      category: "Correctness", count: "0 -> 1",
+    });
+  }
+  return findings;
+}
 
 /**
  * The spec files of a step's results that ran tests, with how many (file-level errors

@@ -152,7 +152,8 @@ export default {
   }))),
   webServer: base.webServer && {
     ...base.webServer,
-    command: \`pnpm exec vite build --logLevel warn --outDir ${E2E_OUT} \` +
+    // Hidden source maps: the leak watch names a script's place by its source file.
+    command: \`pnpm exec vite build --logLevel warn --sourcemap hidden --outDir ${E2E_OUT} \` +
       \`&& pnpm exec vite preview --outDir ${E2E_OUT} --port \${port} --strictPort\`,
     url,
     // Ready as soon as the server says so: Playwright's polling of the url alone
@@ -164,8 +165,11 @@ export default {
   fs.writeFileSync(path.join(app, E2E_CONFIG), source, { mode: 0o644 });
   const guard = fs.readFileSync(path.join(VERIFIER_DIR, "e2e-guard.js"), "utf8");
   const userBrowser = fs.readFileSync(path.join(VERIFIER_DIR, "user-browser.js"), "utf8").trim();
-  fs.writeFileSync(path.join(app, E2E_GUARD), `const USER_BROWSER = ${JSON.stringify(userBrowser)};\n${guard}`,
-    { mode: 0o644 });
+  // The leak watch's source-map reading, its exports made plain declarations.
+  const leaks = fs.readFileSync(path.join(VERIFIER_DIR, "e2e-leaks.mjs"), "utf8").replace(/^export /gm, "");
+  fs.writeFileSync(path.join(app, E2E_GUARD),
+    `const USER_BROWSER = ${JSON.stringify(userBrowser)};\nconst E2E_BUILD = ${JSON.stringify(E2E_OUT)};\n` +
+    `${guard}\n${leaks}`, { mode: 0o644 });
 }
 
 // Files of the e2e folder that may import Playwright.

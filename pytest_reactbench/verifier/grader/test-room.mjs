@@ -14,7 +14,7 @@ import {
   KEY_FD, SEAL_GID, canariesExplainExit, installReporter, judgeCanaries, plantCanaries, readRunReport,
 } from "./canaries.mjs";
 import { SubmissionFailure } from "./errors.mjs";
-import { collectLeaks } from "./leaks.mjs";
+import { collectE2eLeaks, collectLeaks } from "./leaks.mjs";
 import { exitCode, run } from "./process.mjs";
 import { judgeTests, playwrightResults, readReport, specResults, vitestResults } from "./reports.mjs";
 import {
@@ -637,6 +637,7 @@ export async function testGate(config, setPhase) {
         // Its first line here (the failure screen shows this log's tail); the names in test.log.
         console.log(`${note.trim().split("\n")[0]} Their names are in test.log.`);
       }
+      if (step.name === "e2e") collectE2eLeaks(e2eReport);
       if (step.name === "unit") collectLeaks(canaries.length > 0, ran, undefined, undefined, undefined, signedRun);
       const explained = canaries.length > 0 &&
         canariesExplainExit(result.code, canaries, signedRun, ran);

@@ -160,7 +160,71 @@ ATTACKS: dict[str, str] = {
             """)),
 }
 
+# Seen only in the end-to-end run: a Ticker the counter mounts while it counts, which
+# starts an interval and a resize listener only in a real browser (not under jsdom, so
+# the unit specs and their watch see nothing) and cleans up neither. The e2e spec's
+# Reset unmounts it; what it started keeps running in the page.
+E2E_TICKER = """
+    import { useEffect, useState } from "react";
+
+    export default function Ticker(_: { count: number }) {
+      const [ticks, setTicks] = useState(0);
+      useEffect(() => {
+        if (navigator.userAgent.includes("jsdom")) return;
+        window.setInterval(() => setTicks((t) => t + 1), 1000);
+        window.addEventListener.bind(window)("resize", () => setTicks(window.innerWidth));
+      }, []);
+      return <span hidden>{ticks}</span>;
+    }
+    """
+ATTACKS["leak-e2e-interval-after-unmount"] = ticker(E2E_TICKER).replace(
+    "<Ticker count={count} />", r"{count > 0 \&\& <Ticker count={count} />}")
+# An interval of a class component: componentDidMount, and no componentWillUnmount (its
+# callback keeps only `this`: the watch knows it by the component it runs on).
+ATTACKS["leak-e2e-class-component-after-unmount"] = ticker("""
+    import { Component } from "react";
+
+    export default class Ticker extends Component<{ count: number }, { ticks: number }> {
+      state = { ticks: 0 };
+
+      componentDidMount() {
+        if (navigator.userAgent.includes("jsdom")) return;
+        window.setInterval(() => this.setState(({ ticks }) => ({ ticks: ticks + 1 })), 1000);
+      }
+
+      render() {
+        return <span hidden>{this.state.ticks}</span>;
+      }
+    }
+    """).replace("<Ticker count={count} />", r"{count > 0 \&\& <Ticker count={count} />}")
+# What the e2e watch alone must find in each.
+E2E_ATTACKS = {
+    "leak-e2e-interval-after-unmount": {("reactbench/leaked-timer", "src/Ticker.tsx"),
+                                        ("reactbench/leaked-listener", "src/Ticker.tsx")},
+    "leak-e2e-class-component-after-unmount": {("reactbench/leaked-timer", "src/Ticker.tsx")},
+}
+
 CONTROLS: dict[str, str] = {
+    # Mounted to the end of the e2e test, in a real browser only: an interval and a
+    # resize listener live as the test ends, cleaned up on unmount.
+    "leak-control-e2e-still-mounted": ticker("""
+        import { useEffect, useState } from "react";
+
+        export default function Ticker(_: { count: number }) {
+          const [ticks, setTicks] = useState(0);
+          useEffect(() => {
+            if (navigator.userAgent.includes("jsdom")) return;
+            const id = window.setInterval(() => setTicks((t) => t + 1), 300);
+            const onResize = () => setTicks(window.innerWidth);
+            window.addEventListener("resize", onResize);
+            return () => {
+              window.clearInterval(id);
+              window.removeEventListener("resize", onResize);
+            };
+          }, []);
+          return <span hidden>{ticks}</span>;
+        }
+        """),
     # An interval and a resize listener, both cleaned up on unmount.
     "leak-control-cleaned-up": ticker("""
         import { useEffect, useState } from "react";
@@ -208,6 +272,11 @@ def check(verdicts: dict[str, dict[str, str]],
         found = [(f["rule"], f["file"]) for f in grade_json(props)["react_doctor"]["new"]]
         rule = "reactbench/leaked-listener" if "listener" in name else "reactbench/leaked-timer"
         assert (rule, "src/Ticker.tsx") in found, (name, found)
+    for name, expected in E2E_ATTACKS.items():
+        # Seen by the e2e watch alone: every finding is an e2e one.
+        new = grade_json(verdicts[name])["react_doctor"]["new"]
+        assert {(f["rule"], f["file"]) for f in new} == expected, new
+        assert all(f["title"].endswith("(e2e)") for f in new), new
     for name in CONTROLS:
         props = verdicts[name]
         assert props["reactbench.verdict"] == "passed", (name, props.get("reactbench.message"))

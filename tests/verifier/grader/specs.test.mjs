@@ -45,7 +45,7 @@ describe("writeE2eConfig", () => {
       assert.ok(source.includes("wait: { stdout: /Local:\\s+https?:\\/\\// }"));
       assert.ok(source.includes('ignoreDefaultArgs: ["--enable-automation"]'));
       // The build goes where the preview serves from, with the page script put first.
-      assert.ok(source.includes("vite build --logLevel warn --outDir dist \` +"));
+      assert.ok(source.includes("vite build --logLevel warn --sourcemap hidden --outDir dist \` +"));
       assert.ok(source.includes("vite preview --outDir dist --port ${port} --strictPort"));
       assert.ok(source.includes('"--enable-unsafe-swiftshader"'));
     } finally {
