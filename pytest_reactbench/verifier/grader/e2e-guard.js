@@ -466,6 +466,17 @@ const MAX_EFFECTS = 16;
 // The time the watch adds to a test's timeout.
 const WATCH_BUDGET_MS = 30_000;
 const GROUP = "reactbench-leak-watch";
+// The submission's changed code files, from the grader (absolute; null: not told). A
+// timer is judged only where its file has nothing mounted: when every one of them still
+// has, no timer can be a leak, and the window is not waited for.
+const CHANGED_CODE = (() => {
+  try {
+    const changed = JSON.parse(process.env.REACTBENCH_E2E_CHANGED ?? "null");
+    return Array.isArray(changed) ? changed.map(String) : null;
+  } catch {
+    return null;
+  }
+})();
 
 /**
  * @param {string} buildDir
@@ -628,7 +639,7 @@ async function mountedComponents(cdp, counts) {
  * mounted: each mounted component's and effect's file, with the names it owns.
  * @param {any} page
  * @param {string} buildDir
- * @returns {Promise<{ watching: boolean, closed?: boolean, problem?: string, ms?: number,
+ * @returns {Promise<{ watching: boolean, closed?: boolean, problem?: string, ms?: number, timers_watched?: boolean,
  *   leaks: { kind: "timer" | "listener", what: string, files: string[], closures: number, owners: string[] }[],
  *   mounted: { file: string, names: string[] }[] }>}
  */
@@ -665,21 +676,6 @@ async function watchLeaks(page, buildDir) {
     const at = (/** @type {any} */ l) => file(scripts.get(l.scriptId) ?? "", l.lineNumber, l.columnNumber);
     /** @type {{ kind: "timer" | "listener", what: string, files: string[], closures: number, owners: string[] }[]} */
     const leaks = [];
-    // The timers: those whose callbacks run in the window.
-    for (const eventName of ["setInterval.callback", "setTimeout.callback"]) {
-      await cdp.send("EventBreakpoints.setInstrumentationBreakpoint", { eventName });
-    }
-    await new Promise((resolve) => setTimeout(resolve, TIMER_WINDOW_MS));
-    for (const eventName of ["setInterval.callback", "setTimeout.callback"]) {
-      await cdp.send("EventBreakpoints.removeInstrumentationBreakpoint", { eventName });
-    }
-    for (const f of fired) {
-      const source = at(f.location);
-      if (source) {
-        leaks.push({ kind: "timer", what: `${f.kind} still running`, files: [source], closures: f.closures,
-          owners: f.owners });
-      }
-    }
     // The listeners: window by its unforgeable name, document as the DOM domain's node
     // (in an object group, so that each listener's handler comes with it).
     const { result: win } = await cdp.send("Runtime.evaluate", { expression: "window", objectGroup: GROUP });
@@ -703,11 +699,26 @@ async function watchLeaks(page, buildDir) {
       const source = at(location);
       if (source) mounted.push({ file: source, names });
     }
+    // The timers: those whose callbacks run in the window, where one could be a leak.
+    const timers = ["setInterval.callback", "setTimeout.callback"];
+    const unmounted = CHANGED_CODE === null || CHANGED_CODE.some((f) => !mounted.some((m) => m.file === f));
+    if (unmounted) {
+      for (const eventName of timers) await cdp.send("EventBreakpoints.setInstrumentationBreakpoint", { eventName });
+      await new Promise((resolve) => setTimeout(resolve, TIMER_WINDOW_MS));
+      for (const eventName of timers) await cdp.send("EventBreakpoints.removeInstrumentationBreakpoint", { eventName });
+    }
+    for (const f of fired) {
+      const source = at(f.location);
+      if (source) {
+        leaks.push({ kind: "timer", what: `${f.kind} still running`, files: [source], closures: f.closures,
+          owners: f.owners });
+      }
+    }
     await cdp.send("Runtime.releaseObjectGroup", { objectGroup: GROUP }).catch(() => {});
     await cdp.send("Debugger.disable").catch(() => {});
     const once = (/** @type {any[]} */ list) => [...new Map(list.map((x) => [JSON.stringify(x), x])).values()];
     return { watching: true, leaks: once(leaks).slice(0, MAX_LEAKS), mounted: once(mounted), read: counts,
-      ms: Date.now() - started };
+      timers_watched: unmounted, ms: Date.now() - started };
   } catch (error) {
     if (page.isClosed()) return { watching: true, closed: true, leaks: [], mounted: [] };
     return { watching: false, problem: String(/** @type {Error} */ (error)?.message ?? error).split("\n")[0],

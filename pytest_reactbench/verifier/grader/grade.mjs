@@ -175,7 +175,7 @@ export async function grade() {
     setPhase("tests");
     lockDown();
     const testStarted = performance.now();
-    state.tests = await testGate(config, setPhase);
+    state.tests = await testGate(config, setPhase, submission.changed);
     timings.test_command = (performance.now() - testStarted) / 1000;
     if (alongside) {
       setPhase("scan");

@@ -139,6 +139,14 @@ export function takeE2eLeaks() {
 }
 
 /**
+ * The changed files a leak can be the submission's: its code, not the hidden tests'.
+ * @param {string[]} changed  relative to the app
+ * @returns {string[]}
+ */
+export const ownCode = (changed) => changed.filter(
+  (file) => CODE_EXTENSIONS.has(path.extname(file).toLowerCase()) && !SPEC_PATH.test(file));
+
+/**
  * The e2e leak findings: a timer or listener live as an e2e test ended whose code is
  * in a changed code file and was made inside a function (a closure: an effect's or a
  * component's callback), when no code of that file is still mounted and none of the
@@ -150,8 +158,7 @@ export function takeE2eLeaks() {
  * @returns {Finding[]}
  */
 export function e2eLeakFindings(watch, changed, app = APP) {
-  const own = new Set(changed.filter(
-    (file) => CODE_EXTENSIONS.has(path.extname(file).toLowerCase()) && !SPEC_PATH.test(file)));
+  const own = new Set(ownCode(changed));
   /** @type {Map<string, { rule: string, file: string, what: Set<string>, tests: Set<string> }>} */
   const found = new Map();
   /** @type {Map<string, string>} */
@@ -303,8 +310,7 @@ export function takeLeaks() {
  */
 export function leakFindings(watch, changed, app = APP) {
   if (!watch.installed) return [];
-  const own = new Set(changed.filter(
-    (file) => CODE_EXTENSIONS.has(path.extname(file).toLowerCase()) && !SPEC_PATH.test(file)));
+  const own = new Set(ownCode(changed));
   /** @type {Map<string, { rule: string, file: string, what: string[] }>} */
   const found = new Map();
   for (const report of watch.reports) {

@@ -14,7 +14,7 @@ import {
   KEY_FD, SEAL_GID, canariesExplainExit, installReporter, judgeCanaries, plantCanaries, readRunReport,
 } from "./canaries.mjs";
 import { SubmissionFailure } from "./errors.mjs";
-import { collectE2eLeaks, collectLeaks } from "./leaks.mjs";
+import { collectE2eLeaks, collectLeaks, ownCode } from "./leaks.mjs";
 import { exitCode, run } from "./process.mjs";
 import { judgeTests, playwrightResults, readReport, specResults, vitestResults } from "./reports.mjs";
 import {
@@ -542,9 +542,10 @@ export const stepBudget = (total, elapsed) => Math.max(1, total - elapsed);
  * The test gate: each step of the plan in a room of its own, its reports judged.
  * @param {Config} config
  * @param {(phase: string) => void} setPhase
+ * @param {string[]} [changed]  the submission's changed files, relative to the app
  * @returns {Promise<TestVerdict>}
  */
-export async function testGate(config, setPhase) {
+export async function testGate(config, setPhase, changed = []) {
   const started = performance.now();
   const plan = testPlan(config, fs.readdirSync(path.join(TESTS, "specs")));
   const { total, steps } = plan;
@@ -596,6 +597,8 @@ export async function testGate(config, setPhase) {
           REACTBENCH_E2E_PORT: e2ePort(),
           REACTBENCH_E2E_OUTPUT: path.join(ROOM, "e2e-output", "results"),
           REACTBENCH_E2E_USER_AGENT: userAgent(),
+          // The leak watch's timer window is needed only where one of them has nothing mounted.
+          REACTBENCH_E2E_CHANGED: JSON.stringify(ownCode(changed).map((file) => path.join(APP, file))),
         };
       }
       const result = await runInRoom(cmd, { cwd: plan.cwd, budget: remaining(), env, sealed: reporter !== null,
