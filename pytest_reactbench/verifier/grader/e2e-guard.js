@@ -640,7 +640,8 @@ async function mountedComponents(cdp, counts) {
  * @param {any} page
  * @param {string} buildDir
  * @returns {Promise<{ watching: boolean, closed?: boolean, problem?: string, ms?: number, timers_watched?: boolean,
- *   leaks: { kind: "timer" | "listener", what: string, files: string[], closures: number, owners: string[] }[],
+ *   leaks: { kind: "timer" | "listener", what: string, files: string[], closures: number, owners: string[],
+ *     repeating?: boolean }[],
  *   mounted: { file: string, names: string[] }[] }>}
  */
 async function watchLeaks(page, buildDir) {
@@ -674,7 +675,8 @@ async function watchLeaks(page, buildDir) {
     await cdp.send("DOM.enable");
     const file = sourceFiles(buildDir);
     const at = (/** @type {any} */ l) => file(scripts.get(l.scriptId) ?? "", l.lineNumber, l.columnNumber);
-    /** @type {{ kind: "timer" | "listener", what: string, files: string[], closures: number, owners: string[] }[]} */
+    /** @type {{ kind: "timer" | "listener", what: string, files: string[], closures: number, owners: string[],
+     *   repeating?: boolean }[]} */
     const leaks = [];
     // The listeners: window by its unforgeable name, document as the DOM domain's node
     // (in an object group, so that each listener's handler comes with it).
@@ -707,11 +709,21 @@ async function watchLeaks(page, buildDir) {
       await new Promise((resolve) => setTimeout(resolve, TIMER_WINDOW_MS));
       for (const eventName of timers) await cdp.send("EventBreakpoints.removeInstrumentationBreakpoint", { eventName });
     }
+    // Each callback once, with how often it ran: a timeout that ran once (a debounce, a
+    // delayed save) ran out, where an interval, or a timeout that armed itself again, runs on.
+    /** @type {Map<string, { f: typeof fired[number], times: number }>} */
+    const callbacks = new Map();
     for (const f of fired) {
+      const key = `${f.kind} ${f.location.scriptId}:${f.location.lineNumber}:${f.location.columnNumber}`;
+      const seen = callbacks.get(key) ?? { f, times: 0 };
+      seen.times += 1;
+      callbacks.set(key, seen);
+    }
+    for (const { f, times } of callbacks.values()) {
       const source = at(f.location);
       if (source) {
         leaks.push({ kind: "timer", what: `${f.kind} still running`, files: [source], closures: f.closures,
-          owners: f.owners });
+          owners: f.owners, repeating: f.kind === "an interval" || times > 1 });
       }
     }
     await cdp.send("Runtime.releaseObjectGroup", { objectGroup: GROUP }).catch(() => {});

@@ -61,8 +61,9 @@ const MAX_REPORTS = 500;
  * @property {string} test  the test's key (spec file relative to /app, titles) and project
  * @property {boolean} watching
  * @property {string} [problem]
- * @property {{ kind: string, what: string, files: string[], closures?: number, owners?: string[] }[]} leaks
- *   what was live, with the file of its code and the closures it was made in
+ * @property {{ kind: string, what: string, files: string[], closures?: number, owners?: string[],
+ *   repeating?: boolean }[]} leaks  what was live, with the file of its code, the closures it was made
+ *   in and, for a timer, whether it runs on (an interval, or a timeout that ran twice in the window)
  * @property {{ file: string, names: string[] }[]} mounted  the code still mounted: each
  *   mounted component's and effect's file (absolute) and the names it owns
  */
@@ -176,6 +177,9 @@ export function e2eLeakFindings(watch, changed, app = APP) {
     for (const leak of report.leaks) {
       // Code made at the top of a module belongs to no component: not judged here.
       if (!(Number(leak?.closures) > 0)) continue;
+      // A timeout that ran once in the window ran out (a debounce, a delayed save): only
+      // what runs on (an interval, a timeout that arms itself again) is left running.
+      if (leak.kind === "timer" && leak.repeating === false) continue;
       if ((Array.isArray(leak.owners) ? leak.owners : []).some((name) => mountedNames.has(String(name)))) continue;
       const files = Array.isArray(leak.files) ? leak.files.map((f) => path.relative(app, String(f))) : [];
       const file = files.find((f) => own.has(f) && !mountedFiles.has(f));

@@ -127,6 +127,13 @@ describe("e2eLeakFindings", () => {
     assert.match(String(found[0]?.message), /no code of src\/Ticker.tsx still mounted.*e2e\/counter.spec.ts/);
   });
 
+  test("a timeout that ran once ran out; one that armed itself again runs on", () => {
+    const once = interval({ what: "a timeout still running", repeating: false });
+    assert.deepEqual(e2eLeakFindings(runs([once]), CHANGED, APP), []);
+    const again = interval({ what: "a timeout still running", repeating: true });
+    assert.deepEqual(rules(e2eLeakFindings(runs([again]), CHANGED, APP)), [[LEAKED_TIMER_RULE, "src/Ticker.tsx"]]);
+  });
+
   test("what a mounted component keeps is no leak: by its file, or by the function it was made in", () => {
     const ticker = { file: `${APP}/src/Ticker.tsx`, names: ["r"] };
     assert.deepEqual(e2eLeakFindings(runs([interval(), listener()], [COUNTER, ticker]), CHANGED, APP), []);
