@@ -32,6 +32,20 @@ def wait_for(predicate, timeout: float = 120.0) -> None:  # type: ignore[no-unty
     raise AssertionError("timed out waiting")
 
 
+def interrupt(proc: subprocess.Popen[str], within: float) -> str:
+    """Ctrl-C to the session, and its output once it has ended (within `within` s). One
+    that does not end is killed, so that it leaves nothing in the bake cache other tests
+    share, and the failure shows what it was doing."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        output, _ = proc.communicate(timeout=within)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        output, _ = proc.communicate()
+        pytest.fail(f"the session had not ended {within:g} s after Ctrl-C; what it said:\n{output[-4000:]}")
+    return output
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_ctrl_c_mid_trial_leaves_nothing(tmp_path: Path, bake_cache: Path, backend: str) -> None:
     seconds = HANG_SECONDS[backend]
@@ -45,10 +59,12 @@ def test_ctrl_c_mid_trial_leaves_nothing(tmp_path: Path, bake_cache: Path, backe
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     events = tmp_path / "records"
-    wait_for(lambda: any("agent-start" in p.read_text() for p in events.glob("*/*/events.jsonl")))
-    time.sleep(1.0)
-    proc.send_signal(signal.SIGINT)
-    output, _ = proc.communicate(timeout=120)
+    try:
+        wait_for(lambda: any("agent-start" in p.read_text() for p in events.glob("*/*/events.jsonl")))
+        time.sleep(1.0)
+        output = interrupt(proc, 120)
+    finally:
+        proc.kill()
     assert proc.returncode == 2, output  # pytest's "interrupted"
     (status_file,) = events.glob("*/hangs__oracle__1/status.json")
     status = json.loads(status_file.read_text())
@@ -86,10 +102,7 @@ def test_ctrl_c_mid_bake_stops_the_session_and_the_build(tmp_path: Path, bake_ca
     )
     try:
         wait_for(lambda: bool(building()), timeout=600)
-        interrupted = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=60)
-        assert time.monotonic() - interrupted < 60
+        output = interrupt(proc, 60)
         assert proc.returncode == 2, output  # pytest's "interrupted"
         wait_for(lambda: not building(), timeout=60)
     finally:

@@ -170,15 +170,21 @@ def check(verdicts: dict[str, dict[str, str]], grade_json: Callable[[dict[str, s
     # A hook registered from the submission's module is refused, and said.
     assert any("a afterEach hook registered from /app/src/forge.ts" in t
                for t in tampered("flips-real-failures-only")), verdicts["flips-real-failures-only"]
+    def refused(name: str, finding: str) -> None:
+        """The guard refused it and said so, on the tests it ran in. Whether a planted
+        test is among them (reported as tampering) depends on where the planted tests
+        fall, before or after the first render."""
+        props = verdicts[name]
+        assert props["reactbench.gate.tests"] == "0", (name, props.get("reactbench.message"))
+        tests = grade_json(props)["tests"]
+        said = [spec["message"] for spec in tests["specs"]] + tests["tampered"]
+        assert any(f"test framework state changed: {finding}" in m for m in said), (name, tests)
+
     # Marked passed in the tests that rendered the counter: the handler is refused (and a
     # planted test renders the counter too, which it would have marked passed).
-    assert any("an onFinished handler registered from /app/src/forge.ts" in t
-               for t in tampered("flips-where-it-rendered")), verdicts["flips-where-it-rendered"]
+    refused("flips-where-it-rendered", "an onFinished handler registered from /app/src/forge.ts")
     # A hook pushed onto a `describe` block's own list, outside the test API, is found.
-    describe_block = verdicts["flips-from-the-describe-block"]
-    assert describe_block["reactbench.gate.tests"] == "0", describe_block
-    assert any("test framework state changed: a afterEach hook added to a suite's hooks outside the test API"
-               in spec["message"] for spec in grade_json(describe_block)["tests"]["specs"]), describe_block
+    refused("flips-from-the-describe-block", "a afterEach hook added to a suite's hooks outside the test API")
     # Matchers changed before the spec ran are found.
     assert any("changed before the spec ran: " in t and "toBeDisabled" in t
                for t in tampered("stubs-the-specs-matchers")), verdicts["stubs-the-specs-matchers"]
