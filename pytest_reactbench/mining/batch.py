@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pytest_reactbench.controls import stop_controls
 from pytest_reactbench.mining.changes import MiningError, check_repository, git, resolve
-from pytest_reactbench.mining.mine import mine, slug
+from pytest_reactbench.mining.mine import mine, publish_task, slug
 from pytest_reactbench.mining.refusals import Reason
 from pytest_reactbench.mining.request import Request
 
@@ -88,6 +88,16 @@ def mine_many(template: Request, commits: Sequence[str], out: Path, *, jobs: int
     changes = [Mined(c, git(repo, "log", "-1", "--format=%s", c).decode().strip()) for c in ids]
     lock = threading.Lock()
     done = 0
+    # Once the batch is interrupted, a change still under way (its thread runs on while
+    # the process exits) publishes nothing: the check and the publishing hold one lock.
+    stopping = threading.Event()
+    publishing = threading.Lock()
+
+    def publish(draft: Path, target: Path) -> None:
+        with publishing:
+            if stopping.is_set():
+                raise MiningError("the batch was interrupted before this change's task was published")
+            publish_task(draft, target)
     width = len(str(len(changes)))
 
     def say(line: str) -> None:
@@ -113,7 +123,7 @@ def mine_many(template: Request, commits: Sequence[str], out: Path, *, jobs: int
                     request = replace(request, merge=mined.commit)
                 else:
                     request = replace(request, base=parents[0], head=mined.commit)
-                outcome = mine(request, echo=echo)
+                outcome = mine(request, echo=echo, publish=publish)
                 mined.task, mined.reasons = outcome.task, outcome.reasons
             except MiningError as exc:
                 mined.reasons = [Reason("unreadable", str(exc))]
@@ -137,6 +147,8 @@ def mine_many(template: Request, commits: Sequence[str], out: Path, *, jobs: int
         for future in [pool.submit(one, m) for m in changes]:
             future.result()
     except KeyboardInterrupt:
+        with publishing:
+            stopping.set()
         # No change starts after Ctrl-C (the executor's own exit would have run the whole
         # queue); those under way end with their controls, stopped here. What was judged
         # before it is still the batch's result.

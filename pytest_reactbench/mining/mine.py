@@ -61,7 +61,13 @@ def _echo_changes(changes: list[Change], given: dict[str, str], echo: Callable[[
              + (f"  (given as at head: {given[change.path]})" if change.path in given else ""))
 
 
-def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
+def publish_task(draft: Path, out: Path) -> None:
+    """An accepted task appears whole, under its name."""
+    draft.rename(out)
+
+
+def mine(request: Request, echo: Callable[[str], None] = print,
+         publish: Callable[[Path, Path], None] = publish_task) -> Outcome:
     """Mine one change into a task directory; refuse it with the reasons."""
     repo = request.repo.resolve()
     base, head = _revisions(repo, request)
@@ -118,7 +124,7 @@ def mine(request: Request, echo: Callable[[str], None] = print) -> Outcome:
                 json.dumps(tests_config(plan, expected, tolerated), indent=2) + "\n")
         record = mining_record(request, plan, found, origin, outcome, expected, tolerated)
         (draft / "mining.json").write_text(record.model_dump_json(indent=2) + "\n")
-        draft.rename(out)
+        publish(draft, out)
     outcome.task = out
     return outcome
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -260,3 +261,43 @@ def test_a_reference_that_adds_react_doctor_findings_makes_a_task_that_tolerates
     grade = json.loads(Path(outcome.record, "verifier", "grade.json").read_text())
     assert grade["react_doctor"]["new"] == []
     assert [f["rule"] for f in grade["react_doctor"]["ignored"]] == ["no-array-index-as-key"]
+
+
+def test_a_change_that_ends_after_its_batch_was_interrupted_publishes_nothing(
+        history: History, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C stops a batch while a change is under way: its thread runs on while the
+    process exits, and what it would publish then must not appear after the summary
+    said nothing was mined."""
+    import os
+    import threading
+
+    from pytest_reactbench.mining import batch
+    from pytest_reactbench.mining.request import Outcome, Request
+
+    returned = threading.Event()
+    seen: list[BaseException | None] = []
+
+    def late_change(request: Request, echo: object, publish: Any = None) -> Outcome:
+        assert request.out is not None
+        draft = tmp_path / "draft"
+        draft.mkdir()
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while this change is under way
+        returned.wait(30)  # the batch has returned, interrupted; the change ends only now
+        try:
+            (publish or Path.rename)(draft, request.out)
+            seen.append(None)
+        except Exception as exc:  # what the publishing raised is the finding
+            seen.append(exc)
+        return Outcome(request.out, [])
+
+    monkeypatch.setattr(batch, "mine", late_change)
+    out = tmp_path / "tasks"
+    result = batch.mine_many(Request(repo=history.repo), [history.feature], out, jobs=1,
+                             progress=lambda _: None)
+    returned.set()
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join(30)
+    assert result.interrupted
+    assert len(seen) == 1 and "interrupted" in str(seen[0]), seen
+    assert sorted(p.name for p in out.iterdir()) == ["logs"]  # no task, whole or half
