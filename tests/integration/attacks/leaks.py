@@ -204,45 +204,35 @@ E2E_ATTACKS = {
     "leak-e2e-class-component-after-unmount": {("reactbench/leaked-timer", "src/Ticker.tsx")},
 }
 
+def cleaned_up_ticker(period: int, browser_only: bool = False) -> str:
+    """A Ticker with an interval of `period` ms and a resize listener, both cleaned up on
+    unmount (started in a real browser only, if `browser_only`)."""
+    guard = '\n            if (navigator.userAgent.includes("jsdom")) return;' if browser_only else ""
+    return ticker("""
+        import { useEffect, useState } from "react";
+
+        export default function Ticker(_: { count: number }) {
+          const [ticks, setTicks] = useState(0);
+          useEffect(() => {GUARD
+            const id = window.setInterval(() => setTicks((t) => t + 1), PERIOD);
+            const onResize = () => setTicks(window.innerWidth);
+            window.addEventListener("resize", onResize);
+            return () => {
+              window.clearInterval(id);
+              window.removeEventListener("resize", onResize);
+            };
+          }, []);
+          return <span hidden>{ticks}</span>;
+        }
+        """.replace("GUARD", guard).replace("PERIOD", str(period)))
+
+
 CONTROLS: dict[str, str] = {
     # Mounted to the end of the e2e test, in a real browser only: an interval and a
     # resize listener live as the test ends, cleaned up on unmount.
-    "leak-control-e2e-still-mounted": ticker("""
-        import { useEffect, useState } from "react";
-
-        export default function Ticker(_: { count: number }) {
-          const [ticks, setTicks] = useState(0);
-          useEffect(() => {
-            if (navigator.userAgent.includes("jsdom")) return;
-            const id = window.setInterval(() => setTicks((t) => t + 1), 300);
-            const onResize = () => setTicks(window.innerWidth);
-            window.addEventListener("resize", onResize);
-            return () => {
-              window.clearInterval(id);
-              window.removeEventListener("resize", onResize);
-            };
-          }, []);
-          return <span hidden>{ticks}</span>;
-        }
-        """),
+    "leak-control-e2e-still-mounted": cleaned_up_ticker(300, browser_only=True),
     # An interval and a resize listener, both cleaned up on unmount.
-    "leak-control-cleaned-up": ticker("""
-        import { useEffect, useState } from "react";
-
-        export default function Ticker(_: { count: number }) {
-          const [ticks, setTicks] = useState(0);
-          useEffect(() => {
-            const id = window.setInterval(() => setTicks((t) => t + 1), 1000);
-            const onResize = () => setTicks(window.innerWidth);
-            window.addEventListener("resize", onResize);
-            return () => {
-              window.clearInterval(id);
-              window.removeEventListener("resize", onResize);
-            };
-          }, []);
-          return <span hidden>{ticks}</span>;
-        }
-        """),
+    "leak-control-cleaned-up": cleaned_up_ticker(1000),
     # A debounce: the count saved 2 s after it last changed, the pending save cleared
     # when the count changes again and on unmount (the tests end with one pending).
     "leak-control-debounce": ticker("""
