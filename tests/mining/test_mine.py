@@ -292,8 +292,13 @@ def test_a_change_that_ends_after_its_batch_was_interrupted_publishes_nothing(
 
     monkeypatch.setattr(batch, "mine", late_change)
     out = tmp_path / "tasks"
-    result = batch.mine_many(Request(repo=history.repo), [history.feature], out, jobs=1,
-                             progress=lambda _: None)
+    # Ctrl-C as Python takes it, whatever a test runner's worker does with SIGINT.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        result = batch.mine_many(Request(repo=history.repo), [history.feature], out, jobs=1,
+                                 progress=lambda _: None)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     returned.set()
     for thread in threading.enumerate():
         if thread is not threading.current_thread() and not thread.daemon:
