@@ -129,6 +129,10 @@ def one_run(number: int, command: str, scratch: Path, keep: bool) -> dict[str, o
 
 
 def main() -> int:
+    # Started in the background of a shell without job control, this process ignores
+    # SIGINT, and so would every process of the suite: the tests that press Ctrl-C on a
+    # session would see it ignored. The suite gets Ctrl-C as a terminal gives it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cpu-hogs", type=int, default=os.cpu_count() or 2,
