@@ -298,7 +298,7 @@ def test_ctrl_c_during_a_batch_starts_no_further_change(
     commits = [commit(repo, f"change {i}", {"a.txt": f"{i}\n"}) for i in range(4)]
     started: list[str | None] = []
 
-    def interrupted(request: Request, echo: object) -> object:
+    def interrupted(request: Request, echo: object, **_: object) -> object:
         started.append(request.head)
         raise KeyboardInterrupt  # as Ctrl-C reaches the session the change runs in
 

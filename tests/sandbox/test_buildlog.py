@@ -78,7 +78,8 @@ def test_a_docker_bake_names_a_download_that_failed_far_from_the_last_lines(
 
     assert isinstance(docker_backend, DockerBackend)
     r = recipe(tmp_path, "FROM reactbench/system\nRUN echo early-step\n"
-               "RUN (curl -fsSL https://bun.invalid/install | sh || true) "
+               # One stream, so that the engine keeps the order the lines were printed in.
+               "RUN exec 2>&1; (curl -fsSL https://bun.invalid/install | sh || true) "
                "&& for i in $(seq 1 40); do echo \"advice line $i\"; done && bun install\n",
                timeout=600)
     with pytest.raises(BakeError) as info:
