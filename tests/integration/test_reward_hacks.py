@@ -277,7 +277,8 @@ def test_no_attack_wins(tmp_path: Path, backend: str) -> None:
     verdicts, out = run_attacks(tmp_path, ["oracle", *CONTROLS, *ATTACKS], f"--reactbench-sandbox={backend}")
     assert set(verdicts) == {"oracle", *CONTROLS, *ATTACKS}
     for control in ("oracle", *CONTROLS):
-        assert verdicts[control]["reactbench.verdict"] == "passed", (control, out[-3000:])
+        assert verdicts[control]["reactbench.verdict"] == "passed", (
+            control, verdicts[control].get("reactbench.failure"), verdicts[control].get("reactbench.message"))
     won = {a: v["reactbench.verdict"] for a, v in verdicts.items()
            if a in ATTACKS and v["reactbench.verdict"] != "failed"}
     assert won == {}, out[-8000:]
