@@ -1,16 +1,18 @@
 // `verifier.mjs bake` and `keep-deps`, at image build (tests/Dockerfile): the base
 // commit recorded, the pristine dependencies kept apart, the React Doctor baseline,
-// the e2e specs compiled and Node's compile cache filled for the gradings.
+// the e2e specs compiled, Node's compile cache filled for the gradings and the leak
+// watch's baseline.
 import fs from "node:fs";
 import path from "node:path";
 
-import { APP, COMPILE_CACHE, ROOM, ROOM_GID, ROOM_REPORTS, ROOM_UID, STATE, TESTS, readConfig } from "./config.mjs";
+import { APP, COMPILE_CACHE, LOGS, ROOM, ROOM_GID, ROOM_REPORTS, ROOM_UID, STATE, TESTS, readConfig } from "./config.mjs";
 import { linkDependencies } from "./clean-room.mjs";
 import { SCAN_DIR, checkScan, copyForScan, matchesTarget, startScan } from "./doctor.mjs";
-import { HarnessError } from "./errors.mjs";
+import { HarnessError, SubmissionFailure } from "./errors.mjs";
+import { LEAK_BASELINE, baseLeaks, takeE2eLeaks, takeLeaks } from "./leaks.mjs";
 import { git, log, run } from "./process.mjs";
 import { chromiumVersion, compileE2eSpecs, e2ePort, withE2eConfig, writeE2eConfig } from "./specs.mjs";
-import { openRoom, runInRoom, sweepRoom } from "./test-room.mjs";
+import { lockDown, openRoom, runInRoom, sweepRoom, testGate } from "./test-room.mjs";
 
 /**
  * @import { Config } from "./config.mjs"
@@ -77,6 +79,7 @@ export async function bake() {
   // bake's lower layers are the host's baked ones, and Vitest would write its cache
   // (node_modules/.vite) into them.
   if (caching) await runOnBase(config, caching);
+  await leakBaseline(config);
   const targets = config.rd.targets;
   const absent = targets.filter((t) => !(baseline.diagnostics ?? []).some((d) => matchesTarget(t, d)));
   if (config.rd.mode === "health" && absent.length) {
@@ -103,6 +106,57 @@ export function uncompiled(report) {
     return `${where}: does not compile: ${said}`;
   }
   return null;
+}
+
+/**
+ * The leak watch's baseline: the hidden tests run once more at bake time, on the base
+ * commit, as a grading runs them (the test gate, in /app, as the room's user), every
+ * code file of the base judged as a submission's changed ones are, every step run
+ * though the base fails the tests. What the watch sees the base's own code leave is
+ * kept (`leak-baseline.json`): a leak a submission's changed file makes is new only
+ * where the base did not leave the same. /app is the base again afterwards, and
+ * nothing the run wrote is kept but the baseline.
+ * @param {Config} config
+ */
+async function leakBaseline(config) {
+  // The first folder of LOGS' path that is not there yet, made and removed again.
+  const madeLogs = fs.mkdirSync(LOGS, { recursive: true });
+  const started = performance.now();
+  // Every file outside the commit (ignored ones included, which a base may need).
+  const untracked = () => new Set(git("ls-files", "-z", "--others").split("\0").filter(Boolean));
+  const before = untracked();
+  /** @type {import("./leaks.mjs").BaseLeak[]} */
+  let leaks = [];
+  try {
+    lockDown();
+    const code = git("ls-files", "-z").split("\0").filter(Boolean);
+    const verdict = await testGate(config, () => {}, code, { everyStep: true });
+    log(`leak baseline: the hidden tests on the base ${verdict.ok ? "pass" : "fail"} (${verdict.phases.map(
+      (p) => `${p.name} exited ${p.exit_code}`).join(", ")}) in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    leaks = baseLeaks(takeLeaks(), takeE2eLeaks(), code);
+  } catch (error) {
+    // The base's own code broke the run (a report it spoiled): it has no baseline.
+    if (!(error instanceof SubmissionFailure)) throw error;
+    log(`leak baseline: the hidden tests could not run to their end on the base (${error.message})`);
+  } finally {
+    sweepRoom();
+    // The specs, the tests planted in them and the run's config go; the base's files
+    // are the commit's again.
+    git("checkout", "-f", "-q", "HEAD", "--", ".");
+    for (const added of untracked()) {
+      if (before.has(added)) continue;
+      fs.rmSync(path.join(APP, added), { force: true });
+      // And the folders it alone made (a spec's), up to the first that holds more.
+      for (let dir = path.dirname(added); dir !== "."; dir = path.dirname(dir)) {
+        if (fs.readdirSync(path.join(APP, dir)).length) break;
+        fs.rmdirSync(path.join(APP, dir));
+      }
+    }
+    if (madeLogs) fs.rmSync(madeLogs, { recursive: true, force: true });
+  }
+  fs.writeFileSync(path.join(STATE, LEAK_BASELINE), JSON.stringify(leaks));
+  log(`leak baseline: the base's own leaks under the hidden tests: ${
+    leaks.length ? leaks.map((l) => l.join(" ")).join("; ") : "none"}`);
 }
 
 /**

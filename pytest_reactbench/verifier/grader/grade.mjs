@@ -7,11 +7,11 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 
-import { CONTRACT, GRADE_VERSION, LOGS, STATE, readConfig } from "./config.mjs";
+import { APP, CONTRACT, GRADE_VERSION, LOGS, STATE, readConfig } from "./config.mjs";
 import { cleanRoom } from "./clean-room.mjs";
 import { copyForScan, doctorGate, logDoctor, startScan } from "./doctor.mjs";
 import { HarnessError, SubmissionFailure } from "./errors.mjs";
-import { e2eLeakFindings, leakFindings, takeE2eLeaks, takeLeaks } from "./leaks.mjs";
+import { e2eLeakFindings, leakFindings, readLeakBaseline, takeE2eLeaks, takeLeaks } from "./leaks.mjs";
 import { log } from "./process.mjs";
 import { lockDown, sweepRoom, testGate } from "./test-room.mjs";
 
@@ -183,7 +183,10 @@ export async function grade() {
       logDoctor(state.doctor);
     }
     // What the leak watch saw run fails the React Doctor gate as a finding would.
-    const leaks = [...leakFindings(takeLeaks(), submission.changed), ...e2eLeakFindings(takeE2eLeaks(), submission.changed)];
+    // A leak the base's own code left under the same tests is not the submission's.
+    const base = readLeakBaseline(STATE);
+    const leaks = [...leakFindings(takeLeaks(), submission.changed, APP, base),
+      ...e2eLeakFindings(takeE2eLeaks(), submission.changed, APP, base)];
     if (leaks.length && state.doctor) {
       state.doctor.new.push(...leaks);
       state.doctor.ok = false;

@@ -140,6 +140,61 @@ export function takeE2eLeaks() {
 }
 
 /**
+ * A leak of the base commit's own code under the hidden tests, as its bake found it:
+ * rule, file (relative to the app) and what was left.
+ * @typedef {[rule: string, file: string, what: string]} BaseLeak
+ */
+
+export const LEAK_BASELINE = "leak-baseline.json";
+
+/**
+ * @param {string} rule
+ * @param {string} file
+ * @param {string} what
+ */
+const baseKey = (rule, file, what) => [rule, file, what].join("\u0000");
+
+/** @param {BaseLeak[]} base */
+const baseKeys = (base) => new Set(base.map(([rule, file, what]) => baseKey(rule, file, what)));
+
+/**
+ * The base's leaks: what a run of the hidden tests on the base commit (at its bake,
+ * bake.mjs) left, every code file of the base judged as the changed ones are. A leak is
+ * the submission's only where the base did not leave the same (rule, file and what), as
+ * React Doctor's findings are compared with its baseline.
+ * @param {LeakWatch} watch
+ * @param {E2eLeakWatch} e2e
+ * @param {string[]} code  the base's files, relative to `app`
+ * @param {string} [app]
+ * @returns {BaseLeak[]}
+ */
+export function baseLeaks(watch, e2e, code, app = APP) {
+  const own = new Set(ownCode(code));
+  /** @type {Map<string, BaseLeak>} */
+  const found = new Map();
+  for (const { rule, file, what } of [...unitLeaks(watch, own, app), ...e2eLeaks(e2e, own, app)]) {
+    found.set(baseKey(rule, file, what), [rule, file, what]);
+  }
+  return [...found.values()].sort();
+}
+
+/**
+ * What the bake kept of the base's leaks (none where it kept nothing: a grader older
+ * than the baseline, or a test run that could not run on the base).
+ * @param {string} state  the grader's state folder
+ * @returns {BaseLeak[]}
+ */
+export function readLeakBaseline(state) {
+  try {
+    const got = JSON.parse(fs.readFileSync(path.join(state, LEAK_BASELINE), "utf8"));
+    return Array.isArray(got) ? got.filter((l) => Array.isArray(l) && l.length === 3).map((l) => [
+      String(l[0]), String(l[1]), String(l[2])]) : [];
+  } catch {
+    return [];
+  }
+}
+
+/**
  * The changed files a leak can be the submission's: its code, not the hidden tests'.
  * @param {string[]} changed  relative to the app
  * @returns {string[]}
@@ -148,30 +203,21 @@ export const ownCode = (changed) => changed.filter(
   (file) => CODE_EXTENSIONS.has(path.extname(file).toLowerCase()) && !SPEC_PATH.test(file));
 
 /**
- * The e2e leak findings: a timer or listener live as an e2e test ended whose code is
- * in a changed code file and was made inside a function (a closure: an effect's or a
- * component's callback), when no code of that file is still mounted and none of the
- * functions it was made in is a mounted component's or effect's (a component on screen
- * may keep its own timers and listeners); and a test run the guard could not watch.
+ * Each leak of the e2e runs that is the code's of `own`: a timer or listener live as
+ * an e2e test ended whose code is in one of those files and was made inside a function
+ * (a closure: an effect's or a component's callback), when no code of that file is
+ * still mounted and none of the functions it was made in is a mounted component's or
+ * effect's (a component on screen may keep its own timers and listeners).
  * @param {E2eLeakWatch} watch
- * @param {string[]} changed  relative to `app`
- * @param {string} [app]
- * @returns {Finding[]}
+ * @param {Set<string>} own  code files, relative to `app`
+ * @param {string} app
+ * @returns {Generator<{ rule: string, file: string, what: string, test: string }>}
  */
-export function e2eLeakFindings(watch, changed, app = APP) {
-  const own = new Set(ownCode(changed));
-  /** @type {Map<string, { rule: string, file: string, what: Set<string>, tests: Set<string> }>} */
-  const found = new Map();
-  /** @type {Map<string, string>} */
-  const silent = new Map();
-  for (const { test, spec, report } of watch.runs) {
+function* e2eLeaks(watch, own, app) {
+  for (const { test, report } of watch.runs) {
     // No report: the test had no page of the guard's (a spec that opens its own
     // browser); what the guard's pages report is what is judged.
-    if (!report) continue;
-    if (!report.watching) {
-      if (!silent.has(spec)) silent.set(spec, `could not watch ${test} (${report.problem ?? "no reason"})`);
-      continue;
-    }
+    if (!report?.watching) continue;
     const mountedFiles = new Set(report.mounted.map((m) => path.relative(app, String(m?.file))));
     const mountedNames = new Set(report.mounted.flatMap((m) => Array.isArray(m?.names) ? m.names.map(String) : []));
     for (const leak of report.leaks) {
@@ -185,12 +231,31 @@ export function e2eLeakFindings(watch, changed, app = APP) {
       const file = files.find((f) => own.has(f) && !mountedFiles.has(f));
       if (!file) continue;
       const rule = leak.kind === "listener" ? LEAKED_LISTENER_RULE : LEAKED_TIMER_RULE;
-      const key = `${rule}\u0000${file}`;
-      const entry = found.get(key) ?? { rule, file, what: new Set(), tests: new Set() };
-      entry.what.add(String(leak.what ?? leak.kind));
-      entry.tests.add(test);
-      found.set(key, entry);
+      yield { rule, file, what: String(leak.what ?? leak.kind), test };
     }
+  }
+}
+
+/**
+ * The e2e leak findings: each leak of a changed code file's (e2eLeaks) that the base's
+ * own code did not leave too, by rule and file; and a test run the guard could not watch.
+ * @param {E2eLeakWatch} watch
+ * @param {string[]} changed  relative to `app`
+ * @param {string} [app]
+ * @param {BaseLeak[]} [base]  what the base's own code left under the same tests: not new
+ * @returns {Finding[]}
+ */
+export function e2eLeakFindings(watch, changed, app = APP, base = []) {
+  const known = baseKeys(base);
+  /** @type {Map<string, { rule: string, file: string, what: Set<string>, tests: Set<string> }>} */
+  const found = new Map();
+  for (const { rule, file, what, test } of e2eLeaks(watch, new Set(ownCode(changed)), app)) {
+    if (known.has(baseKey(rule, file, what))) continue;
+    const key = `${rule}\u0000${file}`;
+    const entry = found.get(key) ?? { rule, file, what: new Set(), tests: new Set() };
+    entry.what.add(what);
+    entry.tests.add(test);
+    found.set(key, entry);
   }
   /** @type {Finding[]} */
   const findings = [...found.values()].map(({ rule, file, what, tests }) => ({
@@ -201,6 +266,13 @@ export function e2eLeakFindings(watch, changed, app = APP) {
       `test ${[...tests][0]} ended in the production build: clean it up when the component unmounts`,
     category: "Correctness", count: `0 -> ${what.size}`,
   }));
+  /** @type {Map<string, string>} */
+  const silent = new Map();
+  for (const { test, spec, report } of watch.runs) {
+    if (report && !report.watching && !silent.has(spec)) {
+      silent.set(spec, `could not watch ${test} (${report.problem ?? "no reason"})`);
+    }
+  }
   for (const [spec, why] of silent) {
     findings.push({
       rule: LEAK_WATCH_RULE, file: spec, line: null, title: "the e2e leak watch was silenced",
@@ -304,30 +376,47 @@ export function takeLeaks() {
 }
 
 /**
- * The leak findings: each live timer or listener that a changed code file of the
- * submission's made (on its stack), by rule and file; and a spec that ran tests with
- * no report of the watch after each of them, or a watch switched off.
+ * Each live timer or listener of the unit watch's reports that a file of `own` made (on
+ * its stack).
  * @param {LeakWatch} watch
- * @param {string[]} changed  the submission's changed files, relative to `app`
- * @param {string} [app]
- * @returns {Finding[]}
+ * @param {Set<string>} own  code files, relative to `app`
+ * @param {string} app
+ * @returns {Generator<{ rule: string, file: string, what: string }>}
  */
-export function leakFindings(watch, changed, app = APP) {
-  if (!watch.installed) return [];
-  const own = new Set(ownCode(changed));
-  /** @type {Map<string, { rule: string, file: string, what: string[] }>} */
-  const found = new Map();
-  for (const report of watch.reports) {
+function* unitLeaks(watch, own, app) {
+  for (const report of watch.installed ? watch.reports : []) {
     for (const leak of report.leaks) {
       const files = Array.isArray(leak?.files) ? leak.files.map((f) => path.relative(app, String(f))) : [];
       const file = files.find((f) => own.has(f));
       if (!file) continue;
       const rule = leak.kind === "listener" ? LEAKED_LISTENER_RULE : LEAKED_TIMER_RULE;
-      const key = `${rule}\u0000${file}`;
-      const entry = found.get(key) ?? { rule, file, what: [] };
-      entry.what.push(String(leak.what ?? leak.kind));
-      found.set(key, entry);
+      yield { rule, file, what: String(leak.what ?? leak.kind) };
     }
+  }
+}
+
+/**
+ * The leak findings: each live timer or listener that a changed code file of the
+ * submission's made (on its stack) and the base's own code did not leave too, by rule
+ * and file; and a spec that ran tests with no report of the watch after each of them,
+ * or a watch switched off.
+ * @param {LeakWatch} watch
+ * @param {string[]} changed  the submission's changed files, relative to `app`
+ * @param {string} [app]
+ * @param {BaseLeak[]} [base]  what the base's own code left under the same tests: not new
+ * @returns {Finding[]}
+ */
+export function leakFindings(watch, changed, app = APP, base = []) {
+  if (!watch.installed) return [];
+  const known = baseKeys(base);
+  /** @type {Map<string, { rule: string, file: string, what: string[] }>} */
+  const found = new Map();
+  for (const { rule, file, what } of unitLeaks(watch, new Set(ownCode(changed)), app)) {
+    if (known.has(baseKey(rule, file, what))) continue;
+    const key = `${rule}\u0000${file}`;
+    const entry = found.get(key) ?? { rule, file, what: [] };
+    entry.what.push(what);
+    found.set(key, entry);
   }
   /** @type {Finding[]} */
   const findings = [...found.values()].map(({ rule, file, what }) => {

@@ -543,9 +543,11 @@ export const stepBudget = (total, elapsed) => Math.max(1, total - elapsed);
  * @param {Config} config
  * @param {(phase: string) => void} setPhase
  * @param {string[]} [changed]  the submission's changed files, relative to the app
+ * @param {{ everyStep?: boolean }} [options]  everyStep: the next step runs after one that
+ *   failed (the bake's run on the base, which fails the tests, watches every step)
  * @returns {Promise<TestVerdict>}
  */
-export async function testGate(config, setPhase, changed = []) {
+export async function testGate(config, setPhase, changed = [], { everyStep = false } = {}) {
   const started = performance.now();
   const plan = testPlan(config, fs.readdirSync(path.join(TESTS, "specs")));
   const { total, steps } = plan;
@@ -652,7 +654,7 @@ export async function testGate(config, setPhase, changed = []) {
         ...(canaries.length ? { planted: canaries.length, exit_explained: explained } : {}),
       });
       sweepRoom();
-      if ((result.code !== 0 && !explained) || result.timedOut) break;
+      if (((result.code !== 0 && !explained) || result.timedOut) && !everyStep) break;
     }
   } finally {
     // Whatever ended the tests, what they printed is kept.

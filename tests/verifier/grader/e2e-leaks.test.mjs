@@ -8,7 +8,7 @@ import { describe, test } from "node:test";
 
 import { decodeMappings, originalFile, reactContainerKey } from "../../../pytest_reactbench/verifier/grader/e2e-leaks.mjs";
 import {
-  E2E_LEAKS_ANNOTATION, LEAKED_LISTENER_RULE, LEAKED_TIMER_RULE, LEAK_WATCH_RULE, e2eLeakFindings, e2eLeakRuns,
+  E2E_LEAKS_ANNOTATION, LEAKED_LISTENER_RULE, LEAKED_TIMER_RULE, LEAK_WATCH_RULE, baseLeaks, e2eLeakFindings, e2eLeakRuns,
 } from "../../../pytest_reactbench/verifier/grader/leaks.mjs";
 import { E2E_GUARD, writeE2eConfig } from "../../../pytest_reactbench/verifier/grader/specs.mjs";
 
@@ -152,6 +152,14 @@ describe("e2eLeakFindings", () => {
       listener({ closures: undefined }),
     ]), CHANGED, APP);
     assert.deepEqual(found, []);
+  });
+
+  test("what the base's own code left under the same tests is not the submission's", () => {
+    const base = baseLeaks({ installed: true, reports: [], ran: new Map() }, runs([interval()]),
+      ["src/Ticker.tsx", "src/App.tsx"], APP);
+    assert.deepEqual(base, [[LEAKED_TIMER_RULE, "src/Ticker.tsx", "an interval still running"]]);
+    assert.deepEqual(rules(e2eLeakFindings(runs([interval(), listener()]), CHANGED, APP, base)),
+      [[LEAKED_LISTENER_RULE, "src/Ticker.tsx"]]);
   });
 
   test("a page the guard could not watch is a finding of the watch; a test without the guard's page is not", () => {

@@ -9,8 +9,8 @@ import { describe, test } from "node:test";
 
 import { VITEST_SETUP_FILES } from "../../../pytest_reactbench/verifier/grader/canaries.mjs";
 import {
-  LEAKED_LISTENER_RULE, LEAKED_TIMER_RULE, LEAK_WATCH, LEAK_WATCH_RULE, collectLeaks, leakFindings,
-  readLeakReports, signedLeakReports, specsRan, takeLeaks,
+  LEAKED_LISTENER_RULE, LEAKED_TIMER_RULE, LEAK_BASELINE, LEAK_WATCH, LEAK_WATCH_RULE, baseLeaks, collectLeaks,
+  leakFindings, readLeakBaseline, readLeakReports, signedLeakReports, specsRan, takeLeaks,
 } from "../../../pytest_reactbench/verifier/grader/leaks.mjs";
 import { testKey } from "../../../pytest_reactbench/verifier/grader/reports.mjs";
 
@@ -90,6 +90,42 @@ describe("leakFindings", () => {
 
   test("a clean report after every test: no finding", () => {
     assert.deepEqual(leakFindings(watch([report([])]), CHANGED, APP), []);
+  });
+});
+
+describe("the base's own leaks", () => {
+  const left = { kind: "timer", files: [`${APP}/src/Ticker.tsx`], what: "an interval of 1000 ms" };
+  const listening = { kind: "listener", files: [`${APP}/src/Ticker.tsx`], what: 'a "resize" listener on the window' };
+  const base = baseLeaks(watch([report([left, { ...left, files: [`${APP}/src/App.tsx`] },
+    { ...left, files: [`${APP}/${SPEC}`] }])]), { runs: [] }, ["src/App.tsx", "src/Ticker.tsx", SPEC], APP);
+
+  test("are what the base's code files left, the specs' aside, each once", () => {
+    assert.deepEqual(base, [[LEAKED_TIMER_RULE, "src/App.tsx", "an interval of 1000 ms"],
+      [LEAKED_TIMER_RULE, "src/Ticker.tsx", "an interval of 1000 ms"]]);
+  });
+
+  test("a leak the base left too, in a file the change edits, is not the submission's; another one is", () => {
+    assert.deepEqual(leakFindings(watch([report([left, left])]), CHANGED, APP, base), []);
+    const found = leakFindings(watch([report([left, listening, { ...left, what: "an interval of 50 ms" }])]),
+      CHANGED, APP, base);
+    assert.deepEqual(found.map((f) => [f.rule, f.file, f.count]),
+      [[LEAKED_LISTENER_RULE, "src/Ticker.tsx", "0 -> 1"], [LEAKED_TIMER_RULE, "src/Ticker.tsx", "0 -> 1"]]);
+    assert.match(found[1]?.message ?? "", /^an interval of 50 ms, started by src\/Ticker.tsx/);
+  });
+
+  test("are read back from the bake's file; a missing or garbled one is none", () => {
+    const state = fs.mkdtempSync(path.join(os.tmpdir(), "baseline-"));
+    try {
+      assert.deepEqual(readLeakBaseline(state), []);
+      fs.writeFileSync(path.join(state, LEAK_BASELINE), JSON.stringify(base));
+      assert.deepEqual(readLeakBaseline(state), base);
+      fs.writeFileSync(path.join(state, LEAK_BASELINE), JSON.stringify([["only", "two"], 3, ...base]));
+      assert.deepEqual(readLeakBaseline(state), base);
+      fs.writeFileSync(path.join(state, LEAK_BASELINE), "{not json");
+      assert.deepEqual(readLeakBaseline(state), []);
+    } finally {
+      fs.rmSync(state, { recursive: true, force: true });
+    }
   });
 });
 
