@@ -121,7 +121,8 @@ def test_the_scan_reads_the_graded_tree_beside_the_tests_never_the_hidden_specs(
 
 @pytest.mark.docker
 def test_the_room_loads_its_commands_from_a_compile_cache_it_cannot_change(bake_cache: Path) -> None:
-    """The bake fills Node's compile cache with what the room's commands load; the
+    """The bake's run of the hidden tests on the base fills Node's compile cache with
+    what a grading's room commands load (the bundler of the e2e build among them); the
     room's user reads it (a hit per module), owns nothing in it, and cannot write it."""
     from pytest_reactbench.plugin.options import environment_sandbox_options
     from pytest_reactbench.sandbox.base import ImageRecipe, Limits
@@ -141,7 +142,7 @@ def test_the_room_loads_its_commands_from_a_compile_cache_it_cannot_change(bake_
             assert owners.ok and owners.text.strip() == "", owners.text + owners.error_text
             room = ("cd /app && setpriv --reuid=65534 --regid=65534 --clear-groups env "
                     f"NODE_COMPILE_CACHE={cache} NODE_DEBUG_NATIVE=COMPILE_CACHE")
-            loaded = box.exec(f"{room} node_modules/.bin/vitest --version 2>&1; "
+            loaded = box.exec(f"{room} node_modules/.bin/vite --version 2>&1; "
                               f"{room} sh -c 'echo x > {cache}/planted' 2>&1", timeout=120)
         finally:
             box.close()
@@ -221,7 +222,6 @@ def test_new_findings_the_task_tolerates_by_rule_file_and_title_one_per_entry() 
 
 def test_a_hidden_spec_that_does_not_compile_refuses_its_task_at_the_bake(tmp_path: Path,
                                                                          bake_cache: Path) -> None:
-    # (On docker: the bake runs the unit command where it fills Node's compile cache.)
     """The base runs the unit command at the verifier's bake: a spec with a syntax error
     (it would fail every submission alike) is a harness error there, named with its line."""
     from pytest_reactbench.plugin.options import environment_sandbox_options

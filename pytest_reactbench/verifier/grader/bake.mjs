@@ -1,18 +1,18 @@
 // `verifier.mjs bake` and `keep-deps`, at image build (tests/Dockerfile): the base
 // commit recorded, the pristine dependencies kept apart, the React Doctor baseline,
-// the e2e specs compiled, Node's compile cache filled for the gradings and the leak
-// watch's baseline.
+// the e2e specs compiled, and the hidden tests run on the base: the leak watch's
+// baseline, and Node's compile cache filled for the gradings.
 import fs from "node:fs";
 import path from "node:path";
 
-import { APP, COMPILE_CACHE, LOGS, ROOM, ROOM_GID, ROOM_REPORTS, ROOM_UID, STATE, TESTS, readConfig } from "./config.mjs";
+import { APP, COMPILE_CACHE, LOGS, ROOM_GID, ROOM_REPORTS, ROOM_UID, STATE, TESTS, readConfig } from "./config.mjs";
 import { linkDependencies } from "./clean-room.mjs";
 import { SCAN_DIR, checkScan, copyForScan, matchesTarget, startScan } from "./doctor.mjs";
 import { HarnessError, SubmissionFailure } from "./errors.mjs";
 import { LEAK_BASELINE, baseLeaks, takeE2eLeaks, takeLeaks } from "./leaks.mjs";
 import { git, log, run } from "./process.mjs";
-import { chromiumVersion, compileE2eSpecs, e2ePort, withE2eConfig, writeE2eConfig } from "./specs.mjs";
-import { lockDown, openRoom, runInRoom, sweepRoom, testGate } from "./test-room.mjs";
+import { applySpecs, chromiumVersion, compileE2eSpecs } from "./specs.mjs";
+import { lockDown, openRoom, runInRoom, sweepRoom, testGate, testPlan, writableByRoom } from "./test-room.mjs";
 
 /**
  * @import { Config } from "./config.mjs"
@@ -75,11 +75,7 @@ export async function bake() {
   const chromium = chromiumVersion();
   if (chromium) fs.writeFileSync(path.join(STATE, "chromium-version"), `${chromium}\n`);
   compileE2eSpecs(config);
-  // Only where it fills the compile cache: on the local backend (the host's Node 20) a
-  // bake's lower layers are the host's baked ones, and Vitest would write its cache
-  // (node_modules/.vite) into them.
-  if (caching) await runOnBase(config, caching);
-  await leakBaseline(config);
+  await testBase(config, caching);
   const targets = config.rd.targets;
   const absent = targets.filter((t) => !(baseline.diagnostics ?? []).some((d) => matchesTarget(t, d)));
   if (config.rd.mode === "health" && absent.length) {
@@ -109,18 +105,28 @@ export function uncompiled(report) {
 }
 
 /**
- * The leak watch's baseline: the hidden tests run once more at bake time, on the base
- * commit, as a grading runs them (the test gate, in /app, as the room's user), every
- * code file of the base judged as a submission's changed ones are, every step run
- * though the base fails the tests. What the watch sees the base's own code leave is
- * kept (`leak-baseline.json`): a leak a submission's changed file makes is new only
- * where the base did not leave the same. /app is the base again afterwards, and
- * nothing the run wrote is kept but the baseline.
+ * The hidden tests run once at bake time on the base commit, as a grading runs them
+ * (the test gate, in /app, as the room's user), every step though the base fails them,
+ * every code file of the base judged as a submission's changed ones are.
+ * - What the leak watch sees the base's own code leave is its baseline
+ *   (`leak-baseline.json`): a leak a submission's changed file makes is new only where
+ *   the base did not leave the same.
+ * - A spec that does not compile would fail every submission alike: the task is
+ *   refused here, named where its line is.
+ * - Where Node has one (>= 22), the run fills the room's folder of the compile cache
+ *   with what a grading's commands load; it is root's afterwards: a room reads it and
+ *   cannot change it.
+ * /app is the base again afterwards, and nothing the run wrote is kept but these.
  * @param {Config} config
+ * @param {boolean} fillCache
  */
-async function leakBaseline(config) {
+async function testBase(config, fillCache) {
   // The first folder of LOGS' path that is not there yet, made and removed again.
   const madeLogs = fs.mkdirSync(LOGS, { recursive: true });
+  // Where the room can write is asked before the cache is the room's, so that the
+  // sweeps between the steps leave the cache alone.
+  writableByRoom();
+  if (fillCache) run("chown", ["-R", "-h", `${ROOM_UID}:${ROOM_GID}`, COMPILE_CACHE], { cwd: "/" });
   const started = performance.now();
   // Every file outside the commit (ignored ones included, which a base may need).
   const untracked = () => new Set(git("ls-files", "-z", "--others").split("\0").filter(Boolean));
@@ -130,14 +136,20 @@ async function leakBaseline(config) {
   try {
     lockDown();
     const code = git("ls-files", "-z").split("\0").filter(Boolean);
-    const verdict = await testGate(config, () => {}, code, { everyStep: true });
-    log(`leak baseline: the hidden tests on the base ${verdict.ok ? "pass" : "fail"} (${verdict.phases.map(
-      (p) => `${p.name} exited ${p.exit_code}`).join(", ")}) in ${((performance.now() - started) / 1000).toFixed(1)} s`);
-    leaks = baseLeaks(takeLeaks(), takeE2eLeaks(), code);
-  } catch (error) {
-    // The base's own code broke the run (a report it spoiled): it has no baseline.
-    if (!(error instanceof SubmissionFailure)) throw error;
-    log(`leak baseline: the hidden tests could not run to their end on the base (${error.message})`);
+    try {
+      const verdict = await testGate(config, () => {}, code, { everyStep: true });
+      log(`on the base: the hidden tests ${verdict.ok ? "pass" : "fail"} (${verdict.phases.map(
+        (p) => `${p.name} exited ${p.exit_code}`).join(", ")}) in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+      leaks = baseLeaks(takeLeaks(), takeE2eLeaks(), code);
+    } catch (error) {
+      // The base's own code broke the run (a report it spoiled): it has no baseline.
+      if (!(error instanceof SubmissionFailure)) throw error;
+      log(`on the base: the hidden tests could not run to their end (${error.message}): no leak baseline`);
+    }
+    // The planted tests moved the spec's lines: a spec that did not compile is named
+    // where its own line is, from a run of the unit command on the specs as written.
+    const broken = uncompiled(readJson(path.join(LOGS, "vitest.json"))) && await uncompiledAsWritten(config);
+    if (broken) throw new HarnessError(`${TESTS}/specs: ${broken} (the hidden tests cannot run on any submission)`);
   } finally {
     sweepRoom();
     // The specs, the tests planted in them and the run's config go; the base's files
@@ -153,61 +165,44 @@ async function leakBaseline(config) {
       }
     }
     if (madeLogs) fs.rmSync(madeLogs, { recursive: true, force: true });
-  }
-  fs.writeFileSync(path.join(STATE, LEAK_BASELINE), JSON.stringify(leaks));
-  log(`leak baseline: the base's own leaks under the hidden tests: ${
-    leaks.length ? leaks.map((l) => l.join(" ")).join("; ") : "none"}`);
-}
-
-/**
- * The room's commands run once at bake time, as the room's user, on a copy of the
- * base app with every hidden spec in it. What they load fills the room's folder of
- * the compile cache (`fillCache`: Node >= 22); their results do not matter (the base
- * usually fails them), except a spec that does not compile, which refuses the task.
- * The cache is root's afterwards: a room reads it and cannot change it.
- * @param {Config} config
- * @param {boolean} fillCache
- */
-async function runOnBase(config, fillCache) {
-  openRoom();
-  const app = path.join(ROOM, "app");
-  try {
-    const skipped = new Set([path.join(APP, ".git"), path.join(APP, "node_modules")]);
-    fs.cpSync(APP, app, { recursive: true, filter: (src) => !skipped.has(src) });
-    fs.symlinkSync(path.join(STATE, "deps", "node_modules"), path.join(app, "node_modules"));
-    fs.cpSync(path.join(TESTS, "specs"), app, { recursive: true });
-    writeE2eConfig(app);
-    for (const owned of fillCache ? [app, COMPILE_CACHE] : [app]) {
-      run("chown", ["-R", "-h", `${ROOM_UID}:${ROOM_GID}`, owned], { cwd: "/" });
-    }
-    const cwd = path.join(app, path.relative(APP, config.test.cwd ?? APP));
-    const started = performance.now();
-    // Without a cache to fill, the unit command alone: it is the one that compiles specs.
-    const commands = /** @type {string[]} */ (
-      [config.test.cmd, fillCache && config.test.e2e_cmd && withE2eConfig(config.test.e2e_cmd)].filter(Boolean));
-    for (const cmd of commands) {
-      const result = await runInRoom(cmd, {
-        cwd,
-        budget: 120,
-        env: { REACTBENCH_E2E_PORT: e2ePort(), REACTBENCH_E2E_OUTPUT: path.join(ROOM, "e2e-output", "results") },
-      });
-      log(`on the base: \`${cmd.slice(0, 60)}\` exited ${result.code} in ${result.seconds.toFixed(1)} s`);
-      if (cmd !== config.test.cmd) continue;
-      /** @type {unknown} */
-      let report = null;
-      try {
-        report = JSON.parse(fs.readFileSync(path.join(ROOM_REPORTS, "vitest.json"), "utf8"));
-      } catch {}  // a runner other than Vitest, or none written: nothing to tell
-      const broken = uncompiled(report);
-      if (broken) throw new HarnessError(`${TESTS}/specs: ${broken} (the hidden tests cannot run on any submission)`);
-    }
-    if (fillCache) log(`compile cache filled by the test commands in ${((performance.now() - started) / 1000).toFixed(1)} s`);
-  } finally {
-    sweepRoom();
     if (fillCache) {
       run("chown", ["-R", "0:0", COMPILE_CACHE], { cwd: "/" });
       // Node writes its entries for its user alone.
       run("chmod", ["-R", "a+rX,go-w", COMPILE_CACHE], { cwd: "/" });
     }
+  }
+  fs.writeFileSync(path.join(STATE, LEAK_BASELINE), JSON.stringify(leaks));
+  log(`the base's own leaks under the hidden tests: ${leaks.length ? leaks.map((l) => l.join(" ")).join("; ") : "none"}`);
+}
+
+/**
+ * @param {string} file
+ * @returns {unknown} its JSON; null where there is none (a runner other than Vitest, or
+ *   none written: nothing to tell)
+ */
+function readJson(file) {
+  try {
+    return JSON.parse(fs.readFileSync(file, "utf8"));
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The unit command once more, in the room, on the hidden specs as they are written
+ * (no test planted): where a spec does not compile, by its own line.
+ * @param {Config} config
+ * @returns {Promise<string | null>}
+ */
+async function uncompiledAsWritten(config) {
+  const plan = testPlan(config, fs.readdirSync(path.join(TESTS, "specs")));
+  const unit = /** @type {import("./test-room.mjs").TestStep} */ (plan.steps[0]);
+  openRoom();
+  try {
+    applySpecs(unit.parts);
+    await runInRoom(unit.cmd, { cwd: plan.cwd, budget: 120 });
+    return uncompiled(readJson(path.join(ROOM_REPORTS, "vitest.json")));
+  } finally {
+    sweepRoom();
   }
 }
