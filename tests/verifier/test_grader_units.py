@@ -15,6 +15,17 @@ UNITS = Path(__file__).resolve().parent / "grader"
 FILES = sorted(UNITS.glob("*.test.mjs"))
 
 
+def own_pid_namespace(env: dict[str, str]) -> list[str]:
+    """As root, a file's tests run in a PID namespace of their own: the grader ends its
+    test room by killing every process of the room's user it can see, which on the host
+    are every docker verifier's rooms (the same uid, 65534), graded beside the suite.
+    The tests that end a room run only there (GRADER_TESTS_OWN_PIDS)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return []
+    env["GRADER_TESTS_OWN_PIDS"] = "1"
+    return ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
+
+
 def test_the_grader_has_unit_tests() -> None:
     assert len(FILES) >= 5, FILES
 
@@ -25,8 +36,24 @@ def test_grader_units(file: Path) -> None:
     # The grader's folders default to an image's; a variable of the caller's moving
     # them would change what the tests read.
     env = {key: value for key, value in os.environ.items() if not key.startswith("REACTBENCH_")}
-    proc = subprocess.run(["node", "--test", str(file)], cwd=UNITS, env=env, capture_output=True,
-                          text=True, timeout=120)
+    # A process of the room's user outside the tests, as a docker verifier's room is.
+    bystander = room_user_process()
+    try:
+        proc = subprocess.run([*own_pid_namespace(env), "node", "--test", str(file)], cwd=UNITS, env=env,
+                              capture_output=True, text=True, timeout=120)
+        if bystander is not None:
+            assert bystander.poll() is None, f"{file.name} killed a process of the room's user outside it"
+    finally:
+        if bystander is not None:
+            bystander.kill()
+            bystander.wait()
     if proc.returncode != 0:
         pytest.fail(f"node --test {file.name} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}",
                     pytrace=False)
+
+
+def room_user_process() -> subprocess.Popen[bytes] | None:
+    """A sleeper of the test room's user (root alone can start one)."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return None
+    return subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "300"])

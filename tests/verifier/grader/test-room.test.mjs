@@ -132,11 +132,14 @@ describe("pnpmExec", () => {
   });
 });
 
-describe("a sealed unit command", () => {
-  const asRoot = process.getuid?.() === 0;
+// Ending a room kills every process of the room's user in sight: on a host, every docker
+// verifier's room too (the same uid). Such tests run in a PID namespace of their own
+// (tests/verifier/test_grader_units.py makes one), never beside those rooms.
+const ownPids = process.getuid?.() === 0 && process.env.GRADER_TESTS_OWN_PIDS === "1";
 
+describe("a sealed unit command", () => {
   test("the reporter gets its key through any shell, signs with it, and a worker reads neither the key nor the main process",
-    { skip: !asRoot && "needs root" }, async () => {
+    { skip: !ownPids && "needs root in a PID namespace of its own" }, async () => {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "grader-seal-"));
       try {
         fs.chmodSync(dir, 0o755);
