@@ -189,7 +189,11 @@ def test_timeout_kills_the_whole_tree(tmp_path: Path, docker_backend: DockerBack
         started = time.monotonic()
         result = box.exec(command, timeout=3)
         assert result.timed_out and result.exit_code == 124
-        assert time.monotonic() - started < 15
+        # The kill takes under 2 s past the limit (3.7 to 4.8 s in all, measured at loads
+        # up to 216 with the bomb, a disk writer beside it or not). The rest of the bound
+        # is the engine's: in a soak run its exec calls took 12.6 s more (15.6 s in all)
+        # while another test's containers met their memory limits and it handled their OOMs.
+        assert time.monotonic() - started < 30
         left = box.exec(["sh", "-c", LEFTOVERS], cwd="/")
         assert left.ok and left.text.split() == [], left.text[:200]
         assert "sleep infinity" in box.exec("ps -eo args").text  # the container's main process lives on
