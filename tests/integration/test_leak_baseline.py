@@ -24,8 +24,10 @@ import pytest
 
 from tests.integration.test_reward_hacks import ROOT, SOLVE, grade_json, run_attacks
 
-# The base's counter: it counts resizes for the app's analytics, and never stops.
-LEAKY_COUNTER = textwrap.dedent("""\
+# The base's counter, as shipped, plus what counts resizes for the app's analytics and
+# never stops.
+SHIPPED_COUNTER = (ROOT / "tasks/counter-reset/environment/app/src/Counter.tsx").read_text()
+LEAKY_COUNTER = SHIPPED_COUNTER.replace('import { useState } from "react";\n', textwrap.dedent("""\
     import { useEffect, useState } from "react";
 
     const listen = window.addEventListener.bind(window);
@@ -34,26 +36,15 @@ LEAKY_COUNTER = textwrap.dedent("""\
     export function resizeCount() {
       return resizes;
     }
+    """)).replace("  const [count, setCount] = useState(0);\n", textwrap.indent(textwrap.dedent("""\
+    const [count, setCount] = useState(0);
 
-    export default function Counter() {
-      const [count, setCount] = useState(0);
-
-      useEffect(() => {
-        listen("resize", () => {
-          resizes += 1;
-        });
-      }, []);
-
-      return (
-        <section aria-label="Counter">
-          <p>Count: {count}</p>
-          <button type="button" onClick={() => setCount((value) => value + 1)}>
-            Increment
-          </button>
-        </section>
-      );
-    }
-    """)
+    useEffect(() => {
+      listen("resize", () => {
+        resizes += 1;
+      });
+    }, []);
+    """), "  "))
 
 # The Reset, added beside Increment; the rest of the file as the base has it.
 ADD_RESET = textwrap.dedent("""\
@@ -81,6 +72,7 @@ NEW_LEAK = textwrap.dedent("""\
 
 
 def leaky_base_task(root: Path) -> Path:
+    assert "useEffect" in LEAKY_COUNTER and 'listen("resize"' in LEAKY_COUNTER, LEAKY_COUNTER
     task = root / "counter-reset-leaky-base"
     shutil.copytree(ROOT / "tasks" / "counter-reset", task)
     for app in ("environment/app", "tests/app"):

@@ -128,8 +128,6 @@ async function testBase(config, fillCache) {
   writableByRoom();
   if (fillCache) run("chown", ["-R", "-h", `${ROOM_UID}:${ROOM_GID}`, COMPILE_CACHE], { cwd: "/" });
   const started = performance.now();
-  // Every file outside the commit (ignored ones included, which a base may need).
-  const untracked = () => new Set(git("ls-files", "-z", "--others").split("\0").filter(Boolean));
   const before = untracked();
   /** @type {import("./leaks.mjs").BaseLeak[]} */
   let leaks = [];
@@ -152,18 +150,7 @@ async function testBase(config, fillCache) {
     if (broken) throw new HarnessError(`${TESTS}/specs: ${broken} (the hidden tests cannot run on any submission)`);
   } finally {
     sweepRoom();
-    // The specs, the tests planted in them and the run's config go; the base's files
-    // are the commit's again.
-    git("checkout", "-f", "-q", "HEAD", "--", ".");
-    for (const added of untracked()) {
-      if (before.has(added)) continue;
-      fs.rmSync(path.join(APP, added), { force: true });
-      // And the folders it alone made (a spec's), up to the first that holds more.
-      for (let dir = path.dirname(added); dir !== "."; dir = path.dirname(dir)) {
-        if (fs.readdirSync(path.join(APP, dir)).length) break;
-        fs.rmdirSync(path.join(APP, dir));
-      }
-    }
+    baseAgain(before);
     if (madeLogs) fs.rmSync(madeLogs, { recursive: true, force: true });
     if (fillCache) {
       run("chown", ["-R", "0:0", COMPILE_CACHE], { cwd: "/" });
@@ -173,6 +160,27 @@ async function testBase(config, fillCache) {
   }
   fs.writeFileSync(path.join(STATE, LEAK_BASELINE), JSON.stringify(leaks));
   log(`the base's own leaks under the hidden tests: ${leaks.length ? leaks.map((l) => l.join(" ")).join("; ") : "none"}`);
+}
+
+/** Every file of /app outside the base commit (ignored ones included, which a base may need). */
+const untracked = () => new Set(git("ls-files", "-z", "--others").split("\0").filter(Boolean));
+
+/**
+ * /app as the base commit has it again after a run of the hidden tests in it: its files
+ * the commit's, and what the run added (the specs, the tests planted in them, the run's
+ * config) gone with the folders it alone made; what was outside the commit before stays.
+ * @param {Set<string>} before  untracked() before the run
+ */
+function baseAgain(before) {
+  git("checkout", "-f", "-q", "HEAD", "--", ".");
+  for (const added of untracked()) {
+    if (before.has(added)) continue;
+    fs.rmSync(path.join(APP, added), { force: true });
+    for (let dir = path.dirname(added); dir !== "."; dir = path.dirname(dir)) {
+      if (fs.readdirSync(path.join(APP, dir)).length) break;
+      fs.rmdirSync(path.join(APP, dir));
+    }
+  }
 }
 
 /**
