@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_reactbench.sandbox.archives import ChunkReader, empty_tar, repack
 from pytest_reactbench.sandbox.base import MAX_EXEC_OUTPUT, ExecResult, Sandbox, capped
+from pytest_reactbench.sandbox.docker.streams import exec_frames
 from pytest_reactbench.sandbox.egress import egress_lines
 from pytest_reactbench.sandbox.errors import SandboxError
 from pytest_reactbench.sandbox.relay import LoopbackRelay
@@ -157,11 +158,10 @@ class DockerSandbox(Sandbox):
             # prints without end does not grow the harness's memory.
             kept, totals = (bytearray(), bytearray()), [0, 0]
             try:
-                for frames in self.api.exec_start(exec_id, stream=True, demux=True):
-                    for index, chunk in enumerate(frames):
-                        if chunk:
-                            totals[index] += len(chunk)
-                            kept[index].extend(chunk[:max(0, MAX_EXEC_OUTPUT - len(kept[index]))])
+                for stream, chunk in exec_frames(self.api, exec_id):
+                    index = stream - 1
+                    totals[index] += len(chunk)
+                    kept[index].extend(chunk[:max(0, MAX_EXEC_OUTPUT - len(kept[index]))])
                 output["streams"] = tuple(capped(bytes(k), t) for k, t in zip(kept, totals, strict=True))
             except Exception as exc:  # reported below, in the caller's thread
                 output["error"] = exc
@@ -192,9 +192,10 @@ class DockerSandbox(Sandbox):
         """Run KILL_ALL (it forks nothing, so a container at its pids limit runs it too)."""
         try:
             killer = self.api.exec_create(self.container.id, ["sh", "-c", KILL_ALL])["Id"]
-            self.api.exec_start(killer)
+            for _ in exec_frames(self.api, killer):
+                pass
             return bool(self.api.exec_inspect(killer).get("ExitCode") == 0)
-        except self._errors().DockerException:
+        except (self._errors().DockerException, SandboxError):
             return False
 
     def end_leftovers(self) -> None:
