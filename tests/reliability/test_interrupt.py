@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -16,6 +17,22 @@ from tests.helpers import BACKENDS, write_task
 #: case, which may run at the same time), so that a look for leftover processes sees
 #: this case's sleep alone.
 HANG_SECONDS = {"local": 5101, "docker": 5102}
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_reaches_the_sessions() -> Iterator[None]:
+    """A test session started in the background of a shell without job control ignores
+    SIGINT, and every process it starts inherits that: the sessions these tests press
+    Ctrl-C on would never hear it. Each is started as from a terminal (a handler of
+    Python's is reset to the default in the child)."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def hangs(seconds: int) -> str:
