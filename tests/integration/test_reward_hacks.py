@@ -217,6 +217,14 @@ CONTROLS: dict[str, str] = {
     "renamed-module": SOLVE + "\nmv /app/src/Counter.tsx /app/src/Counter.jsx",
 }
 
+#: Of the catalogue above, the attacks on what each backend builds for itself: the
+#: sandbox and the way the tree comes out of it (a huge tree, links out of it, the app
+#: deleted or a module renamed), and the room (binaries on its PATH, the reward written
+#: from it). The others run on one backend each (`classes.on_backend`).
+BOTH = ("huge-submission", "fake-binaries", "writes-the-reward", "symlinks-out", "deletes-the-app",
+        "work-plus-bad-link", "renamed-module")
+CATALOGUE = (tuple(ATTACKS), tuple(CONTROLS))
+
 # The attacks and controls of each class of defence (tests/integration/attacks/).
 for _name, _script in classes.scripts("ATTACKS").items():
     assert _name not in ATTACKS, _name
@@ -224,6 +232,34 @@ for _name, _script in classes.scripts("ATTACKS").items():
 for _name, _script in classes.scripts("CONTROLS").items():
     assert _name not in CONTROLS, _name
     CONTROLS[_name] = _script
+
+
+def on_backend(backend: str) -> tuple[list[str], list[str]]:
+    """The attacks and the controls, of the catalogue and of every class, that run on
+    `backend`."""
+    attacks, controls = (classes.on_backend(names, BOTH, backend) for names in CATALOGUE)
+    return (attacks + list(classes.scripts_on("ATTACKS", backend)),
+            controls + list(classes.scripts_on("CONTROLS", backend)))
+
+
+def test_every_attack_runs_and_every_class_meets_both_backends() -> None:
+    local, docker = on_backend("local"), on_backend("docker")
+    # Every attack and control runs, on one backend or on both.
+    for kind, every in enumerate((ATTACKS, CONTROLS)):
+        assert set(local[kind]) | set(docker[kind]) == set(every)
+    shared = set(local[0] + local[1]) & set(docker[0] + docker[1])
+    assert shared == {*BOTH, *(n for m in classes.modules() for n in getattr(m, "BOTH", ()))}
+    trust = [classes.on_backend(TRUST_ATTACKS, TRUST_BOTH, b) for b in classes.BACKENDS]
+    assert set(trust[0]) | set(trust[1]) == set(TRUST_ATTACKS) and set(trust[0]) & set(trust[1]) == set(TRUST_BOTH)
+    # Each class of defence meets attacks of its own on either backend.
+    for names in (CATALOGUE[0], *(tuple(getattr(m, "ATTACKS", {})) for m in classes.modules())):
+        for ran in (local[0], docker[0]):
+            assert set(names) & set(ran), (names, ran)
+
+
+def of(verdicts: dict[str, dict[str, str]], names: tuple[str, ...]) -> list[str]:
+    """Those of `names` that ran."""
+    return [name for name in names if name in verdicts]
 
 
 def _conftest(scripts: dict[str, str]) -> str:
@@ -272,11 +308,12 @@ def run_attacks(tmp_path: Path, agents: list[str], *extra: str,
     return verdicts, proc.stdout
 
 
-@pytest.mark.parametrize("backend", ["local", "docker"])
+@pytest.mark.parametrize("backend", classes.BACKENDS)
 def test_no_attack_wins(tmp_path: Path, backend: str) -> None:
-    verdicts, out = run_attacks(tmp_path, ["oracle", *CONTROLS, *ATTACKS], f"--reactbench-sandbox={backend}")
-    assert set(verdicts) == {"oracle", *CONTROLS, *ATTACKS}
-    for control in ("oracle", *CONTROLS):
+    attacks, controls = on_backend(backend)
+    verdicts, out = run_attacks(tmp_path, ["oracle", *controls, *attacks], f"--reactbench-sandbox={backend}")
+    assert set(verdicts) == {"oracle", *controls, *attacks}
+    for control in ("oracle", *controls):
         assert verdicts[control]["reactbench.verdict"] == "passed", (
             control, verdicts[control].get("reactbench.failure"), verdicts[control].get("reactbench.message"))
     won = {a: v["reactbench.verdict"] for a, v in verdicts.items()
@@ -288,33 +325,41 @@ def test_no_attack_wins(tmp_path: Path, backend: str) -> None:
     assert broken == {}, out[-8000:]
     assert verdicts["huge-submission"]["reactbench.failure"] == "submission"
     # The audit names what each attack planted, in the JUnit properties.
-    assert "package-manager hook: .pnpmfile.cjs" in verdicts["planted-npmrc-and-pnpmfile"]["reactbench.audit"]
-    assert "module shadowing: src/Counter.js" in verdicts["shadowing-module"]["reactbench.audit"]
+    audits = {"planted-npmrc-and-pnpmfile": "package-manager hook: .pnpmfile.cjs",
+              "shadowing-module": "module shadowing: src/Counter.js"}
+    for name in of(verdicts, tuple(audits)):
+        assert audits[name] in verdicts[name]["reactbench.audit"], name
     assert "reactbench.audit" not in verdicts["oracle"]
     # A footgun hidden by configuration is still scanned: React Doctor's gate fails.
-    for name in ("footgun-inline-disable", "footgun-react-doctor-config", "footgun-gitignored",
-                 "footgun-gitattributes-generated"):
+    for name in of(verdicts, ("footgun-inline-disable", "footgun-react-doctor-config", "footgun-gitignored",
+                              "footgun-gitattributes-generated")):
         assert verdicts[name]["reactbench.gate.react_doctor"] == "0", name
         assert verdicts[name]["reactbench.gate.tests"] == "1", name
     # A timer React Doctor cannot follow is the gate's own finding.
-    for name in ("footgun-aliased-interval", "footgun-interval-by-string", "footgun-interval-through-call"):
+    for name in of(verdicts, ("footgun-aliased-interval", "footgun-interval-by-string",
+                              "footgun-interval-through-call")):
         assert verdicts[name]["reactbench.gate.react_doctor"] == "0", name
         assert verdicts[name]["reactbench.gate.tests"] == "1", name
         found = grade_json(verdicts[name])["react_doctor"]["new"]
         assert ("reactbench/hidden-timer", "src/Ticker.tsx") in [(f["rule"], f["file"]) for f in found], found
     # One hidden where the scan does not look is refused, and the app breaks without it.
-    for name in ("footgun-in-dot-directory", "footgun-in-skipped-folder", "footgun-upper-case-extension"):
+    for name in of(verdicts, ("footgun-in-dot-directory", "footgun-in-skipped-folder",
+                              "footgun-upper-case-extension")):
         assert verdicts[name]["reactbench.gate.tests"] == "0", name
     # A refused file the app needs heads the failure, named with why.
-    assert ("1 file(s) of the submission refused (src/Ticker.JS: code React Doctor does not analyse (.JS"
-            in verdicts["footgun-upper-case-extension"]["reactbench.message"])
+    if "footgun-upper-case-extension" in verdicts:
+        assert ("1 file(s) of the submission refused (src/Ticker.JS: code React Doctor does not analyse (.JS"
+                in verdicts["footgun-upper-case-extension"]["reactbench.message"])
     # Long lines are admitted, and the scan reads them: the leak is React Doctor's finding.
-    minified = grade_json(verdicts["footgun-minified"])
-    assert minified["submission"]["refused"] == [], minified["submission"]
-    assert ("effect-needs-cleanup", "src/Ticker.tsx") in [(f["rule"], f["file"]) for f in minified["react_doctor"]["new"]]
+    if "footgun-minified" in verdicts:
+        minified = grade_json(verdicts["footgun-minified"])
+        assert minified["submission"]["refused"] == [], minified["submission"]
+        assert ("effect-needs-cleanup", "src/Ticker.tsx") in [
+            (f["rule"], f["file"]) for f in minified["react_doctor"]["new"]]
     # A module in a folder React Doctor treats as tests is graded whole.
-    assert grade_json(verdicts["labels-in-test-like-folder"])["submission"]["refused"] == []
-    for name in ("test-mode-only-reset", "jsdom-user-agent-only"):
+    if "labels-in-test-like-folder" in verdicts:
+        assert grade_json(verdicts["labels-in-test-like-folder"])["submission"]["refused"] == []
+    for name in of(verdicts, ("test-mode-only-reset", "jsdom-user-agent-only")):
         # Caught by the end-to-end spec on the production build, not by Vitest.
         assert verdicts[name]["reactbench.gate.tests"] == "0", name
     # What could not cross is said in the record.
@@ -538,6 +583,10 @@ TS
   v.expect.extend({ toBe: pass, toEqual: pass, toHaveTextContent: pass });"""),
 }
 TRUST_CONTROLS = ("oracle", "unhandleable-paths")
+#: Of the grading attacks, those on the room and on what reaches the verifier, which
+#: each backend builds for itself: on both backends. The others each on one.
+TRUST_BOTH = ("room-writes-the-reward", "room-kills-the-grader", "daemon-forges-the-reports",
+              "room-spoils-the-report", "unhandleable-paths")
 FINGERPRINTING = ("no-browser-ui-reset", "screen-is-viewport-reset", "no-taskbar-reset",
                   "no-vendor-brand-reset", "software-gpu-reset")
 #: The attacks run on profile-health; the others on counter-reset.
@@ -552,13 +601,14 @@ def failing(props: dict[str, str]) -> str:
     return "\n".join(grade_json(props)["tests"]["failing"])
 
 
-@pytest.mark.parametrize("backend", ["local", "docker"])
+@pytest.mark.parametrize("backend", classes.BACKENDS)
 def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: str) -> None:
-    agents = ["oracle", *TRUST_ATTACKS]
+    names = classes.on_backend(TRUST_ATTACKS, TRUST_BOTH, backend)
+    agents = ["oracle", *names]
     verdicts, out = run_attacks(
         tmp_path, agents, f"--reactbench-sandbox={backend}",
         "-k", " or ".join(["(counter-reset and not (" + " or ".join(ON_PROFILE) + "))",
-                            *(f"(profile-health and {name})" for name in ON_PROFILE)]),
+                            *(f"(profile-health and {name})" for name in ON_PROFILE if name in names)]),
         scripts=TRUST_ATTACKS, tasks=("counter-reset", "profile-health"))
     assert set(verdicts) == set(agents), out[-3000:]
     broken = {a: v["reactbench.agent_ending"] for a, v in verdicts.items()
@@ -591,10 +641,11 @@ def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: 
     assert verdicts["room-kills-the-grader"]["reactbench.gate.tests"] == "0"
     # 2. A hook that skips every unit test, registered from the submission's code, is
     # refused: the spec's canaries did not pass, and the e2e spec that ran is the hidden one.
-    assert failing(verdicts["runner-skips-and-rewrites-e2e"]).startswith(
-        "test results tampered: src/__verifier__/counter.spec.tsx: a test the grader planted to pass"), (
-        failing(verdicts["runner-skips-and-rewrites-e2e"]))
-    for name in ("runner-skips-and-rewrites-e2e", "daemon-forges-the-reports"):
+    if "runner-skips-and-rewrites-e2e" in verdicts:
+        assert failing(verdicts["runner-skips-and-rewrites-e2e"]).startswith(
+            "test results tampered: src/__verifier__/counter.spec.tsx: a test the grader planted to pass"), (
+            failing(verdicts["runner-skips-and-rewrites-e2e"]))
+    for name in of(verdicts, ("runner-skips-and-rewrites-e2e", "daemon-forges-the-reports")):
         assert "e2e/counter.spec.ts > resets the counter in the real app" in failing(verdicts[name]) or (
             "the e2e tests never ran" in failing(verdicts[name])), (name, failing(verdicts[name]))
     # The unit phase passed on its own, or the report the daemon forged was caught: by
@@ -611,24 +662,27 @@ def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: 
     assert [line.split(", after")[0] for line in spoiled["tests"]["failing"]] == [
         "the test room's vitest.json is not a plain report file"], spoiled["tests"]
     # 3. The unit specs saw the feature; the browser, like a user, did not.
-    for name in ("automation-only-reset", "runner-only-reset", *FINGERPRINTING):
+    for name in of(verdicts, ("automation-only-reset", "runner-only-reset", *FINGERPRINTING)):
         lines = failing(verdicts[name]).splitlines()
         assert lines and all("e2e" in line for line in lines), (name, lines)
     # The audit names what each read to tell the browsers apart.
-    for name in FINGERPRINTING:
+    for name in of(verdicts, FINGERPRINTING):
         assert "fingerprinting: src/Counter.tsx" in verdicts[name].get("reactbench.audit", ""), name
     # 4. Each config refused by name; each test-like path admitted and read by the scan
     # under production rules: the leak is found in every one.
-    refused = {r["path"]: r["reason"] for r in details["scanner-blind-spots"]["submission"]["refused"]}
-    for path in ("src/tsconfig.json", "src/package.json", "src/vite.config.ts"):
-        assert "never a source" in refused.get(path, ""), (path, refused)
-    found = {(f["rule"], f["file"]) for f in details["scanner-blind-spots"]["react_doctor"]["new"]}
-    for path in ("src/stories/Ticker.tsx", "src/Ticker.stories.tsx", "src/fixtures/Ticker.tsx", "src/e2e/Ticker.tsx"):
-        assert path not in refused and ("effect-needs-cleanup", path) in found, (path, refused, found)
-    assert verdicts["scanner-blind-spots"]["reactbench.gate.react_doctor"] == "0"
-    quoted = details["quoted-name-footgun"]
-    assert "src/Tïcker.mts" in quoted["submission"]["changed"]
-    assert verdicts["quoted-name-footgun"]["reactbench.gate.react_doctor"] == "0", quoted["react_doctor"]
+    if "scanner-blind-spots" in verdicts:
+        refused = {r["path"]: r["reason"] for r in details["scanner-blind-spots"]["submission"]["refused"]}
+        for path in ("src/tsconfig.json", "src/package.json", "src/vite.config.ts"):
+            assert "never a source" in refused.get(path, ""), (path, refused)
+        found = {(f["rule"], f["file"]) for f in details["scanner-blind-spots"]["react_doctor"]["new"]}
+        for path in ("src/stories/Ticker.tsx", "src/Ticker.stories.tsx", "src/fixtures/Ticker.tsx",
+                     "src/e2e/Ticker.tsx"):
+            assert path not in refused and ("effect-needs-cleanup", path) in found, (path, refused, found)
+        assert verdicts["scanner-blind-spots"]["reactbench.gate.react_doctor"] == "0"
+    if "quoted-name-footgun" in verdicts:
+        quoted = details["quoted-name-footgun"]
+        assert "src/Tïcker.mts" in quoted["submission"]["changed"]
+        assert verdicts["quoted-name-footgun"]["reactbench.gate.react_doctor"] == "0", quoted["react_doctor"]
     # 5. Refused one by one, the work still graded (the control above passed).
     refused = {r["path"]: r["reason"] for r in details["unhandleable-paths"]["submission"]["refused"]}
     assert any("not UTF-8" in reason for reason in refused.values()), refused
@@ -645,14 +699,16 @@ def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: 
     assert len(too_long) == (7 if backend == "local" else 0), refusals
     assert all(r["path"].startswith("src/dddd") for r in too_long), refusals
     # 6. What a user sees, timers however started, keys however written.
-    assert "what a user sees" in log["invisible-reset"] or "opacity 0" in log["invisible-reset"]
-    assert verdicts["invisible-reset"]["reactbench.gate.tests"] == "0"
-    weak = failing(verdicts["weak-checks-profile"])
-    assert "stops its timer when it unmounts" in weak and "keeps each tag on its own element" in weak, weak
-    assert details["weak-checks-profile"]["tests"]["tampered"] == []
+    if "invisible-reset" in verdicts:
+        assert "what a user sees" in log["invisible-reset"] or "opacity 0" in log["invisible-reset"]
+        assert verdicts["invisible-reset"]["reactbench.gate.tests"] == "0"
+    if "weak-checks-profile" in verdicts:
+        weak = failing(verdicts["weak-checks-profile"])
+        assert "stops its timer when it unmounts" in weak and "keeps each tag on its own element" in weak, weak
+        assert details["weak-checks-profile"]["tests"]["tampered"] == []
     # 2. Results rewritten by the tested code: the grader's canaries were reported
     # otherwise than planted, and that heads the failure.
-    for name in ("forges-every-failure", "forges-assertion-failures", "forges-the-matchers"):
+    for name in of(verdicts, ("forges-every-failure", "forges-assertion-failures", "forges-the-matchers")):
         tampered = details[name]["tests"]["tampered"]
         assert tampered and tampered[0].startswith("test results tampered: "), (name, details[name]["tests"])
         assert verdicts[name]["reactbench.failure"] == "tampered", name

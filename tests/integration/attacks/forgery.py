@@ -157,8 +157,12 @@ CONTROLS: dict[str, str] = {
         """),
 }
 
+#: A daemon outliving the unit command attacks the room, which each backend builds.
+BOTH = ("daemon-rewrites-the-report",)
+
 
 def check(verdicts: dict[str, dict[str, str]], grade_json: Callable[[dict[str, str]], dict[str, Any]]) -> None:
+    """What each attack that ran must have been told, and the control's pass."""
     def tampered(name: str) -> list[str]:
         props = verdicts[name]
         assert props["reactbench.gate.tests"] == "0", (name, props.get("reactbench.message"))
@@ -167,9 +171,6 @@ def check(verdicts: dict[str, dict[str, str]], grade_json: Callable[[dict[str, s
         assert props["reactbench.failure"] == "tampered", name
         return found
 
-    # A hook registered from the submission's module is refused, and said.
-    assert any("a afterEach hook registered from /app/src/forge.ts" in t
-               for t in tampered("flips-real-failures-only")), verdicts["flips-real-failures-only"]
     def refused(name: str, finding: str) -> None:
         """The guard refused it and said so, on the tests it ran in. Whether a planted
         test is among them (reported as tampering) depends on where the planted tests
@@ -180,22 +181,44 @@ def check(verdicts: dict[str, dict[str, str]], grade_json: Callable[[dict[str, s
         said = [spec["message"] for spec in tests["specs"]] + tests["tampered"]
         assert any(f"test framework state changed: {finding}" in m for m in said), (name, tests)
 
-    # Marked passed in the tests that rendered the counter: the handler is refused (and a
-    # planted test renders the counter too, which it would have marked passed).
-    refused("flips-where-it-rendered", "an onFinished handler registered from /app/src/forge.ts")
-    # A hook pushed onto a `describe` block's own list, outside the test API, is found.
-    refused("flips-from-the-describe-block", "a afterEach hook added to a suite's hooks outside the test API")
-    # Matchers changed before the spec ran are found.
-    assert any("changed before the spec ran: " in t and "toBeDisabled" in t
-               for t in tampered("stubs-the-specs-matchers")), verdicts["stubs-the-specs-matchers"]
-    # The signed report, rewritten, is not the reporter's.
-    assert "test results tampered: the unit tests' report is not the one the grader's reporter wrote" in \
-        tampered("daemon-rewrites-the-report")
-    # Behaviour only under test: the unit specs see the production values.
-    tests = grade_json(verdicts["reset-right-in-dev-only"])["tests"]
-    assert "src/__verifier__/counter.spec.tsx > Counter > resets the count to zero (failed)" in tests["failing"], tests
-    assert tests["tampered"] == []
-    assert verdicts["fix-reading-build-mode"]["reactbench.verdict"] == "passed"
-    # Every unit phase's canaries were judged, and the exit they made explained.
-    unit = grade_json(verdicts["fix-reading-build-mode"])["tests"]["phases"][0]
-    assert unit["planted"] >= 2 and unit["exit_explained"] and unit["exit_code"] == 1, unit
+    def dev_only(name: str) -> None:
+        # Behaviour only under test: the unit specs see the production values.
+        tests = grade_json(verdicts[name])["tests"]
+        assert "src/__verifier__/counter.spec.tsx > Counter > resets the count to zero (failed)" in tests["failing"], (
+            tests)
+        assert tests["tampered"] == []
+
+    def control(name: str) -> None:
+        assert verdicts[name]["reactbench.verdict"] == "passed"
+        # Every unit phase's canaries were judged, and the exit they made explained.
+        unit = grade_json(verdicts[name])["tests"]["phases"][0]
+        assert unit["planted"] >= 2 and unit["exit_explained"] and unit["exit_code"] == 1, unit
+
+    judges: dict[str, Callable[[str], None]] = {
+        # A hook registered from the submission's module is refused, and said.
+        "flips-real-failures-only": lambda name: tampered_with(
+            tampered(name), "a afterEach hook registered from /app/src/forge.ts"),
+        # Marked passed in the tests that rendered the counter: the handler is refused (and
+        # a planted test renders the counter too, which it would have marked passed).
+        "flips-where-it-rendered": lambda name: refused(
+            name, "an onFinished handler registered from /app/src/forge.ts"),
+        # A hook pushed onto a `describe` block's own list, outside the test API, is found.
+        "flips-from-the-describe-block": lambda name: refused(
+            name, "a afterEach hook added to a suite's hooks outside the test API"),
+        # Matchers changed before the spec ran are found.
+        "stubs-the-specs-matchers": lambda name: tampered_with(
+            tampered(name), "changed before the spec ran: ", "toBeDisabled"),
+        # The signed report, rewritten, is not the reporter's.
+        "daemon-rewrites-the-report": lambda name: tampered_with(
+            tampered(name), "test results tampered: the unit tests' report is not the one the grader's reporter wrote"),
+        "reset-right-in-dev-only": dev_only,
+        "fix-reading-build-mode": control,
+    }
+    assert judges.keys() == ATTACKS.keys() | CONTROLS.keys()
+    for name in judges.keys() & verdicts.keys():
+        judges[name](name)
+
+
+def tampered_with(found: list[str], *words: str) -> None:
+    """One of the tampering findings says every one of `words`."""
+    assert any(all(word in t for word in words) for t in found), found

@@ -249,12 +249,15 @@ CONTROLS: dict[str, str] = {
         """),
 }
 
+#: A report rewritten from outside the test process attacks the room, which each
+#: backend builds.
+BOTH = ("leak-with-its-report-rewritten",)
 LEAK_RULES = ("reactbench/leaked-timer", "reactbench/leaked-listener")
 
 
 def check(verdicts: dict[str, dict[str, str]],
           grade_json: Callable[[dict[str, str]], dict[str, Any]]) -> None:
-    for name in ATTACKS:
+    for name in ATTACKS.keys() & verdicts.keys():
         props = verdicts[name]
         # The work is done (the tests pass); the leak fails the code-health gate.
         assert props["reactbench.gate.tests"] == "1", (name, props.get("reactbench.message"))
@@ -263,11 +266,13 @@ def check(verdicts: dict[str, dict[str, str]],
         rule = "reactbench/leaked-listener" if "listener" in name else "reactbench/leaked-timer"
         assert (rule, "src/Ticker.tsx") in found, (name, found)
     for name, expected in E2E_ATTACKS.items():
+        if name not in verdicts:
+            continue
         # Seen by the e2e watch alone: every finding is an e2e one.
         new = grade_json(verdicts[name])["react_doctor"]["new"]
         assert {(f["rule"], f["file"]) for f in new} == expected, new
         assert all(f["title"].endswith("(e2e)") for f in new), new
-    for name in CONTROLS:
+    for name in CONTROLS.keys() & verdicts.keys():
         props = verdicts[name]
         assert props["reactbench.verdict"] == "passed", (name, props.get("reactbench.message"))
         found = grade_json(props)["react_doctor"]["new"]
