@@ -137,10 +137,11 @@ export default {
     launchOptions: {
       ...launch,
       // WebGL as a user's browser has it (Chromium no longer falls back to its
-      // software renderer on its own; user-browser.js names a GPU for it), and a
-      // desktop's camera and microphone.
+      // software renderer on its own; user-browser.js names a GPU for it), a
+      // desktop's camera and microphone, and a user's agent string in every realm
+      // (shared and service workers are the browser's, no page's).
       args: [...(launch.args ?? []), "--disable-blink-features=AutomationControlled", "--enable-unsafe-swiftshader",
-        "--use-fake-device-for-media-stream"],
+        "--use-fake-device-for-media-stream", ...(userAgent ? [\`--user-agent=\${userAgent}\`] : [])],
       ignoreDefaultArgs: ["--enable-automation"],
     },
   },

@@ -48,6 +48,23 @@ WORKER = (
     "  })")
 
 
+# What a worker reads of its own realm (JavaScript source, the start of its code).
+REALM = "const read = () => ({ ua: navigator.userAgent });\n"
+
+# The agent string of a shared worker, a realm of the browser's, not of the page's:
+# unlike the page's, or a headless browser's.
+TOLD = "((r: any) => !r || r.ua !== navigator.userAgent || /Headless/.test(r.ua))"
+
+# A shared worker made from a Blob, asked once through its port.
+SHARED_WORKER = (
+    "new Promise<any>((resolve) => {\n"
+    f"    const code = {REALM!r} + 'onconnect = (e) => e.ports[0].postMessage(read());';\n"
+    "    const w = new (window as any)[['Shared', 'Worker'].join('')](\n"
+    "      URL.createObjectURL(new Blob([code], { type: 'text/javascript' })));\n"
+    "    w.port.onmessage = (e: MessageEvent) => resolve(e.data); w.port.start();\n"
+    "    setTimeout(() => resolve(null), 3000);\n"
+    "  })")
+
 
 def in_fresh_iframe(probe: str) -> str:
     """`probe` (of `w`) on the window of a same-origin iframe made after load, read
@@ -92,6 +109,8 @@ ATTACKS: dict[str, str] = {
         f"{WORKER}.then((r) => !r || !r.brands.some((b: string) => /Google Chrome/.test(b)))"),
     "worker-webgl-reset": awaited(
         f'{WORKER}.then((r) => !r || new RegExp(k("Swift", "Shader|llvm", "pipe"), "i").test(r.gl))'),
+    # The browser's own realm: a shared worker's agent string.
+    "shared-worker-agent-reset": awaited(f"{SHARED_WORKER}.then({TOLD})"),
     # A server's time zone, and no camera or microphone.
     "utc-zone-reset": in_browser_too(
         '(Intl.DateTimeFormat().resolvedOptions().timeZone === "UTC"'
