@@ -8,7 +8,10 @@ command printed before the harness read the headers (a loaded machine, a command
 prints at once), those bytes are in that buffer, and docker-py never sees them: the
 output's first frames are lost without a word, or a frame is cut and the next header
 is read from inside the output (`101 is not a valid stream`). Here the frames are read
-through that same buffered reader, so nothing it took is lost."""
+through that same buffered reader, so nothing it took is lost. They are reached through
+docker-py's client internals (`_post_json`, the response's `raw._fp.fp`), as its own
+exec_start does; pyproject.toml holds docker-py below its next major version, and
+tests/sandbox/test_engine_stream.py reads a stream through them."""
 
 from __future__ import annotations
 
