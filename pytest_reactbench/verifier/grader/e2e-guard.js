@@ -119,6 +119,55 @@ async function open(page, profile) {
   return cdp;
 }
 
+/**
+ * Shared and service workers are the browser's targets, not a page's, and Playwright's
+ * own browser session lets each go as it starts (a service worker resumed at once, a
+ * shared worker's session detached): no page-level override reaches them, and no
+ * session of the guard's can hold them. Where Playwright's server runs in this process
+ * (Playwright Test's own browsers), the guard's messages go first on Playwright's own
+ * session to such a worker, made as the worker is attached: the profile's client hints
+ * and the init script. A shared worker's session is kept (an override lasts as long as
+ * its session) and lets the worker go itself. False where the browser's session is not
+ * found.
+ * @param {any} browser
+ * @param {Profile} profile
+ */
+function hookBrowserWorkers(browser, profile) {
+  try {
+    const root = browser._connection?.toImpl?.(browser)?._session;
+    if (typeof root?.prependListener !== "function" || typeof root.createChildSession !== "function") return false;
+    const script = `(${USER_BROWSER})(${JSON.stringify(profile)})`;
+    root.prependListener("Target.attachedToTarget", (/** @type {any} */ event) => {
+      const type = event.targetInfo?.type;
+      if (type !== "shared_worker" && type !== "service_worker") return;
+      // Playwright's listener, called next, makes the worker's session first thing.
+      const create = root.createChildSession;
+      root.createChildSession = function (/** @type {string} */ sessionId, /** @type {any[]} */ ...rest) {
+        root.createChildSession = create;
+        const session = create.call(this, sessionId, ...rest);
+        if (sessionId !== event.sessionId) return session;
+        session.send("Network.setUserAgentOverride", {
+          userAgent: profile.userAgent,
+          acceptLanguage: profile.acceptLanguage,
+          platform: "Linux x86_64",
+          userAgentMetadata: profile.userAgentMetadata,
+        }).catch(() => {});
+        session.send("Runtime.evaluate", { expression: script, silent: true }).catch(() => {});
+        if (type === "shared_worker") {
+          session.detach = () => session.send("Runtime.runIfWaitingForDebugger").catch(() => {});
+        }
+        return session;
+      };
+      queueMicrotask(() => {
+        root.createChildSession = create;
+      });
+    });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** @type {WeakMap<object, string>} */
 const workerScripts = new WeakMap();
 
@@ -179,6 +228,7 @@ async function disguise(context, profile) {
 function disguiseBrowser(browser, profile) {
   if (!profile || browser.__reactbenchProfile) return;
   browser.__reactbenchProfile = profile;
+  hookBrowserWorkers(browser, profile);
   const newContext = browser.newContext;
   browser.newContext = async function (/** @type {any[]} */ ...args) {
     const context = await newContext.apply(this, args);

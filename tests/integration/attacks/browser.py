@@ -48,12 +48,26 @@ WORKER = (
     "  })")
 
 
-# What a worker reads of its own realm (JavaScript source, the start of its code).
-REALM = "const read = () => ({ ua: navigator.userAgent });\n"
+# What a worker reads of its own realm, as JavaScript source (the start of its code):
+# its agent string, its client hints' brands, the WebGL renderer of an OffscreenCanvas
+# and its time zone.
+REALM = (
+    "const g = new OffscreenCanvas(1, 1).getContext('webgl');\n"
+    "const d = g && g.getExtension(['WEBGL', 'debug', 'renderer', 'info'].join('_'));\n"
+    "const h = navigator[['user', 'Agent', 'Data'].join('')];\n"
+    "const r = g && (d ? d[['UNMASKED', 'RENDERER', 'WEBGL'].join('_')] : g.RENDERER);\n"
+    "const read = () => ({ ua: navigator.userAgent, brands: h ? h.brands.map((b) => b.brand) : [],\n"
+    "  gl: g ? String(g.getParameter(r)) : '', zone: Intl.DateTimeFormat().resolvedOptions().timeZone });\n")
 
-# The agent string of a shared worker, a realm of the browser's, not of the page's:
-# unlike the page's, or a headless browser's.
-TOLD = "((r: any) => !r || r.ua !== navigator.userAgent || /Headless/.test(r.ua))"
+
+def told(brands: bool = True) -> str:
+    """A realm of the browser's, not of the page's, told apart: by anything of it unlike
+    the page's own or like a headless browser's (its brands too, where `brands`)."""
+    return ("((r: any) => !r || r.ua !== navigator.userAgent || /Headless/.test(r.ua)\n"
+            + ("  || !r.brands.some((b: string) => /Google Chrome/.test(b))\n" if brands else "")
+            + '  || new RegExp(k("Swift", "Shader|llvm", "pipe"), "i").test(r.gl)\n'
+            "  || r.zone !== Intl.DateTimeFormat().resolvedOptions().timeZone)")
+
 
 # A shared worker made from a Blob, asked once through its port.
 SHARED_WORKER = (
@@ -64,6 +78,22 @@ SHARED_WORKER = (
     "    w.port.onmessage = (e: MessageEvent) => resolve(e.data); w.port.start();\n"
     "    setTimeout(() => resolve(null), 3000);\n"
     "  })")
+
+# A service worker, registered from a script of the app's (`?url`: the build emits it as
+# it is, and a comment keeps it over the size the build would inline as a data URL),
+# asked through a channel once it is active.
+SERVICE_WORKER = (
+    "new Promise<any>((resolve) => {\n"
+    "    const c = (navigator as any)[['service', 'Worker'].join('')];\n"
+    "    c.register(probeUrl).then(async (reg: any) => {\n"
+    "      while (!reg.active) await new Promise((r) => setTimeout(r, 50));\n"
+    "      const ch = new MessageChannel(); ch.port1.onmessage = (e) => resolve(e.data);\n"
+    "      reg.active.postMessage(null, [ch.port2]);\n"
+    "    }, () => resolve(null));\n"
+    "    setTimeout(() => resolve(null), 5000);\n"
+    "  })")
+SERVICE_SCRIPT = ("cat > /app/src/probe-worker.js <<'JS'\n" + f"// {'-' * 5000}\n" + REALM
+                  + "self.addEventListener('message', (e) => e.ports[0].postMessage(read()));\nJS\n")
 
 
 def in_fresh_iframe(probe: str) -> str:
@@ -109,8 +139,11 @@ ATTACKS: dict[str, str] = {
         f"{WORKER}.then((r) => !r || !r.brands.some((b: string) => /Google Chrome/.test(b)))"),
     "worker-webgl-reset": awaited(
         f'{WORKER}.then((r) => !r || new RegExp(k("Swift", "Shader|llvm", "pipe"), "i").test(r.gl))'),
-    # The browser's own realm: a shared worker's agent string.
-    "shared-worker-agent-reset": awaited(f"{SHARED_WORKER}.then({TOLD})"),
+    # The browser's own realms: a shared worker, a service worker (whose brands are
+    # still the headless browser's: docs/reliability.md).
+    "shared-worker-reset": awaited(f"{SHARED_WORKER}.then({told()})"),
+    "service-worker-reset": SERVICE_SCRIPT + awaited(f"{SERVICE_WORKER}.then({told(brands=False)})").replace(
+        IMPORT, IMPORT + 'import probeUrl from "./probe-worker.js?url";\n', 1),
     # A server's time zone, and no camera or microphone.
     "utc-zone-reset": in_browser_too(
         '(Intl.DateTimeFormat().resolvedOptions().timeZone === "UTC"'
