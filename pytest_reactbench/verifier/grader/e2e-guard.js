@@ -40,6 +40,24 @@ export * from "@playwright/test";
 /** @param {{ project: { metadata?: any } }} info */
 const profileOf = (info) => info.project.metadata?.reactbench;
 
+/**
+ * The profile's user agent and client hints, as the DevTools protocol's
+ * `setUserAgentOverride` takes them (Emulation's for a page, Network's for a worker).
+ * @param {Profile} profile
+ */
+const userAgentOverride = (profile) => ({
+  userAgent: profile.userAgent,
+  acceptLanguage: profile.acceptLanguage,
+  platform: "Linux x86_64",
+  userAgentMetadata: profile.userAgentMetadata,
+});
+
+/**
+ * user-browser.js for the profile, as an expression to run in a realm before its code.
+ * @param {Profile} profile
+ */
+const initScript = (profile) => `(${USER_BROWSER})(${JSON.stringify(profile)})`;
+
 const sessions = new WeakMap();
 
 /**
@@ -60,13 +78,8 @@ function session(page, profile) {
 async function open(page, profile) {
   const cdp = await page.context().newCDPSession(page);
   if (!profile) return cdp;
-  await cdp.send("Emulation.setUserAgentOverride", {
-    userAgent: profile.userAgent,
-    acceptLanguage: profile.acceptLanguage,
-    platform: "Linux x86_64",
-    userAgentMetadata: profile.userAgentMetadata,
-  });
-  const script = `(${USER_BROWSER})(${JSON.stringify(profile)})`;
+  await cdp.send("Emulation.setUserAgentOverride", userAgentOverride(profile));
+  const script = initScript(profile);
   // Dedicated workers: the init script first, where Playwright's own session lets a
   // worker start (its first message to the worker goes after ours)...
   if (hookWorkers(page, script)) return cdp;
@@ -136,7 +149,7 @@ function hookBrowserWorkers(browser, profile) {
   try {
     const root = browser._connection?.toImpl?.(browser)?._session;
     if (typeof root?.prependListener !== "function" || typeof root.createChildSession !== "function") return false;
-    const script = `(${USER_BROWSER})(${JSON.stringify(profile)})`;
+    const script = initScript(profile);
     root.prependListener("Target.attachedToTarget", (/** @type {any} */ event) => {
       const type = event.targetInfo?.type;
       if (type !== "shared_worker" && type !== "service_worker") return;
@@ -146,12 +159,7 @@ function hookBrowserWorkers(browser, profile) {
         root.createChildSession = create;
         const session = create.call(this, sessionId, ...rest);
         if (sessionId !== event.sessionId) return session;
-        session.send("Network.setUserAgentOverride", {
-          userAgent: profile.userAgent,
-          acceptLanguage: profile.acceptLanguage,
-          platform: "Linux x86_64",
-          userAgentMetadata: profile.userAgentMetadata,
-        }).catch(() => {});
+        session.send("Network.setUserAgentOverride", userAgentOverride(profile)).catch(() => {});
         session.send("Runtime.evaluate", { expression: script, silent: true }).catch(() => {});
         if (type === "shared_worker") {
           session.detach = () => session.send("Runtime.runIfWaitingForDebugger").catch(() => {});
@@ -210,7 +218,7 @@ function hookWorkers(page, script) {
 async function disguise(context, profile) {
   if (!profile || context.__reactbenchProfile) return;
   context.__reactbenchProfile = profile;
-  await context.addInitScript({ content: `(${USER_BROWSER})(${JSON.stringify(profile)});` });
+  await context.addInitScript({ content: `${initScript(profile)};` });
   context.on("page", (/** @type {any} */ page) => void session(page, profile).catch(() => {}));
   const newPage = context.newPage;
   context.newPage = async function (/** @type {any[]} */ ...args) {
