@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { describe, test } from "node:test";
+import { after, describe, test } from "node:test";
 
 import {
   HIDDEN_TIMER_RULE, checkScan, compareReports, hiddenTimerFindings, hiddenTimers, isStyleOnly, matchesIgnored,
@@ -221,6 +221,7 @@ describe("timers React Doctor cannot follow", () => {
 
   test("new are those past the base's, in changed code files other than specs", () => {
     const root = fs.mkdtempSync(path.join(os.tmpdir(), "hidden-timers-"));
+    after(() => fs.rmSync(root, { recursive: true, force: true }));
     fs.mkdirSync(path.join(root, "src"));
     fs.writeFileSync(path.join(root, "src/useTicker.ts"), "const every = setInterval;\nexport const go = () => every(f, 1);\n");
     fs.writeFileSync(path.join(root, "src/legacy.ts"), "export const later = setTimeout;\n");
