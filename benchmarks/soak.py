@@ -1,7 +1,8 @@
 """The test suite under load, on purpose: the README's test command (as `.ci/run` runs
-it) on a clean clone of this checkout's HEAD, N times in a row, with a load generator
-of its own beside it: busy CPUs, a disk writer and memory held. Each run's failed
-tests are printed with their errors; the exit status is 0 only if every run passed.
+it) on a clean clone of this checkout's HEAD (the commit it was at the start, for every
+run), N times in a row, with a load generator of its own beside it: busy CPUs, a disk
+writer and memory held. Each run's failed tests are printed with their errors; the exit
+status is 0 only if every run passed.
 
     python benchmarks/soak.py [--runs 3] [--cpu-hogs N] [--disk-mb 512] [--memory-gb 4]
                               [--no-load] [--out soak.json] [--keep]
@@ -104,13 +105,14 @@ def failures(junit: Path) -> list[tuple[str, str]]:
     return found
 
 
-def one_run(number: int, command: str, scratch: Path, keep: bool) -> dict[str, object]:
+def one_run(number: int, command: str, commit: str, scratch: Path, keep: bool) -> dict[str, object]:
     clone = Path(tempfile.mkdtemp(prefix=f"soak-{number}-", dir=scratch))
     clone.chmod(0o755)  # a checkout as CI has it: the grader's room user reads its files
     junit = clone / "soak-junit.xml"
     started = time.monotonic()
     try:
         subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)], check=True)
+        subprocess.run(["git", "checkout", "-q", "--detach", commit], cwd=clone, check=True)
         subprocess.run(["npm", "ci", "--no-fund", "--no-audit", "--silent"], cwd=clone, check=True)
         env = {**os.environ, "PYTHONPATH": str(clone)}
         log = clone / "soak-output.txt"
@@ -145,21 +147,25 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep each run's clone (with its output)")
     args = parser.parse_args()
     command = readme_command()
+    # Every run tests the commit that was HEAD when the soak started, whatever is
+    # committed while it runs.
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, check=True, capture_output=True,
+                            text=True).stdout.strip()
     hogs, disk, memory = (0, 0, 0.0) if args.no_load else (args.cpu_hogs, args.disk_mb, args.memory_gb)
     print(f"command: {command}\nload: {hogs} CPU hog(s), a disk writer of {disk} MB files, "
-          f"{memory:g} GiB held; {args.runs} run(s) on clean clones of {ROOT} HEAD", flush=True)
+          f"{memory:g} GiB held; {args.runs} run(s) on clean clones of {ROOT} at {commit}", flush=True)
     runs = []
     with load(hogs, disk, memory, args.scratch):
         for number in range(1, args.runs + 1):
-            result = one_run(number, command, args.scratch, args.keep)
+            result = one_run(number, command, commit, args.scratch, args.keep)
             runs.append(result)
             status = "passed" if result["exit"] == 0 else f"FAILED (exit {result['exit']})"
             print(f"run {number}: {status} in {result['seconds']} s", flush=True)
             for name, error in result["failed"]:  # type: ignore[attr-defined]
                 print(f"  {name}\n    {error}", flush=True)
     if args.out:
-        args.out.write_text(json.dumps({"command": command, "load": [hogs, disk, memory], "runs": runs},
-                                       indent=2))
+        args.out.write_text(json.dumps({"command": command, "commit": commit, "load": [hogs, disk, memory],
+                                        "runs": runs}, indent=2))
     passed = sum(1 for r in runs if r["exit"] == 0)
     print(f"{passed} of {len(runs)} run(s) passed")
     return 0 if passed == len(runs) else 1
