@@ -98,31 +98,21 @@ import base from "./playwright.config.ts";
 const port = process.env.REACTBENCH_E2E_PORT;
 const url = \`http://127.0.0.1:\${port}\`;
 const launch = base.use?.launchOptions ?? {};
-const userAgent = process.env.REACTBENCH_E2E_USER_AGENT ?? "";
-const major = /Chrome\\/(\\d+)/.exec(userAgent)?.[1] ?? "130";
-// What a page can read, each profile its own. The user agent and its client hints are
-// e2e-guard.js's, through the DevTools protocol: Playwright's own userAgent option
-// would empty the client hints of workers.
-const hints = (build) => {
-  const versions = [["Google Chrome", major], ["Chromium", major], ["Not?A_Brand", "99"]];
-  return {
-    brands: versions.map(([brand, version]) => ({ brand, version })),
-    fullVersionList: versions.map(([brand, version]) => ({ brand, version: version === "99" ? "99.0.0.0" : \`\${major}.0.\${build}\` })),
-    fullVersion: \`\${major}.0.\${build}\`,
-    platform: "Linux", platformVersion: "6.8.0", architecture: "x86", model: "", mobile: false, bitness: "64", wow64: false,
-    formFactors: ["Desktop"],
-  };
-};
+// What a user's Chrome of this browser's version says of itself (browserIdentity):
+// its agent string and client hints, the same under both profiles (two users of one
+// Chrome). The client hints are e2e-guard.js's, through the DevTools protocol:
+// Playwright's own userAgent option would empty the client hints of workers.
+const { userAgent = "", userAgentMetadata } = JSON.parse(process.env.REACTBENCH_E2E_BROWSER || "{}");
 const profiles = [
   { name: "${E2E_PROFILES[0]}",
     use: { timezoneId: "America/New_York", locale: "en-US", viewport: { width: 1280, height: 720 },
       screen: { width: 1920, height: 1080 }, deviceScaleFactor: 1 },
-    reactbench: { userAgent, acceptLanguage: "en-US,en", userAgentMetadata: hints("7204.101"), frame: [16, 87], taskbar: 40,
+    reactbench: { userAgent, acceptLanguage: "en-US,en", userAgentMetadata, frame: [16, 87], taskbar: 40,
       webgl: ["Google Inc. (Intel)", "ANGLE (Intel, Mesa Intel(R) UHD Graphics 620 (KBL GT2), OpenGL 4.6)"] } },
   { name: "${E2E_PROFILES[1]}",
     use: { timezoneId: "Europe/Berlin", locale: "en-US", viewport: { width: 1440, height: 760 },
       screen: { width: 1536, height: 864 }, deviceScaleFactor: 1.25 },
-    reactbench: { userAgent, acceptLanguage: "en-US,en", userAgentMetadata: hints("7204.157"), frame: [0, 79], taskbar: 48,
+    reactbench: { userAgent, acceptLanguage: "en-US,en", userAgentMetadata, frame: [0, 79], taskbar: 48,
       webgl: ["Google Inc. (NVIDIA Corporation)", "ANGLE (NVIDIA Corporation, NVIDIA GeForce GTX 1650/PCIe/SSE2, OpenGL 4.5.0)"] } },
 ];
 const projects = base.projects?.length ? base.projects : [{}];
@@ -264,21 +254,60 @@ export function e2eTransforms() {
 }
 
 /**
- * Chromium's major version, for a user agent like a user's: read once at bake time.
+ * The image's Chromium version ("156.0.8078.129"), read once at bake time.
  * @returns {string}
  */
-export function userAgent() {
-  let version;
+export function browserVersion() {
   try {
-    version = fs.readFileSync(path.join(STATE, "chromium-version"), "utf8").trim();
+    return fs.readFileSync(path.join(STATE, "chromium-version"), "utf8").trim();
   } catch {
-    version = chromiumVersion();
+    return chromiumVersion();
   }
-  return `Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/${version || "130"}.0.0.0 Safari/537.36`;
 }
 
-/** @returns {string} the major version of the image's Chromium ("": none) */
-export const chromiumVersion = () => /(\d+)\./.exec(run("chromium", ["--version"], { cwd: "/" }).stdout)?.[1] ?? "";
+/** @returns {string} the version of the image's Chromium ("": none) */
+export const chromiumVersion = () => /\d+\.\d+\.\d+\.\d+/.exec(run("chromium", ["--version"], { cwd: "/" }).stdout)?.[0] ?? "";
+
+// Chrome's GREASE brand: "Not", a character, "A", a character, "Brand", and a low
+// version, each picked by the major version, as are the places of the three brands.
+const GREASE_CHARACTERS = [" ", "(", ":", "-", ".", "/", ")", ";", "=", "?", "_"];
+const GREASE_VERSIONS = ["8", "99", "24"];
+const BRAND_ORDERS = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+
+/**
+ * What a user's Google Chrome of the browser's version says of itself, as the e2e
+ * profiles claim it: the agent string (Chrome's reduced one) and the client hints,
+ * whose brand list is made as Chrome makes it for that major version (the GREASE
+ * brand and the order of the three), so that none of it is unlike a real Chrome's.
+ * @param {string} version  the browser's ("156.0.8078.129"; a major alone will do)
+ */
+export function browserIdentity(version) {
+  const [major = 0, , build = 0, patch = 0] = version.split(".").map((part) => Number(part) || 0);
+  const full = `${major}.0.${build}.${patch}`;
+  const g = GREASE_CHARACTERS.length;
+  const grease = `Not${GREASE_CHARACTERS[major % g] ?? " "}A${GREASE_CHARACTERS[(major + 1) % g] ?? " "}Brand`;
+  const greaseVersion = GREASE_VERSIONS[major % GREASE_VERSIONS.length] ?? "8";
+  const order = BRAND_ORDERS[major % BRAND_ORDERS.length] ?? [0, 1, 2];
+  /** @param {[string, string][]} named  grease, Chromium, the brand */
+  const list = (named) => {
+    /** @type {{ brand: string, version: string }[]} */
+    const brands = [];
+    named.forEach(([brand, v], i) => {
+      brands[order[i] ?? i] = { brand, version: v };
+    });
+    return brands;
+  };
+  return {
+    userAgent: `Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/${major}.0.0.0 Safari/537.36`,
+    userAgentMetadata: {
+      brands: list([[grease, greaseVersion], ["Chromium", `${major}`], ["Google Chrome", `${major}`]]),
+      fullVersionList: list([[grease, `${greaseVersion}.0.0.0`], ["Chromium", full], ["Google Chrome", full]]),
+      fullVersion: full,
+      platform: "Linux", platformVersion: "6.8.0", architecture: "x86", model: "", mobile: false, bitness: "64", wow64: false,
+      formFactors: ["Desktop"],
+    },
+  };
+}
 
 /**
  * At bake time: the e2e specs and our config compiled into Playwright's cache

@@ -18,7 +18,8 @@ import { collectE2eLeaks, collectLeaks, ownCode } from "./leaks.mjs";
 import { exitCode, run } from "./process.mjs";
 import { judgeTests, playwrightResults, readReport, specResults, vitestResults } from "./reports.mjs";
 import {
-  E2E_CONFIG, applySpecs, e2ePort, e2eTransforms, guardE2eSpecs, profileGaps, userAgent, withE2eConfig, writeE2eConfig,
+  E2E_CONFIG, applySpecs, browserIdentity, browserVersion, e2ePort, e2eTransforms, guardE2eSpecs, profileGaps,
+  withE2eConfig, writeE2eConfig,
 } from "./specs.mjs";
 
 /**
@@ -598,7 +599,7 @@ export async function testGate(config, setPhase, changed = [], { everyStep = fal
           ...e2eTransforms(),
           REACTBENCH_E2E_PORT: e2ePort(),
           REACTBENCH_E2E_OUTPUT: path.join(ROOM, "e2e-output", "results"),
-          REACTBENCH_E2E_USER_AGENT: userAgent(),
+          REACTBENCH_E2E_BROWSER: JSON.stringify(browserIdentity(browserVersion())),
           // The leak watch's timer window is needed only where one of them has nothing mounted.
           REACTBENCH_E2E_CHANGED: JSON.stringify(ownCode(changed).map((file) => path.join(APP, file))),
         };

@@ -4,11 +4,14 @@
 // browser from a user's desktop one reads as a user's. What the browser can be told
 // natively (user agent and client hints, time zone, screen, devices) is set outside
 // the page (e2e-guard.js); this covers only what has no native means: browser UI around
-// the viewport, a taskbar below the screen, a GPU that is not a software renderer.
+// the viewport, a taskbar below the screen, a GPU that is not a software renderer, and
+// the client hints of a realm the browser's override does not reach (a service worker
+// reads the browser's own).
 // Each replaced function is native in every cheap test: its source, its name and
 // length, no prototype, the descriptor it replaces, the TypeError a foreign receiver
 // gets, and a stack trace without a frame of its own.
-// `profile` (the e2e project's): { frame: [w, h], taskbar, webgl: [vendor, renderer] }.
+// `profile` (the e2e project's): { frame: [w, h], taskbar, webgl: [vendor, renderer],
+// userAgentMetadata: the client hints as the DevTools protocol takes them }.
 (function userBrowser(profile) {
   "use strict";
   const realm = globalThis;
@@ -17,6 +20,9 @@
   const weakHas = WeakMap.prototype.has;
   const weakSet = WeakMap.prototype.set;
   const capture = Error.captureStackTrace;
+  const then = Promise.prototype.then;
+  const map = Array.prototype.map;
+  const { create, freeze, keys } = Object;
   const realToString = Function.prototype.toString;
   const sources = new WeakMap();
   /**
@@ -117,6 +123,39 @@
     getter(realm, "outerWidth", (value) => value + frameWidth);
     getter(realm, "outerHeight", (value) => value + frameHeight);
     getter(realm.Screen?.prototype, "availHeight", (value) => value - profile.taskbar);
+  }
+
+  // The profile's client hints where this realm reads the browser's own (a service
+  // worker: the override of its DevTools session does not reach them). Each read makes
+  // new objects, as the native one does: a frozen brand list, plain entries.
+  const hints = profile.userAgentMetadata;
+  const data = realm.navigator?.userAgentData;
+  // Built-ins as they were before the realm's code ran: a page's own would see ours run.
+  const named = (/** @type {{ brand: string, version: string }[]} */ list) =>
+    apply(map, list, [({ brand, version }) => ({ brand, version })]);
+  const listed = (/** @type {{ brand: string, version: string }[]} */ list) =>
+    list.map(({ brand, version }) => `${brand}/${version}`).join();
+  if (hints && data && listed(data.brands) !== listed(hints.brands)) {
+    /** @type {Record<string, () => unknown>} */
+    const hinted = create(null);
+    hinted.brands = () => named(hints.brands);
+    hinted.fullVersionList = () => named(hints.fullVersionList);
+    hinted.uaFullVersion = () => hints.fullVersion;
+    hinted.formFactors = () => apply(map, hints.formFactors, [(/** @type {string} */ f) => f]);
+    for (const key of ["mobile", "platform", "platformVersion", "architecture", "model", "bitness", "wow64"]) {
+      hinted[key] = () => hints[key];
+    }
+    /** @param {Record<string, unknown>} value  a native result, its own keys in their order */
+    const hint = (value) => {
+      for (const key of keys(value)) if (hinted[key]) value[key] = hinted[key]();
+      return value;
+    };
+    const proto = realm.NavigatorUAData?.prototype;
+    getter(proto, "brands", () => freeze(named(hints.brands)));
+    getter(proto, "mobile", () => hints.mobile);
+    getter(proto, "platform", () => hints.platform);
+    method(proto, "toJSON", (_, value) => hint(value));
+    method(proto, "getHighEntropyValues", (_, value) => apply(then, value, [hint]));
   }
 
   // A GPU's names where the software renderer's (SwiftShader, llvmpipe) would show.

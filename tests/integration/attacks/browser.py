@@ -96,6 +96,20 @@ SERVICE_SCRIPT = ("cat > /app/src/probe-worker.js <<'JS'\n" + f"// {'-' * 5000}\
                   + "self.addEventListener('message', (e) => e.ports[0].postMessage(read()));\nJS\n")
 
 
+# Whether the page's brand list is not the one Chrome makes for the major version of
+# the page's agent string.
+GREASE = (
+    "((m: number) => {\n"
+    '  const c = " (:-./);=?_";\n'
+    "  const o = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]][m % 6];\n"
+    "  const want: string[] = [];\n"
+    '  want[o[0]] = k("Not", c[m % 11], "A", c[(m + 1) % 11], "Brand");\n'
+    '  want[o[1]] = "Chromium"; want[o[2]] = k("Google", " ", "Chrome");\n'
+    '  const h = (navigator as any)[k("user", "Agent", "Data")];\n'
+    "  return !h || h.brands.map((b: any) => b.brand).join() !== want.join();\n"
+    '})(Number(/Chrome\\/(\\d+)/.exec(navigator.userAgent)?.[1] ?? 0))')
+
+
 def in_fresh_iframe(probe: str) -> str:
     """`probe` (of `w`) on the window of a same-origin iframe made after load, read
     while the iframe is in the document."""
@@ -139,11 +153,13 @@ ATTACKS: dict[str, str] = {
         f"{WORKER}.then((r) => !r || !r.brands.some((b: string) => /Google Chrome/.test(b)))"),
     "worker-webgl-reset": awaited(
         f'{WORKER}.then((r) => !r || new RegExp(k("Swift", "Shader|llvm", "pipe"), "i").test(r.gl))'),
-    # The browser's own realms: a shared worker, a service worker (whose brands are
-    # still the headless browser's: docs/reliability.md).
+    # The browser's own realms: a shared worker, a service worker.
     "shared-worker-reset": awaited(f"{SHARED_WORKER}.then({told()})"),
-    "service-worker-reset": SERVICE_SCRIPT + awaited(f"{SERVICE_WORKER}.then({told(brands=False)})").replace(
+    "service-worker-reset": SERVICE_SCRIPT + awaited(f"{SERVICE_WORKER}.then({told()})").replace(
         IMPORT, IMPORT + 'import probeUrl from "./probe-worker.js?url";\n', 1),
+    # Client hints unlike a real Chrome's of the version the agent string names: Chrome
+    # makes its GREASE brand, and the order of its three brands, from its major version.
+    "grease-brand-reset": in_browser_too(GREASE).replace(IMPORT, IMPORT + NAMES, 1),
     # A server's time zone, and no camera or microphone.
     "utc-zone-reset": in_browser_too(
         '(Intl.DateTimeFormat().resolvedOptions().timeZone === "UTC"'

@@ -1,7 +1,7 @@
 // The hidden specs' helpers: the e2e command given our Playwright config, the e2e
 // config itself and its two profiles, the guard the e2e specs import, the walk of a
-// spec folder and the e2e port; the page script user-browser.js, and the guard's
-// judgment of pixels.
+// spec folder and the e2e port; what the profiles say the browser is; the page script
+// user-browser.js, and the guard's judgment of pixels.
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import os from "node:os";
@@ -14,7 +14,8 @@ import zlib from "node:zlib";
 
 import { testKey } from "../../../pytest_reactbench/verifier/grader/reports.mjs";
 import {
-  E2E_CONFIG, E2E_GUARD, E2E_PROFILES, e2ePort, guardE2eSpecs, profileGaps, walkSpecs, withE2eConfig, writeE2eConfig,
+  E2E_CONFIG, E2E_GUARD, E2E_PROFILES, browserIdentity, e2ePort, guardE2eSpecs, profileGaps, walkSpecs, withE2eConfig,
+  writeE2eConfig,
 } from "../../../pytest_reactbench/verifier/grader/specs.mjs";
 
 describe("withE2eConfig", () => {
@@ -39,7 +40,7 @@ describe("writeE2eConfig", () => {
       assert.equal(fs.statSync(file).mode & 0o777, 0o644);
       const source = fs.readFileSync(file, "utf8");
       assert.match(source, /^import base from "\.\/playwright\.config\.ts";$/m);
-      for (const variable of ["REACTBENCH_E2E_PORT", "REACTBENCH_E2E_OUTPUT", "REACTBENCH_E2E_USER_AGENT"]) {
+      for (const variable of ["REACTBENCH_E2E_PORT", "REACTBENCH_E2E_OUTPUT", "REACTBENCH_E2E_BROWSER"]) {
         assert.ok(source.includes(`process.env.${variable}`), variable);
       }
       assert.ok(source.includes("wait: { stdout: /Local:\\s+https?:\\/\\// }"));
@@ -158,6 +159,33 @@ describe("the e2e guard and the profiles", () => {
   });
 });
 
+describe("browserIdentity", () => {
+  /** @param {{ brand: string, version: string }[]} list */
+  const said = (list) => list.map(({ brand, version }) => `${brand}/${version}`);
+
+  test("the brand list is the one Chrome makes for the major version", () => {
+    // As Chrome 139 sends it, and as Chromium's own tests have it for 84.
+    assert.deepEqual(said(browserIdentity("139.0.7258.154").userAgentMetadata.brands),
+      ["Not;A=Brand/99", "Google Chrome/139", "Chromium/139"]);
+    assert.deepEqual(said(browserIdentity("84.0.4147.89").userAgentMetadata.brands),
+      ["Not;A=Brand/8", "Chromium/84", "Google Chrome/84"]);
+    // The brands a Chromium build of 156 shows of itself, with Google Chrome's put in.
+    assert.deepEqual(said(browserIdentity("156.0.8078.129").userAgentMetadata.brands),
+      ["Not:A-Brand/8", "Chromium/156", "Google Chrome/156"]);
+  });
+
+  test("the full versions are the browser's own, the agent string Chrome's reduced one", () => {
+    const { userAgent, userAgentMetadata } = browserIdentity("156.0.8078.129");
+    assert.equal(userAgent,
+      "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/156.0.0.0 Safari/537.36");
+    assert.equal(userAgentMetadata.fullVersion, "156.0.8078.129");
+    assert.deepEqual(said(userAgentMetadata.fullVersionList),
+      ["Not:A-Brand/8.0.0.0", "Chromium/156.0.8078.129", "Google Chrome/156.0.8078.129"]);
+    // A bake of an older grader recorded the major alone.
+    assert.equal(browserIdentity("156").userAgentMetadata.fullVersion, "156.0.0.0");
+  });
+});
+
 describe("user-browser.js", () => {
   const source = fs.readFileSync(
     fileURLToPath(new URL("../../../pytest_reactbench/verifier/grader/user-browser.js", import.meta.url)), "utf8");
@@ -223,6 +251,84 @@ describe("user-browser.js", () => {
     assert.ok(!seen.stack.includes("user-browser.js"), seen.stack);
     assert.ok(!seen.tsStack.includes("user-browser.js"), seen.tsStack);
     assert.equal(seen.plain, "function mine(a) { return a; }");
+  });
+});
+
+describe("user-browser.js, client hints", () => {
+  const source = fs.readFileSync(
+    fileURLToPath(new URL("../../../pytest_reactbench/verifier/grader/user-browser.js", import.meta.url)), "utf8");
+  const { userAgentMetadata } = browserIdentity("156.0.8078.129");
+  const profile = { frame: [0, 0], taskbar: 0, webgl: ["", ""], userAgentMetadata };
+
+  /**
+   * A realm whose NavigatorUAData says `brands` (its natives plain functions, each
+   * refusing a foreign receiver), with user-browser.js run in it.
+   * @param {{ brand: string, version: string }[]} brands
+   */
+  function realm(brands) {
+    const context = vm.createContext({ brands });
+    vm.runInContext(`
+      globalThis.NavigatorUAData = class NavigatorUAData {};
+      const own = (receiver) => {
+        if (!(receiver instanceof NavigatorUAData)) throw new TypeError("Illegal invocation");
+      };
+      const copy = () => brands.map(({ brand, version }) => ({ brand, version }));
+      const proto = NavigatorUAData.prototype;
+      const natives = {
+        get brands() { own(this); return Object.freeze(copy()); },
+        get mobile() { own(this); return false; },
+        get platform() { own(this); return "Linux"; },
+        toJSON() { own(this); return { brands: copy(), mobile: false, platform: "Linux" }; },
+        getHighEntropyValues(hints) {
+          try { own(this); } catch (error) { return Promise.reject(error); }
+          return Promise.resolve({ architecture: "x86", brands: copy(), fullVersionList: copy(), mobile: false,
+            platform: "Linux", uaFullVersion: "156.0.8078.129" });
+        },
+      };
+      for (const name of Object.keys(natives)) {
+        const found = Object.getOwnPropertyDescriptor(natives, name);
+        Object.defineProperty(proto, name, { ...found, enumerable: true, configurable: true });
+      }
+      globalThis.navigator = { userAgentData: new NavigatorUAData() };
+    `, context);
+    const before = vm.runInContext("Object.getOwnPropertyDescriptor(NavigatorUAData.prototype, 'brands')", context);
+    vm.runInContext(`(${source})(${JSON.stringify(profile)})`, context, { filename: "user-browser.js" });
+    return { context, before };
+  }
+
+  const native = [{ brand: "Not:A-Brand", version: "8" }, { brand: "Chromium", version: "156" }];
+
+  test("where the realm reads the browser's own brands, it reads the profile's", async () => {
+    const { context } = realm(native);
+    const seen = await vm.runInContext(`(async () => {
+      const d = navigator.userAgentData;
+      // The realm's own code, run after the script, replaces what it can.
+      Array.prototype.map = () => { throw new Error("ours ran"); };
+      const [a, b] = [d.brands, d.brands];
+      const high = await d.getHighEntropyValues(["fullVersionList", "uaFullVersion"]);
+      let refused;
+      await NavigatorUAData.prototype.getHighEntropyValues.call({}, []).catch((e) => { refused = e.message; });
+      return { brands: JSON.stringify(a), fresh: a !== b && a[0] !== b[0], frozen: Object.isFrozen(a),
+        json: JSON.stringify(d.toJSON()), keys: Object.keys(high).join(), full: JSON.stringify(high.fullVersionList),
+        version: high.uaFullVersion, refused,
+        source: Function.prototype.toString.call(Object.getOwnPropertyDescriptor(NavigatorUAData.prototype, "brands").get) };
+    })()`, context);
+    assert.equal(seen.brands, JSON.stringify(userAgentMetadata.brands));
+    assert.equal(seen.fresh, true);
+    assert.equal(seen.frozen, true);
+    assert.equal(seen.json, JSON.stringify({ brands: userAgentMetadata.brands, mobile: false, platform: "Linux" }));
+    // The native result's keys, in its order; the values the profile's.
+    assert.equal(seen.keys, "architecture,brands,fullVersionList,mobile,platform,uaFullVersion");
+    assert.equal(seen.full, JSON.stringify(userAgentMetadata.fullVersionList));
+    assert.equal(seen.version, "156.0.8078.129");
+    assert.equal(seen.refused, "Illegal invocation");
+    assert.equal(seen.source, "function get brands() { [native code] }");
+  });
+
+  test("where the browser's override reached the realm, nothing is replaced", () => {
+    const { context, before } = realm(userAgentMetadata.brands);
+    const after = vm.runInContext("Object.getOwnPropertyDescriptor(NavigatorUAData.prototype, 'brands')", context);
+    assert.equal(after.get, before.get);
   });
 });
 
