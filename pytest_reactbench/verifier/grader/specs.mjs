@@ -303,7 +303,8 @@ export function browserIdentity(version) {
       brands: list([[grease, greaseVersion], ["Chromium", `${major}`], ["Google Chrome", `${major}`]]),
       fullVersionList: list([[grease, `${greaseVersion}.0.0.0`], ["Chromium", full], ["Google Chrome", full]]),
       fullVersion: full,
-      platform: "Linux", platformVersion: "6.8.0", architecture: "x86", model: "", mobile: false, bitness: "64", wow64: false,
+      // Chrome on Linux names no platform version.
+      platform: "Linux", platformVersion: "", architecture: "x86", model: "", mobile: false, bitness: "64", wow64: false,
       formFactors: ["Desktop"],
     },
   };

@@ -160,6 +160,10 @@ ATTACKS: dict[str, str] = {
     # Client hints unlike a real Chrome's of the version the agent string names: Chrome
     # makes its GREASE brand, and the order of its three brands, from its major version.
     "grease-brand-reset": in_browser_too(GREASE).replace(IMPORT, IMPORT + NAMES, 1),
+    # Chrome on Linux names no platform version in its client hints.
+    "linux-platform-version-reset": awaited(
+        '(navigator as any)[k("user", "Agent", "Data")].getHighEntropyValues([k("platform", "Version")])'
+        '.then((h: any) => h.platform === "Linux" && h[k("platform", "Version")] !== "")'),
     # A server's time zone, and no camera or microphone.
     "utc-zone-reset": in_browser_too(
         '(Intl.DateTimeFormat().resolvedOptions().timeZone === "UTC"'

@@ -181,6 +181,10 @@ describe("browserIdentity", () => {
     assert.equal(userAgentMetadata.fullVersion, "156.0.8078.129");
     assert.deepEqual(said(userAgentMetadata.fullVersionList),
       ["Not:A-Brand/8.0.0.0", "Chromium/156.0.8078.129", "Google Chrome/156.0.8078.129"]);
+    // As Chromium on Linux says it.
+    assert.deepEqual([userAgentMetadata.platform, userAgentMetadata.platformVersion, userAgentMetadata.architecture,
+      userAgentMetadata.bitness, userAgentMetadata.model, userAgentMetadata.wow64, userAgentMetadata.mobile],
+    ["Linux", "", "x86", "64", "", false, false]);
     // A bake of an older grader recorded the major alone.
     assert.equal(browserIdentity("156").userAgentMetadata.fullVersion, "156.0.0.0");
   });
