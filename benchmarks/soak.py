@@ -8,9 +8,11 @@ status is 0 only if every run passed.
                               [--no-load] [--out soak.json] [--keep]
 
 The load runs in a process group of its own and is stopped on every exit path (the
-end, an error, Ctrl-C, SIGTERM). The clone gets the repository's own npm packages
-(`npm ci`, as .ci/setup installs them) and its own package shadows the installed one
-(PYTHONPATH), so what runs is HEAD as committed, nothing uncommitted.
+end, an error, Ctrl-C, SIGTERM); so is a run of the suite still under way, as Ctrl-C
+stops it (its trials end and their sandboxes go), killed after a minute. The clone
+gets the repository's own npm packages (`npm ci`, as .ci/setup installs them) and its
+own package shadows the installed one (PYTHONPATH), so what runs is HEAD as committed,
+nothing uncommitted.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from common import ROOT
 
@@ -105,6 +108,31 @@ def failures(junit: Path) -> list[tuple[str, str]]:
     return found
 
 
+#: How long a suite stopped as Ctrl-C stops it has to end its trials before it is killed.
+STOP_GRACE_SECONDS = 60
+
+
+@contextlib.contextmanager
+def suite(args: list[str], **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
+    """The suite in a process group of its own; however the block ends before the suite
+    did (Ctrl-C, SIGTERM, an error), the group gets Ctrl-C, so that its trials end and
+    take their sandboxes with them, and is killed if it has not ended in time. What is
+    left of the group once the suite has ended is killed."""
+    proc = subprocess.Popen(args, start_new_session=True, **popen)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(STOP_GRACE_SECONDS)
+        # Whatever of the group outlived it (or the grace) is an orphan.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def one_run(number: int, command: str, commit: str, scratch: Path, keep: bool) -> dict[str, object]:
     clone = Path(tempfile.mkdtemp(prefix=f"soak-{number}-", dir=scratch))
     clone.chmod(0o755)  # a checkout as CI has it: the grader's room user reads its files
@@ -116,9 +144,9 @@ def one_run(number: int, command: str, commit: str, scratch: Path, keep: bool) -
         subprocess.run(["npm", "ci", "--no-fund", "--no-audit", "--silent"], cwd=clone, check=True)
         env = {**os.environ, "PYTHONPATH": str(clone)}
         log = clone / "soak-output.txt"
-        with log.open("w") as out:
-            proc = subprocess.run(["bash", "-c", f"{command} --junitxml={junit}"], cwd=clone, env=env,
-                                  stdout=out, stderr=subprocess.STDOUT)
+        with log.open("w") as out, suite(["bash", "-c", f"{command} --junitxml={junit}"], cwd=clone, env=env,
+                                         stdout=out, stderr=subprocess.STDOUT) as proc:
+            proc.wait()
         tail = log.read_text(errors="replace").splitlines()[-3:]
         failed = failures(junit) if proc.returncode else []
         if proc.returncode and not failed:
