@@ -22,3 +22,25 @@ def pid_alive(pid: int) -> bool:
             return stat.read().rpartition(b")")[2].split()[0] != b"Z"
     except (OSError, IndexError):
         return True
+
+
+def children_in_group(pid: int) -> list[int]:
+    """The processes `pid` started that are in its process group still: those a
+    terminal's Ctrl-C reaches with it (none where /proc is not there to say)."""
+    group = os.getpgid(pid)
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()
+        except OSError:
+            continue  # gone meanwhile
+        if len(fields) > 2 and int(fields[1]) == pid and int(fields[2]) == group:
+            found.append(int(entry))
+    return found

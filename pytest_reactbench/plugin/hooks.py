@@ -3,7 +3,10 @@ reports and JUnit properties (the package's __init__ registers them)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
 import time
 from collections.abc import Generator
 from pathlib import Path
@@ -11,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_reactbench import __version__
+from pytest_reactbench import __version__, host
 from pytest_reactbench.agents import AgentConfigError
 from pytest_reactbench.plugin import bakes, builtins, hookspecs, selection, shards
 from pytest_reactbench.plugin.items import (
@@ -98,12 +101,37 @@ def _trials_to_run(session: pytest.Session, state: ReactbenchSession) -> list[Tr
 
 
 @pytest.hookimpl(tryfirst=True)
+def sigterm_as_ctrl_c(config: pytest.Config) -> None:
+    """From now on until the session ends, SIGTERM (a CI job cancelled, `kill`) ends it as
+    Ctrl-C from a terminal does: KeyboardInterrupt here, and Ctrl-C for the processes
+    this one started in its group (xdist's workers), so that every trial under way ends
+    as interrupted and takes its sandbox with it. Left alone where SIGTERM already has a
+    handler of someone else's, or this is not the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        for child in host.children_in_group(os.getpid()):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGINT)
+        raise KeyboardInterrupt
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    config.add_cleanup(restore)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     settings = read_settings(config)
     if settings.active or config.option.markers:
         register_task_markers(config, settings.task_roots)
     if not settings.active:
         return
+    sigterm_as_ctrl_c(config)
     workerinput = getattr(config, "workerinput", None)
     if workerinput:
         run_id = workerinput["reactbench_run_id"]

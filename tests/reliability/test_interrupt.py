@@ -1,4 +1,5 @@
-"""Ctrl-C in the middle of a trial: nothing left behind, records marked incomplete."""
+"""Ctrl-C in the middle of a trial: nothing left behind, records marked incomplete. So
+for SIGTERM (a CI job cancelled), to the session or to xdist's controller alone."""
 
 import json
 import signal
@@ -49,11 +50,11 @@ def wait_for(predicate, timeout: float = 120.0) -> None:  # type: ignore[no-unty
     raise AssertionError("timed out waiting")
 
 
-def interrupt(proc: subprocess.Popen[str], within: float) -> str:
-    """Ctrl-C to the session, and its output once it has ended (within `within` s). One
-    that does not end is killed, so that it leaves nothing in the bake cache other tests
-    share, and the failure shows what it was doing."""
-    proc.send_signal(signal.SIGINT)
+def interrupt(proc: subprocess.Popen[str], within: float, sig: int = signal.SIGINT) -> str:
+    """Ctrl-C (or `sig`) to the session, and its output once it has ended (within
+    `within` s). One that does not end is killed, so that it leaves nothing in the bake
+    cache other tests share, and the failure shows what it was doing."""
+    proc.send_signal(sig)
     try:
         output, _ = proc.communicate(timeout=within)
     except subprocess.TimeoutExpired:
@@ -63,13 +64,22 @@ def interrupt(proc: subprocess.Popen[str], within: float) -> str:
     return output
 
 
+#: What each case sends, and the session's options. Each case's task and sleep are its
+#: own, so that a look at the engine or the host sees its own alone.
+SIGNALS = {"ctrl-c": (signal.SIGINT, []), "sigterm": (signal.SIGTERM, []),
+           "sigterm-xdist": (signal.SIGTERM, ["-n", "2"])}
+
+
+@pytest.mark.parametrize("case", SIGNALS)
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_ctrl_c_mid_trial_leaves_nothing(tmp_path: Path, bake_cache: Path, backend: str) -> None:
-    seconds = HANG_SECONDS[backend]
-    write_task(tmp_path / "tasks", "hangs", solve_sh=hangs(seconds), agent_timeout=600)
+def test_ctrl_c_mid_trial_leaves_nothing(tmp_path: Path, bake_cache: Path, backend: str, case: str) -> None:
+    sig, extra = SIGNALS[case]
+    seconds = HANG_SECONDS[backend] + list(SIGNALS).index(case) * 10
+    task = f"hangs-{case}"
+    write_task(tmp_path / "tasks", task, solve_sh=hangs(seconds), agent_timeout=600)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--reactbench-agent=oracle",
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--reactbench-agent=oracle", *extra,
          f"--reactbench-sandbox={backend}", f"--reactbench-cache={bake_cache}",
          f"--reactbench-records={tmp_path / 'records'}", f"--rootdir={tmp_path}",
          str(tmp_path / "tasks")],
@@ -79,16 +89,17 @@ def test_ctrl_c_mid_trial_leaves_nothing(tmp_path: Path, bake_cache: Path, backe
     try:
         wait_for(lambda: any("agent-start" in p.read_text() for p in events.glob("*/*/events.jsonl")))
         time.sleep(1.0)
-        output = interrupt(proc, 120)
+        # To the session's process alone: with xdist, its controller, not its workers.
+        output = interrupt(proc, 120, sig)
     finally:
         proc.kill()
     assert proc.returncode == 2, output  # pytest's "interrupted"
-    (status_file,) = events.glob("*/hangs__oracle__1/status.json")
+    (status_file,) = events.glob(f"*/{task}__oracle__1/status.json")
     status = json.loads(status_file.read_text())
-    assert status["status"] == "incomplete", status
+    assert status["status"] == "incomplete", (status, output[-3000:])
     if backend == "docker":
         client = docker.from_env()
-        left = client.containers.list(all=True, filters={"label": "reactbench.task=hangs"})
+        left = client.containers.list(all=True, filters={"label": f"reactbench.task={task}"})
         assert left == [], [c.name for c in left]
     else:
         assert list((bake_cache / "local" / "sandboxes").iterdir()) == []
