@@ -62,15 +62,6 @@ def suite_leftovers(basetemp: Path, engine: bool) -> list[str]:
     return found
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The modules with slow tests first, each module's tests together and in their
-    order (a module's fixtures are made once per worker): xdist deals the first items
-    out to its workers in turn, so the longest start early on every worker, and the run
-    does not end on one of them while the others have nothing left."""
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
-
-
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Notes (on the controller, for xdist workers' tests too) that a test of the
     engine ran, so the session-end check looks at the engine only then."""

@@ -308,7 +308,6 @@ def run_attacks(tmp_path: Path, agents: list[str], *extra: str,
     return verdicts, proc.stdout
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("backend", classes.BACKENDS)
 def test_no_attack_wins(tmp_path: Path, backend: str) -> None:
     attacks, controls = on_backend(backend)
@@ -602,7 +601,6 @@ def failing(props: dict[str, str]) -> str:
     return "\n".join(grade_json(props)["tests"]["failing"])
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("backend", classes.BACKENDS)
 def test_the_submission_cannot_win_or_break_our_grader(tmp_path: Path, backend: str) -> None:
     names = classes.on_backend(TRUST_ATTACKS, TRUST_BOTH, backend)
