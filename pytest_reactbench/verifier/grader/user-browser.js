@@ -21,7 +21,6 @@
   const weakSet = WeakMap.prototype.set;
   const capture = Error.captureStackTrace;
   const then = Promise.prototype.then;
-  const map = Array.prototype.map;
   const { create, freeze, keys } = Object;
   const realToString = Function.prototype.toString;
   const sources = new WeakMap();
@@ -130,9 +129,24 @@
   // new objects, as the native one does: a frozen brand list, plain entries.
   const hints = profile.userAgentMetadata;
   const data = realm.navigator?.userAgentData;
-  // Built-ins as they were before the realm's code ran: a page's own would see ours run.
+  // Copies made as the native ones are, with nothing a realm's own code could have
+  // replaced by then: no array method, iterator or property set that reaches a prototype.
+  /**
+   * @template T
+   * @param {T[]} list
+   * @param {(item: T) => unknown} each
+   */
+  const copied = (list, each) => {
+    /** @type {unknown[]} */
+    const out = [];
+    for (let i = 0; i < list.length; i++) {
+      const value = each(/** @type {T} */ (list[i]));
+      defineProperty(out, i, { value, writable: true, enumerable: true, configurable: true });
+    }
+    return out;
+  };
   const named = (/** @type {{ brand: string, version: string }[]} */ list) =>
-    apply(map, list, [({ brand, version }) => ({ brand, version })]);
+    copied(list, ({ brand, version }) => ({ brand, version }));
   const listed = (/** @type {{ brand: string, version: string }[]} */ list) =>
     list.map(({ brand, version }) => `${brand}/${version}`).join();
   if (hints && data && listed(data.brands) !== listed(hints.brands)) {
@@ -141,13 +155,18 @@
     hinted.brands = () => named(hints.brands);
     hinted.fullVersionList = () => named(hints.fullVersionList);
     hinted.uaFullVersion = () => hints.fullVersion;
-    hinted.formFactors = () => apply(map, hints.formFactors, [(/** @type {string} */ f) => f]);
+    hinted.formFactors = () => copied(hints.formFactors, (/** @type {string} */ f) => f);
     for (const key of ["mobile", "platform", "platformVersion", "architecture", "model", "bitness", "wow64"]) {
       hinted[key] = () => hints[key];
     }
     /** @param {Record<string, unknown>} value  a native result, its own keys in their order */
     const hint = (value) => {
-      for (const key of keys(value)) if (hinted[key]) value[key] = hinted[key]();
+      const names = keys(value);
+      for (let i = 0; i < names.length; i++) {
+        const key = /** @type {string} */ (names[i]);
+        const made = hinted[key];
+        if (made) value[key] = made();
+      }
       return value;
     };
     const proto = realm.NavigatorUAData?.prototype;

@@ -306,20 +306,29 @@ describe("user-browser.js, client hints", () => {
     const { context } = realm(native);
     const seen = await vm.runInContext(`(async () => {
       const d = navigator.userAgentData;
-      // The realm's own code, run after the script, replaces what it can.
-      Array.prototype.map = () => { throw new Error("ours ran"); };
+      // The realm's own code, run after the script, replaces what it can, and sees
+      // whether anything of ours runs through it.
+      const touched = [];
+      Array.prototype.map = () => { touched.push("map"); return []; };
+      Object.defineProperty(Array.prototype, "0", { set() { touched.push("set"); }, configurable: true });
+      Object.defineProperty(Array.prototype, "constructor", { get() { touched.push("species"); return Array; },
+        configurable: true });
       const [a, b] = [d.brands, d.brands];
+      const json = JSON.stringify(d.toJSON());
+      delete Array.prototype[0];
+      delete Array.prototype.constructor;
       const high = await d.getHighEntropyValues(["fullVersionList", "uaFullVersion"]);
       let refused;
       await NavigatorUAData.prototype.getHighEntropyValues.call({}, []).catch((e) => { refused = e.message; });
       return { brands: JSON.stringify(a), fresh: a !== b && a[0] !== b[0], frozen: Object.isFrozen(a),
-        json: JSON.stringify(d.toJSON()), keys: Object.keys(high).join(), full: JSON.stringify(high.fullVersionList),
+        json, touched: touched.join(), keys: Object.keys(high).join(), full: JSON.stringify(high.fullVersionList),
         version: high.uaFullVersion, refused,
         source: Function.prototype.toString.call(Object.getOwnPropertyDescriptor(NavigatorUAData.prototype, "brands").get) };
     })()`, context);
     assert.equal(seen.brands, JSON.stringify(userAgentMetadata.brands));
     assert.equal(seen.fresh, true);
     assert.equal(seen.frozen, true);
+    assert.equal(seen.touched, "");
     assert.equal(seen.json, JSON.stringify({ brands: userAgentMetadata.brands, mobile: false, platform: "Linux" }));
     // The native result's keys, in its order; the values the profile's.
     assert.equal(seen.keys, "architecture,brands,fullVersionList,mobile,platform,uaFullVersion");
