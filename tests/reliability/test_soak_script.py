@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 #: A suite of two processes, the second started by the first; on Ctrl-C each says so,
-#: the first once the second has ended. With `ignore`, the first ignores Ctrl-C.
+#: and the first ends once the second has. With `ignore`, the first ignores Ctrl-C.
 SUITE = textwrap.dedent("""\
     import signal, subprocess, sys, time
     said, ignore = sys.argv[1], sys.argv[2] == "ignore"
@@ -79,8 +79,9 @@ def test_a_suite_under_way_gets_ctrl_c_when_the_soak_stops(soak: ModuleType, tmp
         _started(said)
         raise KeyboardInterrupt
     assert proc.returncode == 130
-    # Both heard Ctrl-C, the child first; nothing of the suite is left.
-    assert said.read_text().split() == ["child", "interrupted"]
+    # Both heard Ctrl-C (in either order: the group gets it at once); nothing of the
+    # suite is left.
+    assert sorted(said.read_text().split()) == ["child", "interrupted"]
     assert _left(proc.pid) == []
 
 

@@ -236,6 +236,11 @@ export function cleanRoom(config) {
   const base = fs.readFileSync(path.join(STATE, "base-sha"), "utf8").trim();
   fs.rmSync(path.join(APP, ".git"), { recursive: true, force: true });
   fs.cpSync(path.join(STATE, "base-git"), path.join(APP, ".git"), { recursive: true });
+  // An index of the base with no file's stat in it: what changed is found by content.
+  // The bake's index would let git take a file rewritten with its size and times as
+  // they were for the base's own.
+  fs.rmSync(path.join(APP, ".git", "index"), { force: true });
+  git("read-tree", base);
   fs.rmSync(path.join(APP, "node_modules"), { recursive: true, force: true });
   const tree = baseTree(base);
   const { files, unnamed } = walk(APP);
