@@ -100,7 +100,6 @@ def _trials_to_run(session: pytest.Session, state: ReactbenchSession) -> list[Tr
             and (item.task.id, item.agent.name, item.attempt) not in state.kept]
 
 
-@pytest.hookimpl(tryfirst=True)
 def sigterm_as_ctrl_c(config: pytest.Config) -> None:
     """From now on until the session ends, SIGTERM (a CI job cancelled, `kill`) ends it as
     Ctrl-C from a terminal does: KeyboardInterrupt here, and Ctrl-C for the processes
@@ -125,6 +124,7 @@ def sigterm_as_ctrl_c(config: pytest.Config) -> None:
     config.add_cleanup(restore)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     settings = read_settings(config)
     if settings.active or config.option.markers:
